@@ -1,0 +1,224 @@
+"""The Case: one history plus one DRY configuration (and the candidate array), with one JSON form.
+
+Every path (exhaustive, fuzz, minimize, replay) describes what it tests as a Case and judges it with check().
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .symbols import MAX_ALPHABET, SYMBOLS, from_symbols, to_symbols
+
+CASE_SCHEMA = "dryz.case/1"
+MAX_HISTORY = 1 << 16
+MAX_BREAKER_CHARS = 1000
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+# L - allowed_length is computed in C int; keep it far from overflow.
+MAX_ABS_ALLOWED = 1 << 20
+
+
+class CaseError(ValueError):
+    """A Case (or its JSON) that dryz refuses, with a one-line reason."""
+
+
+def f32(x: float) -> float:
+    """The float32 value nearest x, as a Python float (exact: every float32 is a float64)."""
+    return float(np.float32(x))
+
+
+@dataclass(frozen=True)
+class Case:
+    history: tuple[int, ...]
+    alphabet: int
+    penalty_last_n: int
+    breakers: tuple[str, ...] = ()
+    multiplier: float = 1.0
+    base: float = 2.0
+    allowed_length: int = 1
+    # Initial candidate array in array order: (token id, logit). None = every symbol of the alphabet, logit 0.
+    candidates: tuple[tuple[int, float], ...] | None = None
+    sorted: bool = False
+    # Provenance-free annotations never enter the verdict; kept out of equality.
+    note: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        validate(self)
+
+    # -- derived views ------------------------------------------------------------------------
+    def candidate_ids(self) -> list[int]:
+        if self.candidates is None:
+            return list(range(self.alphabet))
+        return [t for t, _ in self.candidates]
+
+    def initial_logits(self) -> list[float]:
+        if self.candidates is None:
+            return [0.0] * self.alphabet
+        return [lg for _, lg in self.candidates]
+
+    def invertible(self) -> bool:
+        """The seed configuration whose penalty inverts exactly to L: 1 * 2^(L-1), logits all 0."""
+        return (self.multiplier == 1.0 and self.base == 2.0 and self.allowed_length == 1
+                and all(lg == 0.0 for lg in self.initial_logits()))
+
+    def config_key(self) -> tuple:
+        """Everything but the history: cases with equal keys can be evaluated as one batch."""
+        return (self.alphabet, self.penalty_last_n, self.breakers, self.multiplier, self.base,
+                self.allowed_length, self.candidates, self.sorted)
+
+    def with_history(self, history) -> "Case":
+        return replace(self, history=tuple(int(t) for t in history))
+
+    @property
+    def symbols(self) -> str:
+        return to_symbols(self.history)
+
+    # -- JSON -----------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "schema": CASE_SCHEMA,
+            "history": list(self.history),
+            "history_symbols": self.symbols,
+            "alphabet": self.alphabet,
+            "penalty_last_n": self.penalty_last_n,
+            "breakers": list(self.breakers),
+            "multiplier": self.multiplier,
+            "base": self.base,
+            "allowed_length": self.allowed_length,
+        }
+        if self.candidates is not None:
+            d["candidates"] = [[t, _logit_to_json(lg)] for t, lg in self.candidates]
+            d["sorted"] = self.sorted
+        elif self.sorted:
+            d["sorted"] = True
+        if self.note:
+            d["note"] = self.note
+        return d
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), separators=(", ", ": "))
+
+    @classmethod
+    def from_json(cls, d: Any) -> "Case":
+        if not isinstance(d, dict):
+            raise CaseError("a case must be a JSON object")
+        schema = d.get("schema", CASE_SCHEMA)
+        if schema != CASE_SCHEMA:
+            raise CaseError(f"unknown case schema {schema!r} (this dryz reads {CASE_SCHEMA!r})")
+        known = {"schema", "history", "history_symbols", "alphabet", "penalty_last_n", "breakers",
+                 "multiplier", "base", "allowed_length", "candidates", "sorted", "note"}
+        extra = sorted(set(d) - known)
+        if extra:
+            raise CaseError(f"unknown case field(s): {', '.join(extra)}")
+        for key in ("history", "alphabet", "penalty_last_n"):
+            if key not in d:
+                raise CaseError(f"case is missing required field {key!r}")
+        history = d["history"]
+        if not isinstance(history, list) or not all(_is_int(t) for t in history):
+            raise CaseError("'history' must be a list of integer token ids")
+        if "history_symbols" in d:
+            try:
+                spelled = from_symbols(d["history_symbols"])
+            except (ValueError, TypeError) as e:
+                raise CaseError(f"'history_symbols': {e}") from None
+            if spelled != history:
+                raise CaseError("'history_symbols' does not spell 'history'")
+        cands = d.get("candidates")
+        if cands is not None:
+            if not isinstance(cands, list) or not all(
+                    isinstance(c, list) and len(c) == 2 and _is_int(c[0]) for c in cands):
+                raise CaseError("'candidates' must be a list of [token id, logit] pairs")
+            cands = tuple((int(t), _logit_from_json(lg)) for t, lg in cands)
+        breakers = d.get("breakers", [])
+        if not isinstance(breakers, list) or not all(isinstance(b, str) for b in breakers):
+            raise CaseError("'breakers' must be a list of strings")
+        for key in ("alphabet", "penalty_last_n", "allowed_length"):
+            if key in d and not _is_int(d[key]):
+                raise CaseError(f"'{key}' must be an integer")
+        for key in ("multiplier", "base"):
+            if key in d and not _is_number(d[key]):
+                raise CaseError(f"'{key}' must be a number")
+        if "sorted" in d and not isinstance(d["sorted"], bool):
+            raise CaseError("'sorted' must be true or false")
+        return cls(
+            history=tuple(int(t) for t in history),
+            alphabet=int(d["alphabet"]),
+            penalty_last_n=int(d["penalty_last_n"]),
+            breakers=tuple(breakers),
+            multiplier=float(d.get("multiplier", 1.0)),
+            base=float(d.get("base", 2.0)),
+            allowed_length=int(d.get("allowed_length", 1)),
+            candidates=cands,
+            sorted=bool(d.get("sorted", False)),
+            note=str(d.get("note", "")),
+        )
+
+    @classmethod
+    def loads(cls, text: str) -> "Case":
+        try:
+            return cls.from_json(json.loads(text))
+        except json.JSONDecodeError as e:
+            raise CaseError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+
+
+def validate(c: Case) -> None:
+    if not (isinstance(c.alphabet, int) and 1 <= c.alphabet <= MAX_ALPHABET):
+        raise CaseError(f"alphabet must be an integer in 1..{MAX_ALPHABET}, got {c.alphabet!r}")
+    if len(c.history) > MAX_HISTORY:
+        raise CaseError(f"history has {len(c.history)} tokens; at most {MAX_HISTORY} are supported")
+    for t in c.history:
+        if not (0 <= t < c.alphabet):
+            raise CaseError(f"history token {t} is outside the alphabet 0..{c.alphabet - 1}")
+    if not (INT32_MIN <= c.penalty_last_n <= INT32_MAX):
+        raise CaseError(f"penalty_last_n {c.penalty_last_n} does not fit the C int32 parameter")
+    if not (-MAX_ABS_ALLOWED <= c.allowed_length <= MAX_ABS_ALLOWED):
+        raise CaseError(f"allowed_length must be within +-{MAX_ABS_ALLOWED}, got {c.allowed_length}")
+    for name in ("multiplier", "base"):
+        v = getattr(c, name)
+        if not math.isfinite(v):
+            raise CaseError(f"{name} must be finite, got {v!r}")
+        if f32(v) != v:
+            raise CaseError(f"{name} {v!r} is not a float32 value (the C parameter is float); "
+                            f"use {f32(v)!r}")
+    for b in c.breakers:
+        if len(b) > MAX_BREAKER_CHARS:
+            raise CaseError(f"breaker of {len(b)} characters; at most {MAX_BREAKER_CHARS}")
+        bad = sorted(set(b) - set(SYMBOLS))
+        if bad:
+            raise CaseError(f"breaker {b!r} has characters outside the dryz alphabet: {''.join(bad)!r}")
+    if c.candidates is not None:
+        if not c.candidates:
+            raise CaseError("candidates, when given, must not be empty")
+        seen = set()
+        for t, lg in c.candidates:
+            if not (0 <= t < MAX_ALPHABET):
+                raise CaseError(f"candidate id {t} is outside the vocabulary 0..{MAX_ALPHABET - 1}")
+            if t in seen:
+                raise CaseError(f"candidate id {t} appears twice")
+            seen.add(t)
+            if math.isnan(lg) or lg == math.inf or f32(lg) != lg:
+                raise CaseError(f"candidate logit {lg!r} must be a finite float32 or -inf")
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _logit_to_json(x: float):
+    return "-inf" if x == -math.inf else x
+
+
+def _logit_from_json(x) -> float:
+    if x == "-inf":
+        return -math.inf
+    if not _is_number(x):
+        raise CaseError(f"candidate logit {x!r} must be a number or \"-inf\"")
+    return float(x)

@@ -1,0 +1,172 @@
+"""The one verdict: check(case) runs the library and both oracles and compares them.
+
+The comparison itself (compare_lengths, invert_deltas) is shared with the enumerator's batch path.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from .case import Case
+from .model import (Config, Prediction, match_lengths_A, match_lengths_B, output_logits, restart_sequences,
+                    shipped_lengths, symbol_texts)
+
+AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"
+
+
+@lru_cache(maxsize=1)
+def subject():
+    """The process's one loaded library (loading costs ~0.1 s; every check shares it)."""
+    from .subject import Subject
+    return Subject()
+
+
+def symbol_tokenize(text: str) -> list[int]:
+    # In the symbol vocabulary no merge applies, so a string tokenizes to one token per character.
+    from .symbols import from_symbols
+    return from_symbols(text)
+
+
+@lru_cache(maxsize=4096)
+def config_of(multiplier, base, allowed_length, penalty_last_n, breakers) -> Config:
+    seqs = restart_sequences(breakers, symbol_texts(), symbol_tokenize)
+    return Config(multiplier, base, allowed_length, penalty_last_n, tuple(seqs))
+
+
+def case_config(case: Case) -> Config:
+    return config_of(case.multiplier, case.base, case.allowed_length, case.penalty_last_n, case.breakers)
+
+
+def has_multi_token_breaker(cfg: Config) -> bool:
+    return any(tail for _, tail in cfg.seqs)
+
+
+# -- shared comparison ------------------------------------------------------------------------------
+
+
+def invert_deltas(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """L from a penalty 1 * 2^(L-1) by exact float equality: 0 -> 0, 2^(k-1) -> k.
+
+    Returns (L, bad) where bad marks deltas that are neither 0 nor an exact power of two (harness errors).
+    """
+    mant, expo = np.frexp(delta.astype(np.float64))
+    power = (delta > 0) & (mant == 0.5) & (expo >= 1)
+    L = np.where(power, expo, 0).astype(np.int64)
+    bad = ~(power | (delta == 0))
+    return L, bad
+
+
+def compare_lengths(lib_L: np.ndarray, a_L: np.ndarray, b_L: np.ndarray) -> np.ndarray:
+    """Per case: 0 agree, 1 mismatch (A == B != library), 2 oracle self-disagreement (A != B)."""
+    return np.where(a_L != b_L, 2, np.where(lib_L != a_L, 1, 0)).astype(np.int8)
+
+
+def predict_both(H: np.ndarray, cands: np.ndarray, cfg: Config) -> tuple[Prediction, Prediction]:
+    pa, _ = shipped_lengths(H, cands, cfg, match_lengths_A)
+    pb, _ = shipped_lengths(H, cands, cfg, match_lengths_B)
+    return pa, pb
+
+
+# -- the verdict -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Verdict:
+    case: Case
+    status: str
+    candidates: list[int]
+    oracle_L: list[int]
+    oracle_B_L: list[int]
+    library_L: list[int] | None          # None when the configuration does not invert to L
+    expected_logits: list[float]
+    observed_logits: list[float]
+    expected_sorted: bool
+    observed_sorted: bool
+    detail: str = ""
+    multi_token: bool = False
+    differing: list[dict] = field(default_factory=list)  # per differing candidate: id, expected, observed
+
+    @property
+    def ok(self) -> bool:
+        return self.status == AGREE
+
+    def signature(self) -> tuple:
+        """The disagreement class, for 'fails the same way': status plus, per differing candidate,
+        the direction of the error (the library penalizing more or less than expected)."""
+        return (self.status, tuple(sorted((d["id"], d["direction"]) for d in self.differing)))
+
+    def to_json(self) -> dict:
+        return {
+            "status": self.status,
+            "detail": self.detail,
+            "candidates": self.candidates,
+            "oracle_L": self.oracle_L,
+            "oracle_B_L": self.oracle_B_L,
+            "library_L": self.library_L,
+            "expected_logits": [_f(x) for x in self.expected_logits],
+            "observed_logits": [_f(x) for x in self.observed_logits],
+            "expected_sorted": self.expected_sorted,
+            "observed_sorted": self.observed_sorted,
+            "multi_token_breakers": self.multi_token,
+            "differing": self.differing,
+        }
+
+
+def _f(x: float):
+    return x if math.isfinite(x) else ("-inf" if x < 0 else ("inf" if x > 0 else "nan"))
+
+
+def _bits(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.float32).view(np.uint32)
+
+
+def check(case: Case, lib=None) -> Verdict:
+    """Run the case through the shipped library and both oracles; the one verdict everything uses."""
+    lib = lib or subject()
+    cfg = case_config(case)
+    cands = np.array(case.candidate_ids(), dtype=np.int64)
+    H = np.array([case.history], dtype=np.int64).reshape(1, len(case.history))
+    pa, pb = predict_both(H, cands, cfg)
+    initial = np.array(case.initial_logits(), dtype=np.float32)
+    expected = output_logits(initial, pa, cfg)[0]
+    expected_sorted = False if pa.ran[0] else case.sorted
+    out = lib.run(case)
+
+    v = Verdict(case=case, status=AGREE, candidates=[int(c) for c in cands],
+                oracle_L=pa.L[0].tolist(), oracle_B_L=pb.L[0].tolist(), library_L=None,
+                expected_logits=[float(x) for x in expected], observed_logits=[float(x) for x in out.logits],
+                expected_sorted=expected_sorted, observed_sorted=out.sorted,
+                multi_token=has_multi_token_breaker(cfg))
+
+    if out.size != len(cands) or out.ids != v.candidates:
+        v.status, v.detail = HARNESS_ERROR, "the sampler changed the candidate array's size or ids"
+        return v
+    if case.invertible():
+        L, bad = invert_deltas(-out.logits)
+        if bad.any():
+            v.status = HARNESS_ERROR
+            v.detail = f"delta {float(-out.logits[bad][0])!r} is neither 0 nor a power of two"
+            return v
+        v.library_L = L.tolist()
+    if not np.array_equal(pa.L, pb.L) or not np.array_equal(pa.penalized, pb.penalized):
+        v.status, v.detail = ORACLE_DISAGREEMENT, "oracles A and B disagree; the library is not judged"
+        return v
+    diff = _bits(out.logits) != _bits(expected)
+    for i in np.nonzero(diff)[0]:
+        obs, exp = float(out.logits[i]), float(expected[i])
+        # Lower logit than expected = the library penalized more.
+        direction = "more" if obs < exp or (math.isnan(exp) and not math.isnan(obs)) else "less"
+        v.differing.append({"id": int(cands[i]), "expected": _f(exp), "observed": _f(obs),
+                            "direction": direction})
+    if diff.any():
+        v.status = MISMATCH
+        v.detail = f"{int(diff.sum())} candidate logit(s) differ from the exact model"
+    elif out.sorted != expected_sorted:
+        v.status, v.detail = MISMATCH, f"sorted flag {out.sorted}, expected {expected_sorted}"
+        v.differing.append({"id": -1, "expected": expected_sorted, "observed": out.sorted,
+                            "direction": "sorted"})
+    return v

@@ -1,0 +1,165 @@
+"""Exhaustive enumeration: every history of length 1..N over k symbols, every symbol as candidate.
+
+The library's side walks the history tree with llama_sampler_clone (subject.TreeRunner); each batch of its
+output is judged with the same model and comparison check() uses (check.predict_both, compare_lengths).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .case import Case
+from .check import case_config, compare_lengths, invert_deltas, predict_both
+from .symbols import SYMBOLS
+
+CONFIG_NAMES = ("base", "window4", "breaker")
+MAX_EXAMPLES = 5
+
+
+class HarnessError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class SpaceConfig:
+    name: str
+    penalty_last_n: int
+    breakers: tuple[str, ...] = ()
+    multiplier: float = 1.0
+    base: float = 2.0
+    allowed_length: int = 1
+
+    def case(self, alphabet: int, history) -> Case:
+        return Case(history=tuple(int(t) for t in history), alphabet=alphabet,
+                    penalty_last_n=self.penalty_last_n, breakers=self.breakers, multiplier=self.multiplier,
+                    base=self.base, allowed_length=self.allowed_length)
+
+    def sampler_args(self):
+        return (self.multiplier, self.base, self.allowed_length, self.penalty_last_n, self.breakers)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "penalty_last_n": self.penalty_last_n, "breakers": list(self.breakers),
+                "multiplier": self.multiplier, "base": self.base, "allowed_length": self.allowed_length}
+
+
+def space_config(name: str, alphabet: int, max_len: int) -> SpaceConfig:
+    uncapped = max(64, max_len)  # the window never cuts the history
+    if name == "base":
+        return SpaceConfig("base", uncapped)
+    if name == "window4":
+        return SpaceConfig("window4", 4)
+    if name == "breaker":
+        return SpaceConfig("breaker", uncapped, (SYMBOLS[alphabet - 1],))
+    raise ValueError(f"unknown configuration {name!r} (known: {', '.join(CONFIG_NAMES)})")
+
+
+def histories(k: int, n: int, rows: np.ndarray) -> np.ndarray:
+    """The histories with lexicographic indices `rows` among all length-n histories over k symbols."""
+    powers = k ** np.arange(n - 1, -1, -1, dtype=np.int64)
+    return (rows[:, None] // powers[None, :]) % k
+
+
+def case_count(k: int, max_len: int) -> int:
+    return k * sum(k ** n for n in range(1, max_len + 1))
+
+
+@dataclass
+class ConfigResult:
+    config: SpaceConfig
+    cases: int = 0
+    histories: int = 0
+    mismatches: int = 0
+    oracle_disagreements: int = 0
+    off_by_one_flagged: int = 0
+    penalized_cases: int = 0
+    max_L: int = 0
+    by_length: dict = field(default_factory=dict)
+    examples: list = field(default_factory=list)  # first few disagreeing Cases
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        d = self.config.to_json()
+        d.update(cases=self.cases, histories=self.histories, mismatches=self.mismatches,
+                 oracle_disagreements=self.oracle_disagreements, penalized_cases=self.penalized_cases,
+                 max_L=self.max_L, off_by_one_flagged=self.off_by_one_flagged,
+                 cases_by_length={str(n): c for n, c in sorted(self.by_length.items())},
+                 examples=[{"kind": kind, "case": c.to_json()} for kind, c in self.examples],
+                 seconds=round(self.seconds, 3))
+        return d
+
+
+def run_config(lib, k: int, max_len: int, spec: SpaceConfig, progress=None) -> ConfigResult:
+    res = ConfigResult(spec)
+    cfg = case_config(spec.case(k, ()))
+    cands = np.arange(k, dtype=np.int64)
+    t0 = time.perf_counter()
+
+    def sink(n: int, rows: np.ndarray, logits: np.ndarray):
+        H = histories(k, n, rows)
+        pa, pb = predict_both(H, cands, cfg)
+        lib_L, bad = invert_deltas(-logits)
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            raise HarnessError(f"config {spec.name}: history {''.join(SYMBOLS[t] for t in H[r])!r} candidate "
+                               f"{SYMBOLS[c]!r}: delta {float(-logits[r, c])!r} is neither 0 nor a power of two")
+        codes = compare_lengths(lib_L, pa.L, pb.L)
+        res.cases += codes.size
+        res.histories += len(rows)
+        res.by_length[n] = res.by_length.get(n, 0) + codes.size
+        res.mismatches += int((codes == 1).sum())
+        res.oracle_disagreements += int((codes == 2).sum())
+        res.penalized_cases += int((lib_L > 0).sum())
+        res.max_L = max(res.max_L, int(lib_L.max()))
+        # Non-vacuity: a reference that is off by one wherever the oracle penalizes must be caught.
+        off_by_one = pa.L + (pa.L > 0)
+        res.off_by_one_flagged += int((lib_L != off_by_one).sum())
+        if len(res.examples) < MAX_EXAMPLES and codes.any():
+            for r in np.nonzero(codes.any(axis=1))[0][:MAX_EXAMPLES - len(res.examples)]:
+                kind = "oracle-disagreement" if (codes[r] == 2).any() else "mismatch"
+                res.examples.append((kind, spec.case(k, H[r])))
+        if progress:
+            progress(len(rows))
+
+    lib.run_tree(k, max_len, spec.sampler_args(), sink)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def multiplier_zero_control(lib, k: int, max_len: int, specs) -> dict:
+    """Negative control: with multiplier 0 the sampler must leave every logit at exactly 0."""
+    nonzero = 0
+    cases = 0
+    for spec in specs:
+        def sink(n, rows, logits):
+            nonlocal nonzero, cases
+            nonzero += int(np.count_nonzero(logits))
+            cases += logits.size
+        args = (0.0,) + spec.sampler_args()[1:]
+        lib.run_tree(k, max_len, args, sink)
+    return {"max_length": max_len, "cases": cases, "nonzero_deltas": nonzero,
+            "passed": nonzero == 0 and cases > 0}
+
+
+PERIODIC_CONTROLS = ((1, 6, None), (2, 9, None), (3, 11, None), (3, 11, 4), (2, 10, 5), (5, 23, None),
+                     (7, 40, 20))
+
+
+def periodic_control(check_fn) -> dict:
+    """Positive control: a history (0 1 .. p-1) repeated to length n; with window W (or none),
+    the next symbol in the period has L = min(n, W) - p, every other symbol 0."""
+    rows = []
+    passed = True
+    for p, n, W in PERIODIC_CONTROLS:
+        hist = [i % p for i in range(n)]
+        case = Case(history=tuple(hist), alphabet=p + 1, penalty_last_n=W if W else max(64, n))
+        v = check_fn(case)
+        expected = [0] * (p + 1)
+        expected[n % p] = min(n, W or n) - p
+        ok = v.ok and v.library_L == expected and v.oracle_L == expected and v.oracle_B_L == expected
+        passed &= ok
+        rows.append({"period": p, "length": n, "window": W, "expected_L": expected,
+                     "library_L": v.library_L, "oracle_L": v.oracle_L, "passed": ok})
+    return {"passed": passed, "cases": rows}

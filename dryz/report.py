@@ -1,0 +1,84 @@
+"""Results JSON, the printed certificate, and a stderr progress bar."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+
+
+class Progress:
+    """A one-line progress bar on stderr that appears only once a run has taken more than a second."""
+
+    def __init__(self, total: int, label: str = "", stream=None, enabled: bool = True):
+        self.total, self.label, self.done = max(total, 1), label, 0
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, n: int):
+        self.done += n
+        now = time.perf_counter()
+        if not self.enabled or now - self.t0 < 1.0 or now - self.last < 0.1:
+            return
+        self.last = now
+        frac = min(self.done / self.total, 1.0)
+        bar = "#" * int(frac * 30)
+        rate = self.done / (now - self.t0)
+        self.stream.write(f"\r{self.label} [{bar:<30}] {frac:6.1%} {self.done:,}/{self.total:,} "
+                          f"({rate:,.0f}/s)")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self):
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def environment() -> dict:
+    return {"python": platform.python_version(), "platform": platform.platform(), "dryz": __version__,
+            "cpu_count": os.cpu_count()}
+
+
+def write_json(path: str | Path, data: dict) -> None:
+    """Atomic write: a result is never half-written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def certificate_text(r: dict) -> str:
+    s = r["subject"]
+    lines = [
+        f"dryz exhaustive: {r['verdict'].upper()}",
+        f"subject   llama-cpp-python {s['llama_cpp_python']} (llama.cpp {s.get('llama_cpp_commit') or '?'})",
+        f"          libllama {s['libllama_path']}",
+        f"          sha256 {s['libllama_sha256']}",
+        f"space     every history of length {r['space']['min_length']}..{r['space']['max_length']} over "
+        f"{r['space']['alphabet']} symbols, every symbol a candidate",
+    ]
+    for c in r["configs"]:
+        brk = f" breakers={c['breakers']}" if c["breakers"] else ""
+        lines.append(f"  {c['name']:<9} last_n={c['penalty_last_n']:<3}{brk}  cases {c['cases']:>11,}  "
+                     f"mismatches {c['mismatches']}  oracle disagreements {c['oracle_disagreements']}  "
+                     f"penalized {c['penalized_cases']:,}  max L {c['max_L']}")
+    t = r["totals"]
+    lines.append(f"  {'total':<9} {'':<10} cases {t['cases']:>11,}  mismatches {t['mismatches']}  "
+                 f"oracle disagreements {t['oracle_disagreements']}")
+    c = r["controls"]
+    lines.append(f"controls  periodic {'passed' if c['periodic']['passed'] else 'FAILED'} "
+                 f"({len(c['periodic']['cases'])} closed forms); off-by-one reference flagged "
+                 f"{c['off_by_one']['flagged']:,} cases; multiplier 0: {c['multiplier_zero']['nonzero_deltas']} "
+                 f"non-zero deltas in {c['multiplier_zero']['cases']:,} cases")
+    lines.append(f"wall      {r['wall_seconds']:.2f} s")
+    return "\n".join(lines)

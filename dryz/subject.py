@@ -1,0 +1,247 @@
+"""The subject: the shipped libllama, driven through llama-cpp-python's ctypes bindings.
+
+Nothing of the sampler is re-implemented here: a sampler is made with llama_sampler_init_dry, fed with
+llama_sampler_accept, shared between histories with llama_sampler_clone, and run with llama_sampler_apply.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from .symbols import MAX_ALPHABET, SYMBOLS
+from .vocab import sha256_file, symbol_vocab_path
+
+EXPECTED_VERSION = "0.3.36"
+EXPECTED_COMMIT = "0c1e57098"  # llama-cpp-python 0.3.36's vendor/llama.cpp (its CHANGELOG)
+
+
+class SubjectError(RuntimeError):
+    """The library could not be loaded or did something the harness cannot interpret."""
+
+
+@dataclass
+class Output:
+    ids: list[int]
+    logits: np.ndarray  # float32, in array order
+    sorted: bool
+    size: int
+
+
+def _loaded_path(fragment: str) -> str | None:
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6 and os.path.basename(parts[-1]).startswith(fragment):
+                    return parts[-1]
+    except OSError:
+        pass
+    return None
+
+
+class Subject:
+    """One loaded libllama plus the symbol vocabulary."""
+
+    def __init__(self):
+        try:
+            import llama_cpp
+        except Exception as e:  # ImportError, or OSError when the shared library fails to load
+            raise SubjectError(f"cannot import llama_cpp (llama-cpp-python): {e}") from None
+        self.L = llama_cpp
+        # libllama logs to stderr on load; keep a reference so the callback outlives this call.
+        self._log_cb = llama_cpp.llama_log_callback(lambda level, text, user: None)
+        llama_cpp.llama_log_set(self._log_cb, ctypes.c_void_p())
+        llama_cpp.llama_backend_init()
+        self.vocab_path = symbol_vocab_path()
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        self.model = llama_cpp.llama_model_load_from_file(str(self.vocab_path).encode(), params)
+        if not self.model:
+            raise SubjectError(f"libllama could not load the vocabulary {self.vocab_path}")
+        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
+        n = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        if n != MAX_ALPHABET:
+            raise SubjectError(f"vocabulary has {n} tokens, expected {MAX_ALPHABET}")
+        self._init = llama_cpp.llama_sampler_init_dry
+        self.clone = llama_cpp.llama_sampler_clone
+        self.accept = llama_cpp.llama_sampler_accept
+        self.apply = llama_cpp.llama_sampler_apply
+        self.free = llama_cpp.llama_sampler_free
+
+    # -- identity -------------------------------------------------------------------------------
+    @cached_property
+    def identity(self) -> dict:
+        path = _loaded_path("libllama") or ""
+        if not path:
+            raise SubjectError("cannot find the loaded libllama in /proc/self/maps")
+        return {
+            "llama_cpp_python": getattr(self.L, "__version__", "unknown"),
+            "llama_cpp_commit": self._ggml_commit(),
+            "libllama_path": path,
+            "libllama_sha256": sha256_file(path),
+            "vocab_path": str(self.vocab_path),
+            "vocab_sha256": sha256_file(self.vocab_path),
+        }
+
+    @staticmethod
+    def _ggml_commit() -> str | None:
+        """The commit ggml was built from, as the loaded libggml-base reports it (ggml_commit())."""
+        path = _loaded_path("libggml-base")
+        if not path:
+            return None
+        try:
+            fn = ctypes.CDLL(path).ggml_commit
+        except (OSError, AttributeError):
+            return None
+        fn.restype = ctypes.c_char_p
+        return fn().decode(errors="replace")
+
+    # -- samplers ---------------------------------------------------------------------------------
+    def new_sampler(self, multiplier, base, allowed_length, penalty_last_n, breakers=()):
+        if breakers:
+            arr = (ctypes.c_char_p * len(breakers))(*[b.encode() for b in breakers])
+        else:
+            arr = None
+        s = self._init(self.vocab, multiplier, base, allowed_length, penalty_last_n, arr, len(breakers))
+        if not s:
+            raise SubjectError("llama_sampler_init_dry returned NULL")
+        return s
+
+    def sampler_for(self, case):
+        return self.new_sampler(case.multiplier, case.base, case.allowed_length, case.penalty_last_n,
+                                case.breakers)
+
+    def run(self, case) -> Output:
+        """One fresh sampler, the whole history accepted, one apply on the case's candidate array."""
+        s = self.sampler_for(case)
+        try:
+            for t in case.history:
+                self.accept(s, t)
+            return self.apply_once(s, case.candidate_ids(), case.initial_logits(), case.sorted)
+        finally:
+            self.free(s)
+
+    def apply_once(self, smpl, ids, logits, sorted_flag) -> Output:
+        n = len(ids)
+        data = (self.L.llama_token_data * n)()
+        for i, (t, lg) in enumerate(zip(ids, logits)):
+            data[i].id, data[i].logit, data[i].p = t, lg, 0.0
+        arr = self.L.llama_token_data_array(data, n, -1, sorted_flag)
+        self.apply(smpl, ctypes.byref(arr))
+        if ctypes.addressof(arr.data.contents) != ctypes.addressof(data):
+            # The sampler swapped the data pointer (DRY never should): read what it points to.
+            view = ctypes.cast(arr.data, ctypes.POINTER(self.L.llama_token_data * arr.size)).contents
+        else:
+            view = data
+        out_logits = np.array([view[i].logit for i in range(arr.size)], dtype=np.float32)
+        return Output([view[i].id for i in range(arr.size)], out_logits, bool(arr.sorted), int(arr.size))
+
+    # -- the enumeration tree -----------------------------------------------------------------------
+    def run_tree(self, alphabet: int, max_len: int, sampler_args, sink, prefix=()) -> None:
+        """Every history prefix + x with 1 <= len(x) and len(prefix + x) <= max_len, over `alphabet`
+        symbols, candidates = the alphabet with logit 0 (the prefix itself is not evaluated).
+        Depth-first with llama_sampler_clone, so each history costs one accept and one apply.
+
+        Output arrives in batches: sink(n, rows, logits) with rows the histories' lexicographic indices
+        among length-n histories and logits (len(rows), alphabet) float32 in candidate order.
+        """
+        TreeRunner(self, alphabet, max_len, sampler_args, sink).run(prefix)
+
+
+class TreeRunner:
+    """Depth-first walk of the history tree. A node's k children are applied together into k consecutive
+    slots of one candidate buffer; each child but the last gets a clone of the node's sampler, the last
+    takes the node's own sampler over, so every sampler is freed exactly once."""
+
+    BATCH = 16384  # histories per flush
+
+    def __init__(self, subject: Subject, k: int, max_len: int, sampler_args, sink):
+        self.S, self.k, self.N, self.args, self.sink = subject, k, max_len, sampler_args, sink
+        L = subject.L
+        B = self.BATCH
+        self.data = (L.llama_token_data * (B * k))()
+        self.data_np = np.frombuffer(self.data, dtype=np.dtype(
+            [("id", np.int32), ("logit", np.float32), ("p", np.float32)]))
+        self.template_ids = np.tile(np.arange(k, dtype=np.int32), B)
+        self.data_np["id"] = self.template_ids
+        self.arrs = (L.llama_token_data_array * B)()
+        base = ctypes.addressof(self.data)
+        entry = ctypes.sizeof(L.llama_token_data)
+        for i in range(B):
+            self.arrs[i].data = ctypes.cast(base + i * k * entry, L.llama_token_data_p)
+            self.arrs[i].size, self.arrs[i].selected, self.arrs[i].sorted = k, -1, False
+        self.arrs_np = np.frombuffer(self.arrs, dtype=np.dtype(
+            {"names": ["data", "size"], "formats": [np.uint64, np.uint64], "offsets": [0, 8],
+             "itemsize": ctypes.sizeof(L.llama_token_data_array)}))
+        self.expected_ptrs = self.arrs_np["data"].copy()
+        self.ptrs = [ctypes.pointer(self.arrs[i]) for i in range(B)]
+        self.fill = 0                 # histories in the buffer
+        self.records: list = []       # (length, first row, first slot) per applied sibling group
+
+    def run(self, prefix=()):
+        root = self.S.new_sampler(*self.args)
+        row = 0
+        for t in prefix:
+            self.S.accept(root, t)
+            row = row * self.k + t
+        if len(prefix) >= self.N:
+            self.S.free(root)
+            return
+        self._visit(root, len(prefix), row)
+        self._flush()
+
+    def _visit(self, parent, depth, row):
+        S, k = self.S, self.k
+        clone, accept, apply, free = S.clone, S.accept, S.apply, S.free
+        n = depth + 1
+        if self.fill + k > self.BATCH:
+            self._flush()
+        slot = self.fill
+        self.fill += k
+        self.records.append((n, row * k))
+        ptrs = self.ptrs
+        if n == self.N:  # leaves: nothing to keep
+            for c in range(k - 1):
+                s = clone(parent)
+                accept(s, c)
+                apply(s, ptrs[slot + c])
+                free(s)
+            accept(parent, k - 1)
+            apply(parent, ptrs[slot + k - 1])
+            free(parent)
+            return
+        kids = []
+        for c in range(k):
+            s = clone(parent) if c < k - 1 else parent
+            accept(s, c)
+            apply(s, ptrs[slot + c])
+            kids.append(s)
+        for c, s in enumerate(kids):
+            self._visit(s, n, row * k + c)
+
+    def _flush(self):
+        m = self.fill
+        if not m:
+            return
+        k = self.k
+        ids = self.data_np["id"][:m * k]
+        if not np.array_equal(ids, self.template_ids[:m * k]):
+            raise SubjectError("the sampler changed candidate ids in the array (DRY must not)")
+        if not (np.all(self.arrs_np["size"][:m] == k) and np.array_equal(self.arrs_np["data"][:m],
+                                                                          self.expected_ptrs[:m])):
+            raise SubjectError("the sampler changed the candidate array's size or data pointer")
+        logits = self.data_np["logit"][:m * k].reshape(m, k).copy()
+        self.data_np["logit"][:m * k] = 0.0
+        rec = np.array(self.records, dtype=np.int64)
+        self.records.clear()
+        self.fill = 0
+        lens = np.repeat(rec[:, 0], k)
+        rows = (rec[:, 1, None] + np.arange(k)).ravel()
+        for n in np.unique(lens):
+            sel = lens == n
+            self.sink(int(n), rows[sel], logits[sel])

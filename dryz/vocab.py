@@ -1,0 +1,55 @@
+"""A deterministic vocab-only GGUF in which token id i is the single character SYMBOLS[i]."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from .symbols import SYMBOLS
+
+VOCAB_NAME = "dryz-symbols-v1.gguf"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("DRYZ_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dryz")
+    return Path(base)
+
+
+def write_vocab(path: Path, tokens: list[str], merges: list[str]) -> None:
+    """Write a vocab-only GGUF (no tensors, no hparams): enough for llama_model_load_from_file(vocab_only)."""
+    import gguf  # imported here: only needed when the cache is cold
+
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    w = gguf.GGUFWriter(str(tmp), "llama")
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types([gguf.TokenType.NORMAL] * len(tokens))
+    # llama.cpp refuses an empty merges list; this merge joins two characters outside the alphabet,
+    # so it never fires on a symbol string.
+    w.add_token_merges(merges)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, path)
+
+
+def symbol_vocab_path() -> Path:
+    """The symbol vocabulary, written once into the cache directory."""
+    d = cache_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / VOCAB_NAME
+    if not path.exists():
+        write_vocab(path, list(SYMBOLS), ["Ġ Ġ"])
+    return path
+
+
+def sha256_file(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
