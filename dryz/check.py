@@ -81,7 +81,7 @@ class Verdict:
     candidates: list[int]
     oracle_L: list[int]
     oracle_B_L: list[int]
-    library_L: list[int] | None          # None when the configuration does not invert to L
+    library_L: list | None   # None when the configuration does not invert to L; None entries: overflow
     expected_logits: list[float]
     observed_logits: list[float]
     expected_sorted: bool
@@ -89,6 +89,18 @@ class Verdict:
     detail: str = ""
     multi_token: bool = False
     differing: list[dict] = field(default_factory=list)  # per differing candidate: id, expected, observed
+    broken_promises: list[str] = field(default_factory=list)  # promises the shipped output breaks
+
+    @property
+    def klass(self) -> str:
+        """The verdict's class: what replay compares with a corpus entry's `expect`."""
+        if self.status == MISMATCH and self.multi_token:
+            return "mismatch-multi-token"
+        if self.status != AGREE:
+            return self.status
+        if self.broken_promises:
+            return "promise-" + self.broken_promises[0]
+        return AGREE
 
     @property
     def ok(self) -> bool:
@@ -97,10 +109,11 @@ class Verdict:
     def signature(self) -> tuple:
         """The disagreement class, for 'fails the same way': status plus, per differing candidate,
         the direction of the error (the library penalizing more or less than expected)."""
-        return (self.status, tuple(sorted((d["id"], d["direction"]) for d in self.differing)))
+        return (self.klass, tuple(sorted((d["id"], d["direction"]) for d in self.differing)))
 
     def to_json(self) -> dict:
         return {
+            "class": self.klass,
             "status": self.status,
             "detail": self.detail,
             "candidates": self.candidates,
@@ -113,6 +126,7 @@ class Verdict:
             "observed_sorted": self.observed_sorted,
             "multi_token_breakers": self.multi_token,
             "differing": self.differing,
+            "broken_promises": self.broken_promises,
         }
 
 
@@ -146,12 +160,14 @@ def check(case: Case, lib=None) -> Verdict:
         v.status, v.detail = HARNESS_ERROR, "the sampler changed the candidate array's size or ids"
         return v
     if case.invertible():
-        L, bad = invert_deltas(-out.logits)
-        if bad.any():
+        delta = -out.logits
+        L, bad = invert_deltas(delta)
+        overflow = np.isinf(delta) & (delta > 0)  # 2^(L-1) past float range: the exact model judges it
+        if (bad & ~overflow).any():
             v.status = HARNESS_ERROR
-            v.detail = f"delta {float(-out.logits[bad][0])!r} is neither 0 nor a power of two"
+            v.detail = f"delta {float(delta[bad & ~overflow][0])!r} is neither 0 nor a power of two"
             return v
-        v.library_L = L.tolist()
+        v.library_L = [None if o else int(x) for x, o in zip(L, overflow)]
     if not np.array_equal(pa.L, pb.L) or not np.array_equal(pa.penalized, pb.penalized):
         v.status, v.detail = ORACLE_DISAGREEMENT, "oracles A and B disagree; the library is not judged"
         return v
@@ -169,4 +185,21 @@ def check(case: Case, lib=None) -> Verdict:
         v.status, v.detail = MISMATCH, f"sorted flag {out.sorted}, expected {expected_sorted}"
         v.differing.append({"id": -1, "expected": expected_sorted, "observed": out.sorted,
                             "direction": "sorted"})
+    else:
+        v.broken_promises = broken_promises(initial, out.logits, pa)
+        if v.broken_promises:
+            v.detail = "the shipped output agrees with the model but breaks: " + ", ".join(v.broken_promises)
     return v
+
+
+def broken_promises(initial: np.ndarray, observed: np.ndarray, pred: Prediction) -> list[str]:
+    """Promises the source makes that the shipped output breaks (the as-shipped model agreed).
+
+    finite-penalty: Step 4 clamps the exponent "to prevent floating point overflow in pow(penalty_base,
+    exponent)"; a penalized candidate with a finite logit must keep a finite logit.
+    """
+    out = []
+    pen = pred.penalized[0]
+    if (pen & np.isfinite(initial) & ~np.isfinite(observed)).any():
+        out.append("finite-penalty")
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -34,8 +35,10 @@ def cli():
               help="Configuration to run (base, window4, breaker); repeatable. Default: all three.")
 @click.option("--json", "json_path", default="results/main.json", show_default=True,
               help="Where to write the results JSON.")
+@click.option("-j", "--workers", type=int, default=None,
+              help="Processes to run in parallel.  [default: all cores]")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (after 1 s).")
-def exhaustive(alphabet, max_length, configs, json_path, progress):
+def exhaustive(alphabet, max_length, configs, json_path, workers, progress):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
     from .exhaustive import CONFIG_NAMES, HarnessError, case_count, space_config
     from .symbols import MAX_ALPHABET
@@ -52,9 +55,13 @@ def exhaustive(alphabet, max_length, configs, json_path, progress):
     if per_config * len(names) > MAX_SPACE_CASES:
         _fail(f"space of {per_config * len(names):,} cases is too large for one run "
               f"(limit {MAX_SPACE_CASES:,}); lower --alphabet or --max-length")
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if workers < 1:
+        _fail(f"--workers must be at least 1, got {workers}")
     specs = [space_config(n, alphabet, max_length) for n in names]
     try:
-        result = run_exhaustive(alphabet, max_length, specs, json_path, progress)
+        result = run_exhaustive(alphabet, max_length, specs, json_path, progress, workers)
     except HarnessError as e:
         _fail(f"harness error: {e}")
     from .report import certificate_text
@@ -70,9 +77,9 @@ def exhaustive(alphabet, max_length, configs, json_path, progress):
     sys.exit(EXIT_OK if result["verdict"] == "certified" else EXIT_FINDING)
 
 
-def run_exhaustive(alphabet, max_length, specs, json_path, progress=True) -> dict:
+def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, workers=1) -> dict:
     from .check import check, subject
-    from .exhaustive import case_count, multiplier_zero_control, periodic_control, run_config
+    from .exhaustive import case_count, multiplier_zero_control, periodic_control, run_configs
     from .report import Progress, environment, write_json
 
     t0 = time.perf_counter()
@@ -80,7 +87,7 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True) -> dic
     ident = lib.identity
     bar = Progress(sum(alphabet ** n for n in range(1, max_length + 1)) * len(specs),
                    "histories", enabled=progress)
-    results = [run_config(lib, alphabet, max_length, s, bar) for s in specs]
+    results = run_configs(lib, alphabet, max_length, specs, workers, bar)
     bar.close()
     periodic = periodic_control(check)
     mz = multiplier_zero_control(lib, alphabet, min(max_length, 7), specs)
@@ -106,7 +113,7 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True) -> dic
         "controls": {"periodic": periodic,
                      "off_by_one": {"flagged": flagged, "passed": flagged > 0},
                      "multiplier_zero": mz},
-        "environment": environment(),
+        "environment": dict(environment(), workers=workers),
         "python": sys.version.split()[0],
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

@@ -91,7 +91,20 @@ class ConfigResult:
         return d
 
 
-def run_config(lib, k: int, max_len: int, spec: SpaceConfig, progress=None) -> ConfigResult:
+    def merge(self, other: "ConfigResult") -> None:
+        for key in ("cases", "histories", "mismatches", "oracle_disagreements", "off_by_one_flagged",
+                    "penalized_cases"):
+            setattr(self, key, getattr(self, key) + getattr(other, key))
+        self.max_L = max(self.max_L, other.max_L)
+        for n, c in other.by_length.items():
+            self.by_length[n] = self.by_length.get(n, 0) + c
+        self.examples.extend(other.examples[:MAX_EXAMPLES - len(self.examples)])
+        self.seconds += other.seconds
+
+
+def run_slice(lib, k: int, max_len: int, spec: SpaceConfig, prefix=(), top: int | None = None) -> ConfigResult:
+    """One slice of a configuration's space: the histories below `prefix`, or (top=d) every history of
+    length 1..d. Library output and oracles meet in the sink, batch by batch."""
     res = ConfigResult(spec)
     cfg = case_config(spec.case(k, ()))
     cands = np.arange(k, dtype=np.int64)
@@ -120,12 +133,59 @@ def run_config(lib, k: int, max_len: int, spec: SpaceConfig, progress=None) -> C
             for r in np.nonzero(codes.any(axis=1))[0][:MAX_EXAMPLES - len(res.examples)]:
                 kind = "oracle-disagreement" if (codes[r] == 2).any() else "mismatch"
                 res.examples.append((kind, spec.case(k, H[r])))
-        if progress:
-            progress(len(rows))
 
-    lib.run_tree(k, max_len, spec.sampler_args(), sink)
+    if top is not None:
+        lib.run_tree(k, top, spec.sampler_args(), sink)
+    else:
+        lib.run_tree(k, max_len, spec.sampler_args(), sink, prefix)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def slices(k: int, max_len: int, workers: int) -> list[dict]:
+    """Deterministic partition of one configuration's space: histories of length <= d, then one slice per
+    prefix of length d. d grows until there are enough slices to keep every worker busy."""
+    if workers <= 1:
+        return [{"top": max_len}]
+    d = 1
+    while k ** d < 8 * workers and d < max_len - 1:
+        d += 1
+    if d >= max_len:
+        return [{"top": max_len}]
+    out = [{"top": d}]
+    for row in range(k ** d):
+        out.append({"prefix": tuple(int(x) for x in histories(k, d, np.array([row]))[0])})
+    return out
+
+
+def _run_task(args):
+    from .check import subject
+    k, max_len, spec, sl = args
+    return run_slice(subject(), k, max_len, spec, **sl)
+
+
+def run_configs(lib, k: int, max_len: int, specs, workers: int = 1, progress=None) -> list[ConfigResult]:
+    """Every configuration's space, split into slices run by `workers` forked processes (1: in-process).
+    Slices are merged in their fixed order, so results do not depend on the number of workers."""
+    tasks = [(ci, (k, max_len, spec, sl)) for ci, spec in enumerate(specs) for sl in slices(k, max_len, workers)]
+    results = [ConfigResult(spec) for spec in specs]
+    if workers <= 1:
+        outs = (_run_task(t) for _, t in tasks)
+        pool = None
+    else:
+        import multiprocessing as mp
+        pool = mp.get_context("fork").Pool(workers)
+        outs = pool.imap(_run_task, [t for _, t in tasks])
+    try:
+        for (ci, _), part in zip(tasks, outs):
+            results[ci].merge(part)
+            if progress:
+                progress(part.histories)
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+    return results
 
 
 def multiplier_zero_control(lib, k: int, max_len: int, specs) -> dict:

@@ -244,7 +244,8 @@ def penalties(L: np.ndarray, cfg: Config) -> np.ndarray:
     for i, e in enumerate(flat):
         e = int(e)
         if e not in table:
-            table[e] = np.float32(np.float64(np.float32(cfg.multiplier)) * _pow(float(np.float32(cfg.base)), float(e)))
+            with np.errstate(over="ignore"):  # the float cast overflows to inf exactly as the C++ does
+                table[e] = np.float32(np.float64(cfg.multiplier) * _pow(cfg.base, float(e)))
         res[i] = table[e]
     return out
 

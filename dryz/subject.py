@@ -152,18 +152,18 @@ class Subject:
         """
         TreeRunner(self, alphabet, max_len, sampler_args, sink).run(prefix)
 
+    def tree_buffer(self, k: int) -> "TreeBuffer":
+        cache = self.__dict__.setdefault("_tree_buffers", {})
+        if k not in cache:
+            cache[k] = TreeBuffer(self.L, k, TreeRunner.BATCH)
+        return cache[k]
 
-class TreeRunner:
-    """Depth-first walk of the history tree. A node's k children are applied together into k consecutive
-    slots of one candidate buffer; each child but the last gets a clone of the node's sampler, the last
-    takes the node's own sampler over, so every sampler is freed exactly once."""
 
-    BATCH = 16384  # histories per flush
+class TreeBuffer:
+    """BATCH candidate arrays of k entries each, in one block that numpy reads and resets at once.
+    Made once per process and alphabet size (creating 16k ctypes pointers is not free)."""
 
-    def __init__(self, subject: Subject, k: int, max_len: int, sampler_args, sink):
-        self.S, self.k, self.N, self.args, self.sink = subject, k, max_len, sampler_args, sink
-        L = subject.L
-        B = self.BATCH
+    def __init__(self, L, k: int, B: int):
         self.data = (L.llama_token_data * (B * k))()
         self.data_np = np.frombuffer(self.data, dtype=np.dtype(
             [("id", np.int32), ("logit", np.float32), ("p", np.float32)]))
@@ -180,6 +180,20 @@ class TreeRunner:
              "itemsize": ctypes.sizeof(L.llama_token_data_array)}))
         self.expected_ptrs = self.arrs_np["data"].copy()
         self.ptrs = [ctypes.pointer(self.arrs[i]) for i in range(B)]
+
+
+class TreeRunner:
+    """Depth-first walk of the history tree. A node's k children are applied together into k consecutive
+    slots of one candidate buffer; each child but the last gets a clone of the node's sampler, the last
+    takes the node's own sampler over, so every sampler is freed exactly once."""
+
+    BATCH = 16384  # histories per flush
+
+    def __init__(self, subject: Subject, k: int, max_len: int, sampler_args, sink):
+        self.S, self.k, self.N, self.args, self.sink = subject, k, max_len, sampler_args, sink
+        buf = subject.tree_buffer(k)
+        self.data_np, self.template_ids, self.arrs_np = buf.data_np, buf.template_ids, buf.arrs_np
+        self.expected_ptrs, self.ptrs = buf.expected_ptrs, buf.ptrs
         self.fill = 0                 # histories in the buffer
         self.records: list = []       # (length, first row, first slot) per applied sibling group
 

@@ -1,0 +1,59 @@
+"""The command line: exit codes, one-line errors, the results JSON."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def dryz(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "dryz", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["exhaustive", "--alphabet", "0"], "--alphabet must be in 1..64"),
+    (["exhaustive", "--alphabet", "65"], "--alphabet must be in 1..64"),
+    (["exhaustive", "--max-length", "-3"], "--max-length must be at least 1"),
+    (["exhaustive", "--config", "nope"], "unknown --config 'nope'"),
+    (["exhaustive", "--alphabet", "x"], "'x' is not a valid integer"),
+    (["exhaustive", "--workers", "0"], "--workers must be at least 1"),
+    (["exhaustive", "-k", "64", "-n", "12"], "too large"),
+    (["exhaustive", "--frobnicate"], "No such option"),
+    (["nosuchcommand"], "No such command"),
+])
+def test_bad_input_is_one_line_exit_2(args, fragment):
+    p = dryz(*args)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dryz: error:") and fragment in lines[0], p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_small_run_writes_certificate(tmp_path):
+    out = tmp_path / "r.json"
+    p = dryz("exhaustive", "-k", "3", "-n", "6", "--json", str(out), "--workers", "1")
+    assert p.returncode == 0, p.stderr
+    assert "CERTIFIED" in p.stdout
+    r = json.loads(out.read_text())
+    assert r["verdict"] == "certified"
+    assert len(r["subject"]["libllama_sha256"]) == 64 and r["subject"]["llama_cpp_python"] == "0.3.36"
+    assert r["space"]["alphabet"] == 3 and r["space"]["max_length"] == 6
+    assert [c["name"] for c in r["space"]["configs"]] == ["base", "window4", "breaker"]
+    for c in r["configs"]:
+        assert c["cases"] == 3 * (3 + 9 + 27 + 81 + 243 + 729)
+        assert c["mismatches"] == 0 and c["oracle_disagreements"] == 0
+    assert r["totals"] == {"cases": 3 * 3276, "mismatches": 0, "oracle_disagreements": 0}
+    assert r["controls"]["periodic"]["passed"] is True
+    assert r["controls"]["off_by_one"]["flagged"] > 0
+    assert r["controls"]["multiplier_zero"]["nonzero_deltas"] == 0
+    assert r["wall_seconds"] > 0 and r["python"].startswith("3.")
+
+
+def test_single_config_option(tmp_path):
+    out = tmp_path / "r.json"
+    p = dryz("exhaustive", "-k", "4", "-n", "4", "-c", "window4", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    r = json.loads(out.read_text())
+    assert [c["name"] for c in r["configs"]] == ["window4"] and r["totals"]["cases"] == 4 * 340

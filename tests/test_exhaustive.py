@@ -1,0 +1,60 @@
+"""A small exhaustive run with exact counts, controls, workers, and a comparison that can fail."""
+
+import numpy as np
+import pytest
+
+from dryz import check as check_mod
+from dryz.check import check
+from dryz.exhaustive import (case_count, multiplier_zero_control, periodic_control, run_configs,
+                             space_config, slices)
+
+
+def specs(k, n):
+    return [space_config(name, k, n) for name in ("base", "window4", "breaker")]
+
+
+def test_counts_formula():
+    assert case_count(3, 11) == 797_157
+    assert case_count(4, 8) == 349_520
+    assert case_count(3, 7) == 9_837
+
+
+def test_small_space_certified(lib):
+    res = run_configs(lib, 3, 7, specs(3, 7))
+    for r in res:
+        assert r.cases == 9_837
+        assert r.by_length == {n: 3 * 3 ** n for n in range(1, 8)}
+        assert r.mismatches == 0 and r.oracle_disagreements == 0
+        # The off-by-one reference is flagged exactly where the library penalizes.
+        assert r.off_by_one_flagged == r.penalized_cases > 0
+    assert [r.max_L for r in res] == [6, 3, 6]
+
+
+def test_workers_give_identical_results(lib):
+    one = run_configs(lib, 3, 7, specs(3, 7), workers=1)
+    two = run_configs(lib, 3, 7, specs(3, 7), workers=2)
+    assert [r.to_json() | {"seconds": 0} for r in one] == [r.to_json() | {"seconds": 0} for r in two]
+
+
+def test_slices_partition_the_space():
+    sl = slices(3, 7, 2)
+    assert sl[0] == {"top": 3} and len(sl) == 1 + 27
+    assert slices(3, 7, 1) == [{"top": 7}]
+
+
+def test_controls_fire(lib):
+    assert periodic_control(check)["passed"]
+    mz = multiplier_zero_control(lib, 3, 5, specs(3, 5))
+    assert mz["nonzero_deltas"] == 0 and mz["cases"] == 3 * case_count(3, 5)
+
+
+def test_broken_oracle_is_caught(lib, monkeypatch):
+    """The comparison can fail: an oracle A that is off by one makes A and B disagree;
+    both off by one make the library mismatch."""
+    real_A, real_B = check_mod.match_lengths_A, check_mod.match_lengths_B
+    monkeypatch.setattr(check_mod, "match_lengths_A", lambda W, c: real_A(W, c) + 1)
+    r = run_configs(lib, 3, 5, specs(3, 5)[:1])[0]
+    assert r.oracle_disagreements > 0 and r.examples and r.examples[0][0] == "oracle-disagreement"
+    monkeypatch.setattr(check_mod, "match_lengths_B", lambda W, c: real_B(W, c) + 1)
+    r = run_configs(lib, 3, 5, specs(3, 5)[:1])[0]
+    assert r.mismatches > 0 and r.oracle_disagreements == 0 and r.examples[0][0] == "mismatch"

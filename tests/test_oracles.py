@@ -1,0 +1,128 @@
+"""Oracles A and B, and the shipped configuration model, against hand-worked cases."""
+
+import numpy as np
+import pytest
+
+from dryz.case import Case
+from dryz.check import case_config, predict_both
+from dryz.model import _match_lengths_B_bytes, match_lengths_A, match_lengths_B, rep_limits
+from dryz.symbols import SYMBOLS, from_symbols
+
+
+def lengths(symbols, alphabet=26, oracle="both", **cfg):
+    """Per-symbol L (only non-zero entries) for a history written as symbols."""
+    case = Case(history=tuple(from_symbols(symbols)), alphabet=alphabet,
+                penalty_last_n=cfg.pop("penalty_last_n", 64), **cfg)
+    H = np.array([case.history], dtype=np.int64)
+    pa, pb = predict_both(H, np.arange(alphabet), case_config(case))
+    a = {SYMBOLS[i]: int(x) for i, x in enumerate(pa.L[0]) if x}
+    b = {SYMBOLS[i]: int(x) for i, x in enumerate(pb.L[0]) if x}
+    assert a == b, f"oracles disagree on {symbols}: A={a} B={b}"
+    return a
+
+
+def test_source_worked_example():
+    # llama-sampler.cpp, Step 3: "a b c c b c y a b c" -> c: 3, b: 1, y: 2
+    assert lengths("abccbcyabc") == {"c": 3, "b": 1, "y": 2}
+
+
+@pytest.mark.parametrize("hist,expected", [
+    ("a", {}),                      # window 1 <= allowed_length 1: early exit
+    ("ab", {}),                     # b at j=1 follows 'a', which is not the suffix 'b'
+    ("aa", {"a": 1}),
+    ("aaaa", {"a": 3}),             # matches may overlap the suffix
+    ("abab", {"a": 2}),             # ababa: 'aba' recurs
+    ("abcab", {"c": 2}),
+    ("abcabc", {"a": 3}),
+    ("abcdbc", {"d": 2}),
+    ("xyzxyq", {}),                 # the suffix q never occurred before
+])
+def test_hand_worked(hist, expected):
+    assert lengths(hist) == expected
+
+
+def test_window_cuts_history():
+    assert lengths("abcab", penalty_last_n=5) == {"c": 2}
+    assert lengths("abcab", penalty_last_n=3) == {}           # window 'cab'
+    assert lengths("abcabc", penalty_last_n=4) == {"a": 1}     # window 'cabc': 'c' recurs before 'a'
+    assert lengths("aaaaaa", penalty_last_n=4) == {"a": 3}
+
+
+def test_single_token_breaker():
+    # rep_limit = distance from the end to the most recent breaker 'a' (here 1): c's 2 becomes 1.
+    assert lengths("abcab", breakers=("a",)) == {"c": 1}
+    # A candidate that is itself a breaker is never penalized.
+    assert lengths("abcabc", breakers=("a",)) == {}
+    # Breaker as the last token: rep_limit 0 < allowed_length 1, DRY exits.
+    assert lengths("abcabca", breakers=("a",)) == {}
+    # A breaker outside the window does not limit.
+    assert lengths("zabcabc", breakers=("z",), penalty_last_n=6) == {"a": 3}
+
+
+def test_allowed_length_exits():
+    assert lengths("aaaa", allowed_length=4) == {}              # window 4 <= allowed_length
+    assert lengths("abab", allowed_length=2) == {"a": 2}
+    assert lengths("abab", allowed_length=3) == {}              # L 2 < allowed_length
+
+
+def test_rep_limit_model():
+    W = np.array([from_symbols("abcab")])
+    assert rep_limits(W, [(0, ())]).tolist() == [1]
+    assert rep_limits(W, []).tolist() == [5]
+    # multi-token restart sequence 'c a' (head c, tail a): completes 2 from the end -> rep_limit 1
+    assert rep_limits(W, [(2, (0,))]).tolist() == [1]
+
+
+def random_windows(rng, n, w, k):
+    return rng.integers(0, k, size=(n, w))
+
+
+def test_A_equals_B_random_batches():
+    rng = np.random.default_rng(1)
+    for w in (1, 2, 3, 7, 15, 40):
+        for k in (1, 2, 3, 6):
+            W = random_windows(rng, 300, w, k)
+            cands = np.arange(k + 1)       # one candidate that never occurs
+            a, b = match_lengths_A(W, cands), match_lengths_B(W, cands)
+            assert np.array_equal(a, b), (w, k)
+            assert not a[:, k].any()       # the absent symbol never gets a length
+
+
+def test_B_byte_path_equals_batch_path():
+    rng = np.random.default_rng(2)
+    for w in (1, 5, 30, 200):
+        W = random_windows(rng, 50, w, 3)
+        cands = np.arange(4)
+        batch = match_lengths_B(W, cands)
+        single = np.array([_match_lengths_B_bytes(row, cands) for row in W])
+        assert np.array_equal(batch, single)
+
+
+def test_A_equals_B_on_structured_histories():
+    # Periodic and near-periodic histories drive long matches, where boundary errors live.
+    rows = []
+    for p in (1, 2, 3, 5):
+        base = [i % p for i in range(60)]
+        rows.append(base)
+        for flip in (0, 17, 58, 59):
+            r = list(base)
+            r[flip] = 5
+            rows.append(r)
+    W = np.array(rows)
+    cands = np.arange(6)
+    assert np.array_equal(match_lengths_A(W, cands), match_lengths_B(W, cands))
+
+
+def test_A_equals_B_random_configurations():
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        k = int(rng.integers(1, 7))
+        n = int(rng.integers(0, 50))
+        hist = tuple(int(x) for x in rng.integers(0, k, n))
+        breakers = tuple(SYMBOLS[int(x)] for x in rng.choice(k, size=int(rng.integers(0, min(k, 3) + 1)),
+                                                             replace=False))
+        case = Case(history=hist, alphabet=k, penalty_last_n=int(rng.integers(-1, n + 9)),
+                    breakers=breakers, allowed_length=int(rng.integers(0, 4)))
+        H = np.array([hist], dtype=np.int64).reshape(1, n)
+        pa, pb = predict_both(H, np.arange(k), case_config(case))
+        assert np.array_equal(pa.L, pb.L) and np.array_equal(pa.penalized, pb.penalized), case

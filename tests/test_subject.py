@@ -1,0 +1,72 @@
+"""The shipped library through the driver, and check() on it."""
+
+import math
+
+import numpy as np
+
+from dryz.case import Case
+from dryz.check import AGREE, HARNESS_ERROR, check, invert_deltas
+from dryz.symbols import SYMBOLS, from_symbols
+
+
+def test_identity_names_the_loaded_library(lib):
+    ident = lib.identity
+    assert ident["llama_cpp_python"] == "0.3.36"
+    assert ident["libllama_path"].endswith("libllama.so") or ".so" in ident["libllama_path"]
+    assert len(ident["libllama_sha256"]) == 64 and int(ident["libllama_sha256"], 16) >= 0
+    assert ident["llama_cpp_commit"] and ident["llama_cpp_commit"].startswith("0c1e570")
+
+
+def test_source_example_through_the_library(lib):
+    case = Case(history=tuple(from_symbols("abccbcyabc")), alphabet=26, penalty_last_n=64)
+    v = check(case, lib)
+    assert v.status == AGREE
+    got = {SYMBOLS[i]: L for i, L in enumerate(v.library_L) if L}
+    assert got == {"c": 3, "b": 1, "y": 2}
+    # The penalties themselves: 1 * 2^(L-1), subtracted from logit 0.
+    assert v.observed_logits[2] == -4.0 and v.observed_logits[1] == -1.0 and v.observed_logits[24] == -2.0
+    assert v.observed_sorted is False
+
+
+def test_run_matches_clone_and_extend(lib):
+    """A sampler cloned from a prefix and extended gives the same output as a fresh one."""
+    hist = from_symbols("abcabcaab")
+    case = Case(history=tuple(hist), alphabet=3, penalty_last_n=64)
+    fresh = lib.run(case)
+    s = lib.sampler_for(case)
+    for t in hist[:4]:
+        lib.accept(s, t)
+    c = lib.clone(s)
+    lib.free(s)
+    for t in hist[4:]:
+        lib.accept(c, t)
+    out = lib.apply_once(c, [0, 1, 2], [0.0] * 3, False)
+    lib.free(c)
+    assert np.array_equal(out.logits, fresh.logits)
+
+
+def test_inversion_is_exact():
+    d = np.array([[0.0, 1.0, 2.0, 1024.0, 3.0, 0.75, -1.0, math.inf]], dtype=np.float32)
+    L, bad = invert_deltas(d)
+    assert L[0, :4].tolist() == [0, 1, 2, 11]
+    assert bad[0].tolist() == [False] * 4 + [True] * 4
+
+
+def test_multiplier_zero_leaves_logits(lib):
+    case = Case(history=tuple(from_symbols("abab")), alphabet=3, penalty_last_n=64, multiplier=0.0)
+    v = check(case, lib)
+    assert v.status == AGREE and v.observed_logits == [0.0, 0.0, 0.0] and v.observed_sorted is False
+
+
+def test_harness_error_on_uninvertible_delta(lib, monkeypatch):
+    """A delta that is not a power of two is reported, never rounded."""
+    from dryz import subject as subject_mod
+    real = subject_mod.Subject.run
+
+    def perturbed(self, case):
+        out = real(self, case)
+        out.logits = out.logits * np.float32(1.5)
+        return out
+    monkeypatch.setattr(subject_mod.Subject, "run", perturbed)
+    case = Case(history=tuple(from_symbols("abab")), alphabet=3, penalty_last_n=64)
+    assert check(case, lib).status == HARNESS_ERROR
