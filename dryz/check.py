@@ -6,7 +6,8 @@ The comparison itself (compare_lengths, invert_deltas) is shared with the enumer
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -16,6 +17,22 @@ from .model import (Config, Prediction, match_lengths_A, match_lengths_B, output
                     shipped_lengths, symbol_texts)
 
 AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"
+
+# Fault injection for positive controls (fuzz campaign, minimizer demo): DRYZ_FAULT=off-by-one makes the
+# reference claim one more than the true length wherever that length is >= 2, in both oracles.
+FAULTS = ("off-by-one",)
+
+
+def fault() -> str | None:
+    f = os.environ.get("DRYZ_FAULT") or None
+    if f is not None and f not in FAULTS:
+        raise ValueError(f"unknown DRYZ_FAULT {f!r} (known: {', '.join(FAULTS)})")
+    return f
+
+
+def _inject(p: Prediction) -> Prediction:
+    bump = p.penalized & (p.L >= 2)
+    return replace(p, L=p.L + bump)
 
 
 @lru_cache(maxsize=1)
@@ -145,6 +162,8 @@ def check(case: Case, lib=None) -> Verdict:
     cands = np.array(case.candidate_ids(), dtype=np.int64)
     H = np.array([case.history], dtype=np.int64).reshape(1, len(case.history))
     pa, pb = predict_both(H, cands, cfg)
+    if fault() == "off-by-one":
+        pa, pb = _inject(pa), _inject(pb)
     initial = np.array(case.initial_logits(), dtype=np.float32)
     expected = output_logits(initial, pa, cfg)[0]
     expected_sorted = False if pa.ran[0] else case.sorted

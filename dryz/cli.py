@@ -122,6 +122,198 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
     return result
 
 
+# -- single cases, minimizer, corpus ---------------------------------------------------------------------
+
+
+def load_case_file(path: str):
+    """A Case from a Case JSON, a corpus entry, or a libFuzzer crash file (the fuzz harness's decoder)."""
+    import json
+
+    from .case import Case, CaseError
+    from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
+    from .decode import decode
+    try:
+        raw = open(path, "rb").read()
+    except OSError as e:
+        _fail(f"cannot read {path}: {e.strerror}")
+    if raw[:1] == b"{":
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            data = None
+        if isinstance(data, dict) and data.get("schema") == CORPUS_SCHEMA:
+            try:
+                return validate_entry(data, path), "corpus entry"
+            except CorpusError as e:
+                _fail(str(e))
+        if isinstance(data, dict) and "history" in data:
+            try:
+                return Case.from_json(data), "case JSON"
+            except CaseError as e:
+                _fail(f"{path}: {e}")
+    try:
+        return decode(raw), "fuzz input"
+    except CaseError as e:
+        _fail(f"{path}: decodes to an invalid case: {e}")
+
+
+@cli.command("check")
+@click.argument("path", type=click.Path(dir_okay=False))
+def check_cmd(path):
+    """Judge one case (Case JSON, corpus entry or crash file); print the verdict as JSON."""
+    import json
+
+    from .check import check
+    case, kind = load_case_file(path)
+    v = check(case)
+    click.echo(json.dumps({"input": kind, "case": case.to_json(), "verdict": v.to_json()}, indent=2))
+    sys.exit(EXIT_OK if v.ok else EXIT_FINDING)
+
+
+@cli.command("signature", hidden=True)
+def signature_cmd():
+    """Internal: read a Case JSON on stdin, print its verdict signature (used for isolated evaluation)."""
+    import json
+
+    from .case import Case, CaseError
+    from .reduce import signature_in_process
+    try:
+        case = Case.loads(sys.stdin.read())
+    except CaseError as e:
+        _fail(str(e))
+    klass, directions = signature_in_process(case)
+    click.echo(json.dumps([klass, list(directions)]))
+
+
+@cli.command()
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--corpus", "corpus_dir", default=None, help="Where to store the reproducer. [default: corpus/]")
+@click.option("--isolate/--no-isolate", default=None,
+              help="Evaluate every candidate in a subprocess. [default: only when the input crashes]")
+def minimize(path, corpus_dir, isolate):
+    """Shrink a failing case (crash file, Case JSON or corpus entry) to a shortest reproducer in corpus/."""
+    from .check import fault, subject
+    from .corpus import DEFAULT_DIR, entry_json, write_entry
+    from .reduce import reduce_case, signature_in_process, signature_isolated
+    case, kind = load_case_file(path)
+    t0 = time.perf_counter()
+    first = signature_isolated(case)
+    crashed = first[0] == "crash"
+    if first[0] == "agree":
+        _fail(f"{path}: the case agrees with the oracles; nothing to minimize")
+    isolated = crashed if isolate is None else isolate
+    sig = signature_isolated if isolated else signature_in_process
+    click.echo(f"minimizing {path} ({kind}): class {first[0]}, {len(case.history)} tokens"
+               f"{', isolated' if isolated else ''}")
+    reduced, shortest, calls = reduce_case(case, first, sig, log=lambda m: click.echo(f"  {m}"))
+    seconds = time.perf_counter() - t0
+    if crashed:
+        from .check import Verdict
+        verdict = None
+    else:
+        from .check import check
+        verdict = check(reduced)
+    lib = subject()
+    provenance = {"found_by": "minimize", "minimized_from": str(path), "input_kind": kind,
+                  "original_length": len(case.history), "predicate_calls": calls,
+                  "seconds": round(seconds, 2), "fault": fault()}
+    if verdict is None:
+        data = crash_entry(reduced, shortest, provenance, lib.identity)
+    else:
+        data = entry_json(reduced, verdict, expect=verdict.klass, shortest=shortest, provenance=provenance,
+                          subject=lib.identity)
+    out = write_entry(corpus_dir or DEFAULT_DIR, data)
+    click.echo(f"reproducer: {len(reduced.history)} tokens {reduced.symbols!r}, shortest: {shortest}, "
+               f"{calls} predicate calls, {seconds:.1f} s")
+    click.echo(f"written: {out}")
+
+
+def crash_entry(case, shortest, provenance, identity) -> dict:
+    from .corpus import CORPUS_SCHEMA
+    return {"schema": CORPUS_SCHEMA, "expect": "crash", "class": "crash", "shortest": shortest,
+            "history_symbols": case.symbols, "note": "", "case": case.to_json(),
+            "subject": {"llama_cpp_python": identity.get("llama_cpp_python"),
+                        "libllama_sha256": identity.get("libllama_sha256")},
+            "provenance": provenance}
+
+
+@cli.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+def replay(directory):
+    """Re-run every corpus entry through check(); exit 1 if any verdict changed."""
+    from .corpus import DEFAULT_DIR, CorpusError, replay as replay_dir
+    from .reduce import signature_isolated
+    d = directory or str(DEFAULT_DIR)
+
+    def judge(case, expect):
+        if expect == "crash":
+            return signature_isolated(case)[0]
+        from .check import check
+        return check(case).klass
+    try:
+        rows = replay_dir(d, judge)
+    except CorpusError as e:
+        _fail(str(e))
+    bad = [r for r in rows if not r.ok]
+    for r in rows:
+        if r.error:
+            click.echo(f"INVALID {r.path}: {r.error}")
+        elif r.ok:
+            click.echo(f"ok      {r.path.name}: {r.expect}")
+        else:
+            click.echo(f"CHANGED {r.path}: expected {r.expect}, now {r.got}")
+    click.echo(f"replayed {len(rows)} entries: {len(rows) - len(bad)} as expected, {len(bad)} changed or invalid")
+    if any(r.error for r in rows):
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDING if bad else EXIT_OK)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.option("-t", "--time", "seconds", type=int, default=60, show_default=True, help="Time budget, seconds.")
+@click.option("-j", "--jobs", type=int, default=None, help="Parallel fuzzing jobs (libFuzzer -fork). [default: all cores]")
+@click.option("--workdir", default="fuzz-work", show_default=True, help="Working corpus and log directory.")
+@click.option("--artifacts", default=None, help="Where crash files go. [default: WORKDIR/artifacts]")
+@click.option("--native/--no-native", default=False, help="Also collect coverage of an instrumented libllama (needs clang).")
+@click.option("--fault", type=click.Choice(["off-by-one"]), default=None,
+              help="Positive control: judge against a deliberately wrong reference.")
+@click.option("--json", "json_path", default=None, help="Write the campaign summary here.")
+@click.argument("libfuzzer_flags", nargs=-1, type=click.UNPROCESSED)
+def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_flags):
+    """Coverage-guided campaign (atheris + libFuzzer); extra -flags go to libFuzzer."""
+    from pathlib import Path
+
+    from .campaign import Campaign, CampaignError
+    from .report import write_json
+    if seconds < 1:
+        _fail(f"--time must be at least 1 second, got {seconds}")
+    jobs = jobs or os.cpu_count() or 1
+    if jobs < 1:
+        _fail(f"--jobs must be at least 1, got {jobs}")
+    for f in libfuzzer_flags:
+        if not f.startswith("-"):
+            _fail(f"unexpected argument {f!r} (libFuzzer flags start with '-')")
+    work = Path(workdir)
+    camp = Campaign(seconds=seconds, jobs=jobs, workdir=work, artifacts=Path(artifacts or work / "artifacts"),
+                    native=native, fault=fault, extra=list(libfuzzer_flags))
+    camp.log = click.echo
+    try:
+        summary = camp.run()
+    except CampaignError as e:
+        _fail(str(e))
+    except SystemExit as e:  # build_native reports a missing toolchain this way
+        _fail(f"native build unavailable (exit {e.code}); run without --native for Python coverage only")
+    click.echo(f"summary: {summary['execs']:,} execs in {summary['seconds']} s, cov {summary['cov']}, "
+               f"ft {summary['ft']}, corpus {summary['corpus']}, findings {len(summary['findings'])}")
+    if summary["counters"]:
+        click.echo(f"coverage counters: {summary['counters']}")
+    for f in summary["findings"]:
+        click.echo(f"finding: {f['file']} (on the shipped library: {f['shipped_class']})")
+    if json_path:
+        write_json(json_path, summary)
+    real = [f for f in summary["findings"] if f["reproduces"]]
+    sys.exit(EXIT_FINDING if real else EXIT_OK)
+
+
 def main(argv=None):
     """Entry point: click's usage errors become one-line messages with exit 2."""
     try:

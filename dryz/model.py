@@ -31,6 +31,8 @@ def _columns(W: np.ndarray) -> np.ndarray:
 def match_lengths_A(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     """M[n, c] for windows W (N, w) and candidate ids cands (C,), by position-keyed backward matching."""
     N, w = W.shape
+    if N == 1:
+        return _match_lengths_A_single(W[0], cands)[None, :]
     T = _columns(W)
     M = np.zeros((len(cands), N), dtype=np.int64)
     for j in range(1, w):
@@ -46,6 +48,40 @@ def match_lengths_A(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
             holds = T[j] == z
             np.maximum(M[ci], np.where(holds, Z, 0), out=M[ci])
     return M.T.copy()
+
+
+def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
+    """The same position-keyed matching for one long window: per position, the common prefix of the
+    reversed window before j and the reversed window, by binary search over bytes slices."""
+    R = _as_bytes(window[::-1])
+    w = len(R)
+    if w == 0:
+        return np.zeros(len(cands), dtype=np.int64)
+    best: dict[int, int] = {}
+    toks = window.tolist()
+    for j in range(1, w):
+        before = R[w - j:]          # W[j-1], W[j-2], ..., W[0]
+        if before[0] != R[0]:
+            m = 0
+        else:
+            lo, hi = 1, j
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if before[:mid] == R[:mid]:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            m = lo
+        z = toks[j]
+        if m > best.get(z, -1):
+            best[z] = m
+    return np.array([best.get(int(c), 0) for c in cands], dtype=np.int64)
+
+
+def _as_bytes(window: np.ndarray) -> bytes:
+    if len(window) and (window.min() < 0 or window.max() > 255):
+        raise ValueError("the single-window oracles need token ids in 0..255")
+    return bytes(window.astype(np.uint8))
 
 
 def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
@@ -76,21 +112,24 @@ def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
 
 
 def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
-    """The same extended-string search for one window, with bytes.find (fast for long windows)."""
-    w = len(window)
-    if w and (window.min() < 0 or window.max() > 255):
-        raise ValueError("oracle B's byte search needs token ids in 0..255")
-    text = bytes(window.astype(np.uint8))
+    """The same extended-string search for one window, with bytes.find. If the suffix of length m+1 of
+    the extended string occurs in the window, so does every shorter one: binary search the longest."""
+    text = _as_bytes(window)
+    w = len(text)
     out = np.zeros(len(cands), dtype=np.int64)
     for ci, z in enumerate(cands):
-        if not 0 <= z <= 255:
-            continue  # z cannot occur in the window
-        extended = text + bytes([int(z)])
-        m = 0
-        # If the suffix of length m+1 occurs, every shorter suffix does: grow m until it stops.
-        while m < w and text.find(extended[w - m:]) >= 0:
-            m += 1
-        out[ci] = max(m - 1, 0)
+        z = int(z)
+        if not 0 <= z <= 255 or text.find(bytes([z])) < 0:
+            continue  # z does not occur: no suffix of the extended string does
+        extended = text + bytes([z])
+        lo, hi = 1, w  # the suffix of length lo occurs; find the longest
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if text.find(extended[w + 1 - mid:]) >= 0:
+                lo = mid
+            else:
+                hi = mid - 1
+        out[ci] = lo - 1
     return out
 
 
@@ -138,9 +177,11 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
     (the longest tail matching at that head) sets rep_limit = distance - tail length; none: the window length."""
     N, w = W.shape
     rep = np.full(N, w, dtype=np.int64)
-    done = np.zeros(N, dtype=bool)
     if not seqs:
         return rep
+    if N == 1:
+        return np.array([_rep_limit_single(W[0].tolist(), seqs)], dtype=np.int64)
+    done = np.zeros(N, dtype=bool)
     for i in range(w):
         longest = np.full(N, -1, dtype=np.int64)
         for head, tail in seqs:
@@ -157,6 +198,26 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
         if done.all():
             break
     return rep
+
+
+def _rep_limit_single(window: list[int], seqs) -> int:
+    """rep_limits for one window (the same scan, on a list)."""
+    w = len(window)
+    heads: dict[int, list[tuple]] = {}
+    for head, tail in seqs:
+        heads.setdefault(head, []).append(tail)
+    for i in range(w):
+        tails = heads.get(window[w - 1 - i])
+        if tails is None:
+            continue
+        longest = -1
+        for tail in tails:
+            k = len(tail)
+            if longest < k <= i and all(window[w - i + off] == tail[off] for off in range(k)):
+                longest = k
+        if longest >= 0:
+            return i - longest
+    return w
 
 
 @dataclass(frozen=True)

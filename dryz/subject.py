@@ -20,6 +20,9 @@ EXPECTED_VERSION = "0.3.36"
 EXPECTED_COMMIT = "0c1e57098"  # llama-cpp-python 0.3.36's vendor/llama.cpp (its CHANGELOG)
 
 
+TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
+
+
 class SubjectError(RuntimeError):
     """The library could not be loaded or did something the harness cannot interpret."""
 
@@ -129,17 +132,15 @@ class Subject:
     def apply_once(self, smpl, ids, logits, sorted_flag) -> Output:
         n = len(ids)
         data = (self.L.llama_token_data * n)()
-        for i, (t, lg) in enumerate(zip(ids, logits)):
-            data[i].id, data[i].logit, data[i].p = t, lg, 0.0
+        view = np.frombuffer(data, dtype=TOKEN_DATA)
+        view["id"], view["logit"], view["p"] = ids, logits, 0.0
         arr = self.L.llama_token_data_array(data, n, -1, sorted_flag)
         self.apply(smpl, ctypes.byref(arr))
-        if ctypes.addressof(arr.data.contents) != ctypes.addressof(data):
-            # The sampler swapped the data pointer (DRY never should): read what it points to.
-            view = ctypes.cast(arr.data, ctypes.POINTER(self.L.llama_token_data * arr.size)).contents
-        else:
-            view = data
-        out_logits = np.array([view[i].logit for i in range(arr.size)], dtype=np.float32)
-        return Output([view[i].id for i in range(arr.size)], out_logits, bool(arr.sorted), int(arr.size))
+        if ctypes.addressof(arr.data.contents) != ctypes.addressof(data) or arr.size != n:
+            # The sampler swapped the data pointer or resized (DRY never should): read what it points to.
+            out = (self.L.llama_token_data * arr.size).from_address(ctypes.addressof(arr.data.contents))
+            view = np.frombuffer(out, dtype=TOKEN_DATA)
+        return Output(view["id"].tolist(), view["logit"].copy(), bool(arr.sorted), int(arr.size))
 
     # -- the enumeration tree -----------------------------------------------------------------------
     def run_tree(self, alphabet: int, max_len: int, sampler_args, sink, prefix=()) -> None:
@@ -165,8 +166,7 @@ class TreeBuffer:
 
     def __init__(self, L, k: int, B: int):
         self.data = (L.llama_token_data * (B * k))()
-        self.data_np = np.frombuffer(self.data, dtype=np.dtype(
-            [("id", np.int32), ("logit", np.float32), ("p", np.float32)]))
+        self.data_np = np.frombuffer(self.data, dtype=TOKEN_DATA)
         self.template_ids = np.tile(np.arange(k, dtype=np.int32), B)
         self.data_np["id"] = self.template_ids
         self.arrs = (L.llama_token_data_array * B)()

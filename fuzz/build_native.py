@@ -30,16 +30,18 @@ Standard library only.  Prerequisites (Debian 12): ``clang libclang-rt-14-dev cm
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
@@ -83,6 +85,10 @@ CMAKE_OPTIONS = {
 }
 
 Log = Callable[[str], None]
+
+
+def _print(msg: str) -> None:
+    print(msg, flush=True)
 
 
 class NativeBuildError(Exception):
@@ -350,7 +356,7 @@ def _check_outputs(libllama: Path, preload: Path, tc: Dict[str, str]) -> None:
 # --------------------------------------------------------------------------- entry
 
 
-def build_native(cache_dir: Optional[os.PathLike] = None, log: Log = print, *,
+def build_native(cache_dir: Optional[os.PathLike] = None, log: Log = _print, *,
                  force: bool = False, jobs: Optional[int] = None) -> NativeBuild:
     """Build (or reuse from cache) the instrumented libllama and the libFuzzer preload.
 
@@ -366,6 +372,30 @@ def build_native(cache_dir: Optional[os.PathLike] = None, log: Log = print, *,
 
     tc = find_toolchain()
     inputs = _stamp_inputs(tc)
+    work.mkdir(parents=True, exist_ok=True)
+    with _locked(work / ".lock", log):
+        return _build_locked(work, result, stamp, tc, inputs, log, force, jobs)
+
+
+@contextlib.contextmanager
+def _locked(path: Path, log: Log):
+    """Serialise concurrent builders sharing one cache dir."""
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"[build_native] waiting for another build holding {path}")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _build_locked(work: Path, result: NativeBuild, stamp: Path, tc: Dict[str, str],
+                  inputs: Dict[str, object], log: Log, force: bool,
+                  jobs: Optional[int]) -> NativeBuild:
+    lib_dir, preload, libllama = result.lib_dir, result.libfuzzer_preload, result.libllama
     if not force and stamp.is_file() and libllama.is_file() and preload.is_file():
         try:
             old = json.loads(stamp.read_text())
@@ -375,7 +405,6 @@ def build_native(cache_dir: Optional[os.PathLike] = None, log: Log = print, *,
             log(f"[build_native] up to date (cached in {work})")
             return result
 
-    work.mkdir(parents=True, exist_ok=True)
     if stamp.exists():
         stamp.unlink()
     log_file = work / "build.log"
@@ -423,7 +452,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--print-env", action="store_true",
                     help="print only the run-time env assignments (shell syntax) on stdout")
     args = ap.parse_args(argv)
-    log: Log = (lambda m: print(m, file=sys.stderr)) if args.print_env else print
+    log: Log = (lambda m: print(m, file=sys.stderr, flush=True)) if args.print_env else _print
     try:
         nb = build_native(args.cache_dir, log=log, force=args.force, jobs=args.jobs)
     except NativeBuildError as e:
@@ -434,7 +463,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 130
     if args.print_env:
         for k, v in nb.env().items():
-            print(f"export {k}={v}")
+            print(f"export {k}={shlex.quote(v)}")
     else:
         print(f"libllama          = {nb.libllama}")
         print(f"libfuzzer_preload = {nb.libfuzzer_preload}")

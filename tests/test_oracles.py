@@ -126,3 +126,18 @@ def test_A_equals_B_random_configurations():
         H = np.array([hist], dtype=np.int64).reshape(1, n)
         pa, pb = predict_both(H, np.arange(k), case_config(case))
         assert np.array_equal(pa.L, pb.L) and np.array_equal(pa.penalized, pb.penalized), case
+
+
+def test_single_window_paths_equal_batch_paths():
+    """The one-window layouts (bytes search, lists) compute exactly what the batch layouts do."""
+    from dryz.model import _match_lengths_A_single, _rep_limit_single
+    rng = np.random.default_rng(4)
+    for w in (17, 40, 300):
+        for k in (1, 2, 3, 8):
+            W = rng.integers(0, k, size=(40, w))
+            W[:10] = np.array([i % k for i in range(w)])  # periodic rows: long matches
+            cands = np.arange(k + 1)
+            batch = match_lengths_A(W, cands)
+            assert np.array_equal(batch, np.array([_match_lengths_A_single(r, cands) for r in W]))
+            seqs = [(0, ()), (1, (0,)), (2, (1, 2))][: k]
+            assert rep_limits(W, seqs).tolist() == [_rep_limit_single(r.tolist(), seqs) for r in W]

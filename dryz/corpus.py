@@ -1,0 +1,160 @@
+"""The corpus: one small, human-readable JSON file per reproducer or seed, each with its expected verdict.
+
+Replay re-runs every entry through check() and compares the verdict's class with the entry's `expect`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .case import Case, CaseError
+
+CORPUS_SCHEMA = "dryz.corpus/1"
+SHORTEST = ("proven", "1-minimal", "not-minimized")
+KNOWN_CLASSES = ("agree", "mismatch", "mismatch-multi-token", "oracle-disagreement", "harness-error",
+                 "promise-finite-penalty", "crash")
+DEFAULT_DIR = Path(__file__).resolve().parent.parent / "corpus"
+
+
+class CorpusError(ValueError):
+    pass
+
+
+@dataclass
+class Entry:
+    path: Path | None
+    case: Case
+    expect: str
+    data: dict  # the whole JSON object as stored
+
+
+def entry_json(case: Case, verdict, *, expect: str, shortest: str, provenance: dict, subject: dict,
+               note: str = "") -> dict:
+    """The stored form: the case, what the library did and what the oracle expected, per candidate."""
+    if shortest not in SHORTEST:
+        raise ValueError(f"shortest must be one of {SHORTEST}")
+    per_candidate = []
+    for i, cid in enumerate(verdict.candidates):
+        row = {"id": cid, "symbol": _sym(cid),
+               "initial_logit": _num(case.initial_logits()[i]),
+               "expected_logit": _num(verdict.expected_logits[i]),
+               "observed_logit": _num(verdict.observed_logits[i]),
+               "oracle_L": verdict.oracle_L[i]}
+        if verdict.library_L is not None:
+            row["library_L"] = verdict.library_L[i]
+        per_candidate.append(row)
+    return {
+        "schema": CORPUS_SCHEMA,
+        "expect": expect,
+        "class": verdict.klass,
+        "shortest": shortest,
+        "history_symbols": case.symbols,
+        "note": note,
+        "case": case.to_json(),
+        "verdict": {"status": verdict.status, "detail": verdict.detail,
+                    "expected_sorted": verdict.expected_sorted, "observed_sorted": verdict.observed_sorted,
+                    "broken_promises": verdict.broken_promises, "differing": verdict.differing},
+        "candidates": per_candidate,
+        "subject": {"llama_cpp_python": subject.get("llama_cpp_python"),
+                    "libllama_sha256": subject.get("libllama_sha256")},
+        "provenance": provenance,
+    }
+
+
+def _sym(cid: int) -> str:
+    from .symbols import SYMBOLS
+    return SYMBOLS[cid] if 0 <= cid < len(SYMBOLS) else "?"
+
+
+def _num(x: float):
+    import math
+    return x if math.isfinite(x) else ("-inf" if x < 0 else ("inf" if x > 0 else "nan"))
+
+
+def file_name(data: dict) -> str:
+    digest = hashlib.sha256(json.dumps(data["case"], sort_keys=True).encode()).hexdigest()[:10]
+    return f"{data['expect']}-{digest}.json"
+
+
+def write_entry(directory: Path, data: dict) -> Path:
+    """Atomic: a temp file in the same directory, then rename, so a corpus never holds half an entry."""
+    validate_entry(data, "<new entry>")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / file_name(data)
+    tmp = directory / f".{path.name}.tmp{os.getpid()}"
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def validate_entry(data, where: str) -> Case:
+    if not isinstance(data, dict):
+        raise CorpusError(f"{where}: a corpus entry must be a JSON object")
+    schema = data.get("schema")
+    if schema != CORPUS_SCHEMA:
+        raise CorpusError(f"{where}: schema {schema!r} is not {CORPUS_SCHEMA!r}")
+    for key in ("expect", "case", "shortest"):
+        if key not in data:
+            raise CorpusError(f"{where}: missing field {key!r}")
+    if data["expect"] not in KNOWN_CLASSES:
+        raise CorpusError(f"{where}: expect {data['expect']!r} is not a known class ({', '.join(KNOWN_CLASSES)})")
+    if data["shortest"] not in SHORTEST:
+        raise CorpusError(f"{where}: shortest {data['shortest']!r} is not one of {', '.join(SHORTEST)}")
+    try:
+        case = Case.from_json(data["case"])
+    except CaseError as e:
+        raise CorpusError(f"{where}: case: {e}") from None
+    if "history_symbols" in data and data["history_symbols"] != case.symbols:
+        raise CorpusError(f"{where}: history_symbols {data['history_symbols']!r} does not match the case")
+    return case
+
+
+def load_entry(path: Path) -> Entry:
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise CorpusError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    except OSError as e:
+        raise CorpusError(f"{path}: cannot read ({e.strerror})") from None
+    case = validate_entry(data, str(path))
+    return Entry(Path(path), case, data["expect"], data)
+
+
+def entries(directory: Path) -> list[Path]:
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CorpusError(f"{directory}: not a directory")
+    return sorted(p for p in directory.rglob("*.json") if not p.name.startswith("."))
+
+
+@dataclass
+class ReplayRow:
+    path: Path
+    expect: str
+    got: str | None
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and self.got == self.expect
+
+
+def replay(directory: Path, check_fn=None) -> list[ReplayRow]:
+    """Every entry through check_fn(case, expect) -> class (default: check()); a changed verdict in
+    either direction is a failure."""
+    from .check import check
+    check_fn = check_fn or (lambda case, expect: check(case).klass)
+    rows = []
+    for p in entries(directory):
+        try:
+            e = load_entry(p)
+        except CorpusError as err:
+            rows.append(ReplayRow(p, "?", None, str(err)))
+            continue
+        rows.append(ReplayRow(p, e.expect, check_fn(e.case, e.expect)))
+    return rows

@@ -1,0 +1,95 @@
+"""Bytes -> Case: the one decoder the fuzz harness and `dryz minimize` share.
+
+The same bytes always decode to the same Case, so a libFuzzer crash file is its Case. Bytes that start with
+'{' and parse as Case JSON decode to that Case (this is how corpus/ seeds the campaign); anything else is read
+with atheris' FuzzedDataProvider.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from .case import Case, CaseError, f32
+from .symbols import MAX_ALPHABET, SYMBOLS
+
+MAX_FUZZ_HISTORY = 1024
+MAX_BREAKERS = 4
+MAX_BREAKER_LEN = 3
+MAX_ALLOWED = 8
+TYPICAL_FLOATS = tuple(f32(x) for x in (1.0, 2.0, 0.8, 1.75, 1.1, 0.5, 3.0, 1.000001))
+
+
+def decode(data: bytes) -> Case:
+    if data[:1] == b"{":
+        try:
+            return Case.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, CaseError):
+            pass  # not a seed: read the bytes like any other input
+    import atheris
+    fdp = atheris.FuzzedDataProvider(data)
+    k = fdp.ConsumeIntInRange(1, MAX_ALPHABET)
+    history = _history(fdp, k)
+    n = len(history)
+    last_n = fdp.ConsumeIntInRange(1, n + 8)
+    breakers = tuple(
+        "".join(SYMBOLS[fdp.ConsumeIntInRange(0, k - 1)] for _ in range(fdp.ConsumeIntInRange(1, MAX_BREAKER_LEN)))
+        for _ in range(fdp.ConsumeIntInRange(0, MAX_BREAKERS)))
+    allowed = fdp.ConsumeIntInRange(0, MAX_ALLOWED)
+    multiplier = _positive_float(fdp)
+    base = _positive_float(fdp)
+    candidates, sorted_flag = _candidates(fdp)
+    return Case(history=tuple(history), alphabet=k, penalty_last_n=last_n, breakers=breakers,
+                multiplier=multiplier, base=base, allowed_length=allowed, candidates=candidates,
+                sorted=sorted_flag)
+
+
+def _history(fdp, k: int) -> list[int]:
+    """Raw tokens, or structure that random bytes rarely produce: periodic runs and repeated blocks."""
+    n = fdp.ConsumeIntInRange(0, MAX_FUZZ_HISTORY)
+    shape = fdp.ConsumeIntInRange(0, 2)
+    if shape == 0:  # raw
+        return [b % k for b in fdp.ConsumeBytes(n)]
+    if shape == 1:  # periodic, with a few substitutions
+        period = [b % k for b in fdp.ConsumeBytes(fdp.ConsumeIntInRange(1, 12))] or [0]
+        hist = [period[i % len(period)] for i in range(n)]
+        for _ in range(fdp.ConsumeIntInRange(0, 4)):
+            if hist:
+                hist[fdp.ConsumeIntInRange(0, n - 1)] = fdp.ConsumeIntInRange(0, k - 1)
+        return hist
+    # a block, something, the block again (possibly cut): long matches that end anywhere
+    block = [b % k for b in fdp.ConsumeBytes(fdp.ConsumeIntInRange(1, 64))]
+    gap = [b % k for b in fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 16))]
+    cut = fdp.ConsumeIntInRange(0, len(block))
+    return (gap + block + gap[: len(gap) // 2] + block[:cut])[:MAX_FUZZ_HISTORY]
+
+
+def _positive_float(fdp) -> float:
+    """Arbitrary positive finite float32: a typical value, or any bit pattern that is one."""
+    if fdp.ConsumeBool():
+        return TYPICAL_FLOATS[fdp.ConsumeIntInRange(0, len(TYPICAL_FLOATS) - 1)]
+    bits = fdp.ConsumeIntInRange(0, 0xFFFFFFFF)
+    x = abs(struct.unpack("<f", struct.pack("<I", bits))[0])
+    return x if math.isfinite(x) and x > 0 else 1.0
+
+
+def _candidates(fdp):
+    """None (every symbol, logit 0) or a random subset of the vocabulary in random order, random logits."""
+    if not fdp.ConsumeBool():
+        return None, False
+    ids = list(range(MAX_ALPHABET))
+    size = fdp.ConsumeIntInRange(1, MAX_ALPHABET)
+    for i in range(size):  # partial Fisher-Yates
+        j = fdp.ConsumeIntInRange(i, MAX_ALPHABET - 1)
+        ids[i], ids[j] = ids[j], ids[i]
+    cands = []
+    for t in ids[:size]:
+        r = fdp.ConsumeIntInRange(0, 7)
+        if r == 0:
+            lg = -math.inf
+        elif r == 1:
+            lg = 0.0
+        else:
+            lg = f32(max(min(fdp.ConsumeRegularFloat(), 1e30), -1e30))
+        cands.append((t, lg))
+    return tuple(cands), fdp.ConsumeBool()

@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+"""atheris harness: bytes -> Case -> check(); a verdict that is not a known class raises, so libFuzzer
+writes the input as a crash file. Run it through `dryz fuzz`, or directly with libFuzzer flags."""
+
+import sys
+
+import atheris
+import numpy  # noqa: F401  (imported before instrumentation: only dryz's own code is instrumented)
+
+with atheris.instrument_imports(include=["dryz"]):
+    from dryz.fuzzing import test_one_input
+
+
+def main():
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
