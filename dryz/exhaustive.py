@@ -46,14 +46,32 @@ class SpaceConfig:
 
 
 def space_config(name: str, alphabet: int, max_len: int) -> SpaceConfig:
+    """base, window4, breaker, or windowW (penalty_last_n = W >= 1). alphabet: its last symbol is the
+    breaker (64 for every alphabet: the breaker is '#')."""
     uncapped = max(64, max_len)  # the window never cuts the history
     if name == "base":
         return SpaceConfig("base", uncapped)
-    if name == "window4":
-        return SpaceConfig("window4", 4)
     if name == "breaker":
         return SpaceConfig("breaker", uncapped, (SYMBOLS[alphabet - 1],))
-    raise ValueError(f"unknown configuration {name!r} (known: {', '.join(CONFIG_NAMES)})")
+    if name.startswith("window") and name[6:].isdigit() and int(name[6:]) >= 1 and name[6] != "0":
+        return SpaceConfig(name, int(name[6:]))
+    raise ValueError(f"unknown configuration {name!r} (known: {', '.join(CONFIG_NAMES)}, windowW)")
+
+
+def window_cap_names(max_len: int) -> list[str]:
+    """Every window cap 1..N: penalty_last_n < len(history) wraps the ring buffer, for every cap."""
+    return [f"window{w}" for w in range(1, max_len + 1)]
+
+
+def shard_tasks(tasks: list, index: int, count: int) -> list[int]:
+    """Shard `index` of `count` (1-based): every count-th task, a deterministic slice of the task list."""
+    return [j for j in range(len(tasks)) if j % count == index - 1]
+
+
+def shard_slicing(count: int) -> int:
+    """The worker count the slice list of a sharded run is made for: fixed by the shard count alone, so
+    every shard (whatever its --workers) cuts the space the same way."""
+    return max(2, 2 * count)
 
 
 def histories(k: int, n: int, rows: np.ndarray) -> np.ndarray:
@@ -79,6 +97,15 @@ class ConfigResult:
     by_length: dict = field(default_factory=dict)
     examples: list = field(default_factory=list)  # first few disagreeing Cases
     seconds: float = 0.0
+    L_histogram: dict = field(default_factory=dict)  # library L -> cases (a checksum of the whole output)
+    # Canonical mode (dryz.canonical): the counts above are covered concrete counts (multiplicity-weighted);
+    # these are the canonical ones actually run.
+    mode: str = "plain"
+    canonical_cases: int = 0
+    canonical_histories: int = 0
+    canonical_mismatches: int = 0
+    fresh_violations: int = 0  # a fresh (absent) candidate got L != 0; counted in the mismatches too
+    canonical_by_length: dict = field(default_factory=dict)  # histories per length
 
     def to_json(self) -> dict:
         d = self.config.to_json()
@@ -86,18 +113,29 @@ class ConfigResult:
                  oracle_disagreements=self.oracle_disagreements, penalized_cases=self.penalized_cases,
                  max_L=self.max_L, off_by_one_flagged=self.off_by_one_flagged,
                  cases_by_length={str(n): c for n, c in sorted(self.by_length.items())},
+                 L_histogram={str(L): c for L, c in sorted(self.L_histogram.items())},
                  examples=[{"kind": kind, "case": c.to_json()} for kind, c in self.examples],
                  seconds=round(self.seconds, 3))
+        if self.mode == "canonical":
+            d.update(mode="canonical", canonical_cases=self.canonical_cases,
+                     canonical_histories=self.canonical_histories,
+                     canonical_mismatches=self.canonical_mismatches, fresh_violations=self.fresh_violations,
+                     canonical_histories_by_length={str(n): c for n, c in
+                                                    sorted(self.canonical_by_length.items())})
         return d
 
 
     def merge(self, other: "ConfigResult") -> None:
         for key in ("cases", "histories", "mismatches", "oracle_disagreements", "off_by_one_flagged",
-                    "penalized_cases"):
+                    "penalized_cases", "canonical_cases", "canonical_histories", "canonical_mismatches",
+                    "fresh_violations"):
             setattr(self, key, getattr(self, key) + getattr(other, key))
         self.max_L = max(self.max_L, other.max_L)
-        for n, c in other.by_length.items():
-            self.by_length[n] = self.by_length.get(n, 0) + c
+        self.mode = other.mode
+        for mine, theirs in ((self.by_length, other.by_length), (self.L_histogram, other.L_histogram),
+                             (self.canonical_by_length, other.canonical_by_length)):
+            for n, c in theirs.items():
+                mine[n] = mine.get(n, 0) + c
         self.examples.extend(other.examples[:MAX_EXAMPLES - len(self.examples)])
         self.seconds += other.seconds
 
@@ -126,6 +164,9 @@ def run_slice(lib, k: int, max_len: int, spec: SpaceConfig, prefix=(), top: int 
         res.oracle_disagreements += int((codes == 2).sum())
         res.penalized_cases += int((lib_L > 0).sum())
         res.max_L = max(res.max_L, int(lib_L.max()))
+        for L, cnt in enumerate(np.bincount(lib_L.ravel()).tolist()):
+            if cnt:
+                res.L_histogram[L] = res.L_histogram.get(L, 0) + cnt
         # Non-vacuity: a reference that is off by one wherever the oracle penalizes must be caught.
         off_by_one = pa.L + (pa.L > 0)
         res.off_by_one_flagged += int((lib_L != off_by_one).sum())
@@ -160,15 +201,31 @@ def slices(k: int, max_len: int, workers: int) -> list[dict]:
 
 def _run_task(args):
     from .check import subject
-    k, max_len, spec, sl = args
+    k, max_len, spec, sl, canonical = args
+    if canonical:
+        from .canonical import run_canonical_slice
+        return run_canonical_slice(subject(), k, max_len, spec, **sl)
     return run_slice(subject(), k, max_len, spec, **sl)
 
 
-def run_configs(lib, k: int, max_len: int, specs, workers: int = 1, progress=None) -> list[ConfigResult]:
+def config_slices(k, max_len: int, spec: SpaceConfig, workers: int, canonical: bool = False) -> list[dict]:
+    if canonical:
+        from .canonical import canonical_slices, space_for
+        return canonical_slices(space_for(spec, k, max_len), max_len, workers)
+    return slices(k, max_len, workers)
+
+
+def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, canonical: bool = False,
+                tasks=None) -> list[ConfigResult]:
     """Every configuration's space, split into slices run by `workers` forked processes (1: in-process).
-    Slices are merged in their fixed order, so results do not depend on the number of workers."""
-    tasks = [(ci, (k, max_len, spec, sl)) for ci, spec in enumerate(specs) for sl in slices(k, max_len, workers)]
-    results = [ConfigResult(spec) for spec in specs]
+    Slices are merged in their fixed order, so results do not depend on the number of workers.
+    canonical: enumerate equality patterns (dryz.canonical); k None there means every alphabet size.
+    tasks: an explicit list of (config index, slice) to run (a shard); default every slice."""
+    if tasks is None:
+        tasks = [(ci, sl) for ci, spec in enumerate(specs)
+                 for sl in config_slices(k, max_len, spec, workers, canonical)]
+    tasks = [(ci, (k, max_len, specs[ci], sl, canonical)) for ci, sl in tasks]
+    results = [ConfigResult(spec, mode="canonical" if canonical else "plain") for spec in specs]
     if workers <= 1:
         outs = (_run_task(t) for _, t in tasks)
         pool = None

@@ -19,7 +19,8 @@ def dryz(*args, cwd=None):
     (["exhaustive", "--config", "nope"], "unknown --config 'nope'"),
     (["exhaustive", "--alphabet", "x"], "'x' is not a valid integer"),
     (["exhaustive", "--workers", "0"], "--workers must be at least 1"),
-    (["exhaustive", "-k", "64", "-n", "12"], "too large"),
+    (["exhaustive", "--no-canonical", "-k", "64", "-n", "12"], "too large"),
+    (["exhaustive", "-k", "64", "-n", "14"], "too large"),
     (["exhaustive", "--frobnicate"], "No such option"),
     (["nosuchcommand"], "No such command"),
 ])

@@ -1,0 +1,154 @@
+"""The exhaustive certificate: the space a run covers, its verdict from the results alone, and merging shards.
+
+judge() reads only the results JSON, so a merged certificate is judged by exactly the rule a single run is.
+"""
+
+from __future__ import annotations
+
+from .symbols import SYMBOLS
+
+
+class MergeError(ValueError):
+    """Shards that do not fit together (one-line reason)."""
+
+
+def space_json(alphabet, max_length, specs, canonical: bool) -> dict:
+    from .exhaustive import case_count
+    d = {"alphabet": alphabet if alphabet is not None else "all",
+         "symbols": SYMBOLS[:alphabet] if alphabet is not None else "every alphabet size (equality patterns)",
+         "min_length": 1, "max_length": max_length,
+         "candidates": ("every symbol, logit 0" if not canonical else
+                        "every symbol of the history, the breaker, one fresh symbol; logit 0"),
+         "enumeration": "canonical" if canonical else "plain",
+         "configs": [s.to_json() for s in specs],
+         "expected_cases": case_count(alphabet, max_length) * len(specs) if alphabet is not None else None}
+    if canonical:
+        from .canonical import bell, expected_canonical, space_for
+        per = []
+        for s in specs:
+            sp = space_for(s, alphabet, max_length)
+            e = expected_canonical(sp, max_length)
+            if alphabet is None:  # independent of the walk and of the dynamic programme: Bell numbers
+                shift = 1 if sp.breaker is not None else 0
+                by_len = {str(n): bell(n + shift) for n in range(1, max_length + 1)}
+            else:
+                by_len = {str(n): c for n, c in e["histories_by_length"].items()}
+            per.append(dict(sp.to_json(), name=s.name, expected_histories_by_length=by_len,
+                            expected_canonical_cases=e["cases"]))
+        d["canonical"] = per
+    return d
+
+
+def judge(r: dict) -> tuple[str, dict]:
+    """(verdict, checks) from a results dict: void when a control fails or a count differs from the space's
+    formula (counts are not judged on an unmerged shard); mismatch; partial (a clean shard); certified."""
+    space, configs, controls = r["space"], r["configs"], r["controls"]
+    shard = r.get("shard")
+    flagged = sum(c["off_by_one_flagged"] for c in configs)
+    checks = {"periodic": controls["periodic"]["passed"], "off_by_one": flagged > 0,
+              "multiplier_zero": controls["multiplier_zero"]["passed"]}
+    if shard is None:
+        if space["expected_cases"] is not None:
+            checks["covered_cases"] = sum(c["cases"] for c in configs) == space["expected_cases"]
+        for c, e in zip(configs, space.get("canonical") or []):
+            checks[f"canonical_{c['name']}"] = (
+                c["canonical_histories_by_length"] == e["expected_histories_by_length"]
+                and c["canonical_cases"] == e["expected_canonical_cases"])
+    mism = sum(c["mismatches"] for c in configs)
+    dis = sum(c["oracle_disagreements"] for c in configs)
+    if not all(checks.values()):
+        return "void", checks
+    if mism or dis:
+        return "mismatch", checks
+    return ("partial" if shard is not None else "certified"), checks
+
+
+def totals(configs: list[dict]) -> dict:
+    return {k: sum(c[k] for c in configs) for k in ("cases", "mismatches", "oracle_disagreements")}
+
+
+def canonical_totals(configs: list[dict]) -> dict | None:
+    if not configs or configs[0].get("mode") != "canonical":
+        return None
+    return {k: sum(c[k] for c in configs) for k in ("canonical_histories", "canonical_cases",
+                                                    "canonical_mismatches", "fresh_violations")}
+
+
+_PARAMS = ("name", "penalty_last_n", "breakers", "multiplier", "base", "allowed_length", "mode")
+
+
+def _merge_config(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        if k in _PARAMS:
+            if a.get(k) != v:
+                raise MergeError(f"configuration {k} differs ({a.get(k)!r} vs {v!r})")
+        elif k == "max_L":
+            out[k] = max(a[k], v)
+        elif k == "examples":
+            out[k] = (a[k] + v)[:5]
+        elif k == "seconds":
+            out[k] = round(a[k] + v, 3)
+        elif isinstance(v, dict):
+            d = dict(a[k])
+            for n, c in v.items():
+                d[n] = d.get(n, 0) + c
+            out[k] = dict(sorted(d.items(), key=lambda kv: int(kv[0])))
+        else:
+            out[k] = a[k] + v
+    return out
+
+
+def merge(results: list[dict], names: list[str]) -> dict:
+    """One certificate from shard results; MergeError when they do not fit together."""
+    if not results:
+        raise MergeError("no shard results given")
+    for r, n in zip(results, names):
+        if r.get("tool") != "dryz exhaustive":
+            raise MergeError(f"{n}: not a dryz exhaustive result")
+        if not r.get("shard"):
+            raise MergeError(f"{n}: not a shard (run with --shard I/N)")
+    first, fname = results[0], names[0]
+    sha = first["subject"].get("libllama_sha256")
+    count, total, slicing = (first["shard"][k] for k in ("count", "total_tasks", "slicing"))
+    seen: dict[int, str] = {}
+    for r, n in zip(results, names):
+        if r["subject"].get("libllama_sha256") != sha:
+            raise MergeError(f"{n}: different subject (libllama_sha256 {r['subject'].get('libllama_sha256')} "
+                             f"vs {sha} in {fname})")
+        if r["space"] != first["space"]:
+            raise MergeError(f"{n}: different space from {fname}")
+        s = r["shard"]
+        if (s["count"], s["total_tasks"], s["slicing"]) != (count, total, slicing):
+            raise MergeError(f"{n}: different partition (shard {s['index']}/{s['count']} of {s['total_tasks']} "
+                             f"slices vs {count} shards of {total} in {fname})")
+        for j in s["tasks"]:
+            if j in seen:
+                raise MergeError(f"{n}: overlapping slices: slice {j} is also in {seen[j]}")
+            seen[j] = n
+    missing = sorted(set(range(total)) - set(seen))
+    if missing:
+        have = sorted({r["shard"]["index"] for r in results})
+        raise MergeError(f"missing slices: {len(missing)} of {total} (shards present: "
+                         f"{', '.join(map(str, have))} of {count})")
+    configs = [dict(c) for c in first["configs"]]
+    for r in results[1:]:
+        configs = [_merge_config(a, b) for a, b in zip(configs, r["configs"])]
+    periodic = dict(first["controls"]["periodic"], passed=all(r["controls"]["periodic"]["passed"] for r in results))
+    mz = dict(first["controls"]["multiplier_zero"])
+    mz["passed"] = all(r["controls"]["multiplier_zero"]["passed"] for r in results)
+    mz["nonzero_deltas"] = sum(r["controls"]["multiplier_zero"]["nonzero_deltas"] for r in results)
+    flagged = sum(c["off_by_one_flagged"] for c in configs)
+    out = {"tool": "dryz exhaustive", "verdict": None, "subject": first["subject"], "space": first["space"],
+           "configs": configs, "totals": totals(configs)}
+    ct = canonical_totals(configs)
+    if ct:
+        out["canonical_totals"] = ct
+    out["controls"] = {"periodic": periodic, "off_by_one": {"flagged": flagged, "passed": flagged > 0},
+                       "multiplier_zero": mz}
+    out["merged_from"] = [{"file": n, "shard": r["shard"]["index"], "wall_seconds": r.get("wall_seconds")}
+                          for r, n in zip(results, names)]
+    out["shards"] = count
+    out["wall_seconds"] = round(sum(r.get("wall_seconds") or 0 for r in results), 3)  # summed over shards
+    out["verdict"], out["checks"] = judge(out)
+    return out
