@@ -1,0 +1,75 @@
+"""Shortest witnesses for every reference-divergence class, stored as corpus entries.
+
+    /work/venv/bin/python bench/reference_witnesses.py [--corpus DIR] [--only CLASS ...]
+
+Each seed below triggers one class (found by bench/reference_campaign.py); minimize_divergence shrinks it
+with the predicate "check() agrees with the as-shipped model and the class is the only divergence", then
+proves it shortest (brute force over every shorter history, or the match-length bound for the threshold
+classes). Entries: expect = the check() class ("agree"), reference_divergence = the class.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from dryz.case import Case, f32
+from dryz.corpus import DEFAULT_DIR, write_entry
+from dryz.reference import divergences, minimize_divergence, witness_entry
+from dryz.symbols import from_symbols
+
+
+def seed(symbols: str, alphabet: int | None = None, **kw) -> Case:
+    h = tuple(from_symbols(symbols))
+    return Case(history=h, alphabet=alphabet or max(h, default=0) + 1, **{"penalty_last_n": 64, **kw})
+
+
+SEEDS = {
+    "ref-multiplier-negative": seed("abab", multiplier=-1.0),
+    "ref-base-below-1": seed("abab", base=0.5),
+    "ref-penalty-last-n-0": seed("abab", penalty_last_n=0),
+    "ref-penalty-last-n-negative": seed("abab", penalty_last_n=-1),
+    "ref-multi-char-breaker": seed("cbcb", breakers=("ab",)),
+    "ref-empty-breaker": seed("abab", breakers=("",)),
+    "ref-allowed-length-0": seed("abab", allowed_length=0),
+    "ref-allowed-length-negative": seed("abab", allowed_length=-1),
+    "ref-match-cap-50": seed("a" * 60),
+    "ref-exponent-clamp": seed("a" * 12, base=1e10),
+    "ref-pow-overflow": seed("a" * 16, base=f32(2.0 ** 127)),
+}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--corpus", default=str(DEFAULT_DIR / "findings"))
+    ap.add_argument("--only", nargs="*")
+    a = ap.parse_args(argv)
+    rows = []
+    for klass, case in SEEDS.items():
+        if a.only and klass not in a.only:
+            continue
+        t0 = time.perf_counter()
+        d = divergences(case)
+        if klass not in d:
+            print(f"SEED DOES NOT SHOW {klass}: {d}")
+            return 1
+        w, shortest, calls = minimize_divergence(case, klass, sole=True, log=print)
+        secs = time.perf_counter() - t0
+        prov = {"found_by": "bench/reference_witnesses.py (dryz.reference.minimize_divergence)",
+                "minimized_from": case.to_json(), "original_length": len(case.history),
+                "predicate_calls": calls, "seconds": round(secs, 2)}
+        data = witness_entry(w, klass, shortest, prov,
+                             note=f"reference divergence {klass}: the shipped library (agreeing with the "
+                                  f"as-shipped model) differs from text-generation-webui's DRY design")
+        path = write_entry(a.corpus, data)
+        rows.append((klass, w.symbols, len(w.history), shortest, path.name))
+        print(f"{klass}: {w.symbols!r} ({len(w.history)} tokens) {shortest}, calls {calls}, {secs:.1f}s -> {path}")
+    print()
+    for r in rows:
+        print(" | ".join(map(str, r)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
