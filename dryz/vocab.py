@@ -53,3 +53,20 @@ def sha256_file(path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+# A second, richer vocabulary: multi-character tokens with real merges, so get_overlapping_token_sequences makes
+# overlap heads (a token ending with a prefix of a breaker) and tails tokenized by merges (e.g. "bc" -> [bc]).
+MERGES_VOCAB_NAME = "dryz-merges-v1.gguf"
+MERGES_TOKENS = ["a", "b", "c", "ab", "bc", "abc"]
+MERGES_MERGES = ["a b", "b c", "ab c"]
+
+
+def merges_vocab_path() -> Path:
+    """The merges vocabulary (tokens a b c ab bc abc; merges a+b, b+c, ab+c), written once into the cache."""
+    d = cache_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / MERGES_VOCAB_NAME
+    if not path.exists():
+        write_vocab(path, list(MERGES_TOKENS), list(MERGES_MERGES))
+    return path
