@@ -43,8 +43,6 @@ class Stats:
     def update(self, line: str) -> bool:
         m = _EXECS.match(line)
         if not m:
-            if "Loaded" in line and "counters" in line:
-                self.counters = line.strip()
             if line.startswith("stat::number_of_executed_units:"):
                 self.execs = max(self.execs, int(line.split(":")[-1]))
             return False
@@ -128,6 +126,9 @@ class Campaign:
         self.log(f"libFuzzer: {' '.join(cmd)}")
         self.log(f"coverage: {'python + native (instrumented libllama)' if self.native else 'python only'}"
                  f"{'; FAULT INJECTED: ' + self.fault if self.fault else ''}")
+        if self.native:
+            stats.counters = self.probe_counters(env)
+            self.log(f"native coverage: {stats.counters or 'NO inline counters reported'}")
         with open(log_path, "w") as logf:
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     errors="replace", cwd=self.workdir)
@@ -150,6 +151,16 @@ class Campaign:
                 "ft": stats.ft, "corpus": stats.corpus, "exec_per_s": stats.exec_per_s,
                 "counters": stats.counters, "libfuzzer_exit": rc, "log": str(log_path),
                 "native": self.native, "fault": self.fault, "findings": findings}
+
+    def probe_counters(self, env) -> str:
+        """Fork mode's parent does not print the modules it loaded: ask a one-off, non-fork process."""
+        p = subprocess.run([str(HARNESS), "-runs=1"], env=env, capture_output=True, text=True, timeout=300,
+                           cwd=self.workdir)
+        for ln in (p.stdout + p.stderr).splitlines():
+            m = re.search(r"Loaded (\d+) modules\s+\((\d+) inline 8-bit counters\)", ln)
+            if m:
+                return f"{m.group(2)} inline 8-bit counters in {m.group(1)} native modules"
+        return ""
 
     def recheck(self, artifact: Path) -> dict:
         """Re-judge a crash file in a clean process on the shipped (pip) library."""

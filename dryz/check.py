@@ -15,12 +15,16 @@ import numpy as np
 from .case import Case
 from .model import (Config, Prediction, match_lengths_A, match_lengths_B, output_logits, restart_sequences,
                     shipped_lengths, symbol_texts)
+from .model import is_interior_factor, promised_lengths, restart_divergence
 
 AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"
+# A broken promise's class is "promise-" + its name, except the limitation the source documents itself.
+PROMISE_CLASSES = {"contained-restart": "documented-contained-restart"}
 
 # Fault injection for positive controls (fuzz campaign, minimizer demo): DRYZ_FAULT=off-by-one makes the
-# reference claim one more than the true length wherever that length is >= 2, in both oracles.
-FAULTS = ("off-by-one",)
+# reference claim one more than the true length wherever that length is >= 2, in both oracles;
+# DRYZ_FAULT=abort kills the process (as a crashing subject would) wherever a length is >= 3.
+FAULTS = ("off-by-one", "abort")
 
 
 def fault() -> str | None:
@@ -49,9 +53,12 @@ def symbol_tokenize(text: str) -> list[int]:
 
 
 @lru_cache(maxsize=4096)
+def restart_sequences_of(breakers: tuple) -> tuple:
+    return tuple(restart_sequences(breakers, symbol_texts(), symbol_tokenize))
+
+
 def config_of(multiplier, base, allowed_length, penalty_last_n, breakers) -> Config:
-    seqs = restart_sequences(breakers, symbol_texts(), symbol_tokenize)
-    return Config(multiplier, base, allowed_length, penalty_last_n, tuple(seqs))
+    return Config(multiplier, base, allowed_length, penalty_last_n, restart_sequences_of(tuple(breakers)))
 
 
 def case_config(case: Case) -> Config:
@@ -116,7 +123,7 @@ class Verdict:
         if self.status != AGREE:
             return self.status
         if self.broken_promises:
-            return "promise-" + self.broken_promises[0]
+            return PROMISE_CLASSES.get(self.broken_promises[0], "promise-" + self.broken_promises[0])
         return AGREE
 
     @property
@@ -126,7 +133,9 @@ class Verdict:
     def signature(self) -> tuple:
         """The disagreement class, for 'fails the same way': status plus, per differing candidate,
         the direction of the error (the library penalizing more or less than expected)."""
-        return (self.klass, tuple(sorted((d["id"], d["direction"]) for d in self.differing)))
+        # A multi-token mismatch that survives without the multi-token breaker is the same failure.
+        klass = MISMATCH if self.klass == "mismatch-multi-token" else self.klass
+        return (klass, tuple(sorted((d["id"], d["direction"]) for d in self.differing)))
 
     def to_json(self) -> dict:
         return {
@@ -164,6 +173,8 @@ def check(case: Case, lib=None) -> Verdict:
     pa, pb = predict_both(H, cands, cfg)
     if fault() == "off-by-one":
         pa, pb = _inject(pa), _inject(pb)
+    elif fault() == "abort" and (pa.L >= 3).any():
+        os.abort()
     initial = np.array(case.initial_logits(), dtype=np.float32)
     expected = output_logits(initial, pa, cfg)[0]
     expected_sorted = False if pa.ran[0] else case.sorted
@@ -206,6 +217,7 @@ def check(case: Case, lib=None) -> Verdict:
                             "direction": "sorted"})
     else:
         v.broken_promises = broken_promises(initial, out.logits, pa)
+        v.broken_promises += restart_promise(case, cfg, H, cands, initial, out)
         if v.broken_promises:
             v.detail = "the shipped output agrees with the model but breaks: " + ", ".join(v.broken_promises)
     return v
@@ -222,3 +234,26 @@ def broken_promises(initial: np.ndarray, observed: np.ndarray, pred: Prediction)
     if (pen & np.isfinite(initial) & ~np.isfinite(observed)).any():
         out.append("finite-penalty")
     return out
+
+
+def restart_promise(case: Case, cfg: Config, H: np.ndarray, cands: np.ndarray, initial: np.ndarray, out) -> list[str]:
+    """Step 1's promise: "the most recently completed restart sequence limits the repetition". When the
+    output (which agreed with the as-shipped model) differs from the promised model's, the window shows
+    contained-restart (the documented limitation: the sequence the shipped scan stops at lies strictly inside
+    the one completed closer to the end, 'ni' in 'amniotic') or restart-order (anything else: new)."""
+    if not cfg.seqs:
+        return []
+    pp, _ = promised_lengths(H, cands, cfg, match_lengths_A)
+    promised = output_logits(initial, pp, cfg)[0]
+    promised_sorted = False if pp.ran[0] else case.sorted
+    if np.array_equal(_bits(out.logits), _bits(promised)) and out.sorted == promised_sorted:
+        return []
+    return [restart_promise_class(H[0, H.shape[1] - cfg.window_length(H.shape[1]):], cfg.seqs)]
+
+
+def restart_promise_class(window, seqs) -> str:
+    """contained-restart or restart-order for a window whose shipped and promised rep_limit differ."""
+    d = restart_divergence(window, seqs)
+    if d is not None and is_interior_factor(d[0][2], d[1][2]):
+        return "contained-restart"
+    return "restart-order"

@@ -32,40 +32,95 @@ def cli():
 @click.option("-k", "--alphabet", type=int, default=3, show_default=True, help="Number of symbols.")
 @click.option("-n", "--max-length", type=int, default=11, show_default=True, help="Longest history.")
 @click.option("-c", "--config", "configs", multiple=True, metavar="NAME",
-              help="Configuration to run (base, window4, breaker); repeatable. Default: all three.")
+              help="Configuration to run (base, window4, breaker, windowW); repeatable. Default: all three "
+                   "(with --all-alphabets: base and window4).")
+@click.option("--canonical/--no-canonical", default=True, show_default=True,
+              help="Enumerate one history per equality pattern, with multiplicities (see PREREG.md).")
+@click.option("--all-alphabets", is_flag=True, help="Every alphabet size at once (canonical; ignores -k).")
+@click.option("--window-caps", is_flag=True, help="Add a configuration per window cap 1..N (penalty_last_n).")
+@click.option("--shard", default=None, metavar="I/N", help="Run only shard I of N (combine with dryz merge).")
 @click.option("--json", "json_path", default="results/main.json", show_default=True,
               help="Where to write the results JSON.")
 @click.option("-j", "--workers", type=int, default=None,
               help="Processes to run in parallel.  [default: all cores]")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (after 1 s).")
-def exhaustive(alphabet, max_length, configs, json_path, workers, progress):
+def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, shard, json_path, workers,
+               progress):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
-    from .exhaustive import CONFIG_NAMES, HarnessError, case_count, space_config
+    from .exhaustive import CONFIG_NAMES, HarnessError, case_count, space_config, window_cap_names
     from .symbols import MAX_ALPHABET
 
-    if not 1 <= alphabet <= MAX_ALPHABET:
+    if all_alphabets:
+        if not canonical:
+            _fail("--all-alphabets needs canonical enumeration (drop --no-canonical)")
+        alphabet = None
+    elif not 1 <= alphabet <= MAX_ALPHABET:
         _fail(f"--alphabet must be in 1..{MAX_ALPHABET}, got {alphabet}")
     if max_length < 1:
         _fail(f"--max-length must be at least 1, got {max_length}")
-    names = list(dict.fromkeys(configs)) or list(CONFIG_NAMES)
+    default = ["base", "window4"] if all_alphabets else list(CONFIG_NAMES)
+    names = list(configs) or (default if not window_caps else [n for n in default if n != "window4"])
+    if window_caps:
+        names += window_cap_names(max_length)
+    names = list(dict.fromkeys(names))
+    specs = []
     for n in names:
-        if n not in CONFIG_NAMES:
-            _fail(f"unknown --config {n!r}; known: {', '.join(CONFIG_NAMES)}")
-    per_config = case_count(alphabet, max_length)
-    if per_config * len(names) > MAX_SPACE_CASES:
-        _fail(f"space of {per_config * len(names):,} cases is too large for one run "
-              f"(limit {MAX_SPACE_CASES:,}); lower --alphabet or --max-length")
+        try:
+            specs.append(space_config(n, alphabet or MAX_ALPHABET, max_length))
+        except ValueError:
+            _fail(f"unknown --config {n!r}; known: {', '.join(CONFIG_NAMES)}, windowW (W >= 1)")
+    shard_spec = None
+    if shard is not None:
+        try:
+            i, n = (int(x) for x in shard.split("/"))
+        except ValueError:
+            _fail(f"--shard must be I/N (e.g. 2/8), got {shard!r}")
+        if not (n >= 1 and 1 <= i <= n):
+            _fail(f"--shard I/N needs 1 <= I <= N, got {shard!r}")
+        shard_spec = (i, n)
+    if canonical:
+        from .canonical import CanonicalError, expected_canonical, space_for
+        try:
+            work = sum(expected_canonical(space_for(s, alphabet, max_length), max_length)["cases"]
+                       for s in specs)
+        except CanonicalError as e:
+            _fail(str(e))
+    else:
+        work = case_count(alphabet, max_length) * len(specs)
+    if shard_spec:
+        work //= shard_spec[1]
+    if work > MAX_SPACE_CASES:
+        _fail(f"space of {work:,} {'canonical ' if canonical else ''}cases is too large for one run "
+              f"(limit {MAX_SPACE_CASES:,}); lower --alphabet or --max-length"
+              f"{' or use --shard' if canonical else ''}")
     if workers is None:
         workers = os.cpu_count() or 1
     if workers < 1:
         _fail(f"--workers must be at least 1, got {workers}")
-    specs = [space_config(n, alphabet, max_length) for n in names]
     try:
-        result = run_exhaustive(alphabet, max_length, specs, json_path, progress, workers)
+        result = run_exhaustive(alphabet, max_length, specs, json_path, progress, workers, canonical, shard_spec)
     except HarnessError as e:
         _fail(f"harness error: {e}")
+    _print_certificate(result, json_path)
+
+
+def _print_certificate(result, json_path):
     from .report import certificate_text
-    click.echo(certificate_text(result))
+    text = certificate_text(result)
+    if result["space"]["alphabet"] == "all":
+        text = text.replace(" over all symbols, every symbol a candidate",
+                            " over every alphabet size (one history per equality pattern)")
+    click.echo(text)
+    if result["space"].get("enumeration") == "canonical":
+        for c in result["configs"]:
+            click.echo(f"canonical {c['name']:<9} histories {c['canonical_histories']:>11,}  cases "
+                       f"{c['canonical_cases']:>11,}  fresh-symbol violations {c['fresh_violations']}")
+    if result.get("shard"):
+        s = result["shard"]
+        click.echo(f"shard     {s['index']}/{s['count']}: {len(s['tasks'])} of {s['total_tasks']} slices "
+                   "(counts are judged by dryz merge)")
+    if result.get("merged_from"):
+        click.echo(f"merged    {len(result['merged_from'])} shards of {result['shards']}")
     click.echo(f"results   {json_path}")
     for c in result["configs"]:
         for ex in c["examples"]:
@@ -74,52 +129,93 @@ def exhaustive(alphabet, max_length, configs, json_path, workers, progress):
     if result["verdict"] == "void":
         click.echo("dryz: error: a control did not show what it must; the run is void", err=True)
         sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_OK if result["verdict"] == "certified" else EXIT_FINDING)
+    sys.exit(EXIT_FINDING if result["verdict"] == "mismatch" else EXIT_OK)
 
 
-def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, workers=1) -> dict:
+def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, workers=1, canonical=False,
+                   shard=None) -> dict:
+    """alphabet None: every alphabet size (canonical). shard (I, N): only that deterministic slice."""
+    from . import certificate as cert
     from .check import check, subject
-    from .exhaustive import case_count, multiplier_zero_control, periodic_control, run_configs
+    from .exhaustive import (config_slices, multiplier_zero_control, periodic_control, run_configs,
+                             shard_slicing, shard_tasks)
     from .report import Progress, environment, write_json
 
     t0 = time.perf_counter()
     lib = subject()
     ident = lib.identity
-    bar = Progress(sum(alphabet ** n for n in range(1, max_length + 1)) * len(specs),
-                   "histories", enabled=progress)
-    results = run_configs(lib, alphabet, max_length, specs, workers, bar)
+    slicing = shard_slicing(shard[1]) if shard else workers
+    tasks = [(ci, sl) for ci, spec in enumerate(specs)
+             for sl in config_slices(alphabet, max_length, spec, slicing, canonical)]
+    picked = shard_tasks(tasks, *shard) if shard else list(range(len(tasks)))
+    space = cert.space_json(alphabet, max_length, specs, canonical)
+    if canonical:
+        total = sum(sum(e["expected_histories_by_length"].values()) for e in space["canonical"])
+    else:
+        total = sum(alphabet ** n for n in range(1, max_length + 1)) * len(specs)
+    if shard:
+        total = max(1, total * len(picked) // max(len(tasks), 1))
+    bar = Progress(total, "histories", enabled=progress)
+    results = run_configs(lib, alphabet, max_length, specs, workers, bar, canonical,
+                          tasks=[tasks[j] for j in picked])
     bar.close()
     periodic = periodic_control(check)
-    mz = multiplier_zero_control(lib, alphabet, min(max_length, 7), specs)
-    totals = {k: sum(getattr(r, k) for r in results) for k in ("cases", "mismatches", "oracle_disagreements")}
-    flagged = sum(r.off_by_one_flagged for r in results)
-    expected_cases = case_count(alphabet, max_length) * len(specs)
-    controls_ok = periodic["passed"] and flagged > 0 and mz["passed"] and totals["cases"] == expected_cases
-    if not controls_ok:
-        verdict = "void"
-    elif totals["mismatches"] or totals["oracle_disagreements"]:
-        verdict = "mismatch"
+    if canonical:
+        from .canonical import multiplier_zero_control as canonical_mz
+        mz = canonical_mz(lib, alphabet, min(max_length, 7), specs)
     else:
-        verdict = "certified"
+        mz = multiplier_zero_control(lib, alphabet, min(max_length, 7), specs)
+    configs = [r.to_json() for r in results]
+    flagged = sum(r.off_by_one_flagged for r in results)
     result = {
         "tool": "dryz exhaustive",
-        "verdict": verdict,
+        "verdict": None,
         "subject": ident,
-        "space": {"alphabet": alphabet, "symbols": __import__("dryz.symbols").symbols.SYMBOLS[:alphabet],
-                  "min_length": 1, "max_length": max_length, "candidates": "every symbol, logit 0",
-                  "configs": [s.to_json() for s in specs], "expected_cases": expected_cases},
-        "configs": [r.to_json() for r in results],
-        "totals": totals,
-        "controls": {"periodic": periodic,
-                     "off_by_one": {"flagged": flagged, "passed": flagged > 0},
-                     "multiplier_zero": mz},
-        "environment": dict(environment(), workers=workers),
-        "python": sys.version.split()[0],
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "space": space,
+        "configs": configs,
+        "totals": cert.totals(configs),
     }
+    ct = cert.canonical_totals(configs)
+    if ct:
+        result["canonical_totals"] = ct
+    if shard:
+        result["shard"] = {"index": shard[0], "count": shard[1], "tasks": picked, "total_tasks": len(tasks),
+                           "slicing": slicing}
+    result["controls"] = {"periodic": periodic, "off_by_one": {"flagged": flagged, "passed": flagged > 0},
+                          "multiplier_zero": mz}
+    result["verdict"], result["checks"] = cert.judge(result)
+    result.update({"environment": dict(environment(), workers=workers), "python": sys.version.split()[0],
+                   "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     result["wall_seconds"] = round(time.perf_counter() - t0, 3)
     write_json(json_path, result)
     return result
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--json", "json_path", required=True, help="Where to write the merged certificate.")
+def merge(paths, json_path):
+    """Combine `dryz exhaustive --shard` results into one certificate (refuses shards that do not fit)."""
+    import json
+
+    from .certificate import MergeError, merge as merge_results
+    from .report import write_json
+    data = []
+    for p in paths:
+        try:
+            data.append(json.loads(open(p).read()))
+        except OSError as e:
+            _fail(f"cannot read {p}: {e.strerror}")
+        except json.JSONDecodeError as e:
+            _fail(f"{p}: not JSON ({e.msg})")
+    try:
+        result = merge_results(data, list(paths))
+    except MergeError as e:
+        _fail(str(e))
+    except (KeyError, TypeError) as e:
+        _fail(f"a shard result lacks a field ({e}); not a dryz exhaustive --shard result")
+    write_json(json_path, result)
+    _print_certificate(result, json_path)
 
 
 # -- single cases, minimizer, corpus ---------------------------------------------------------------------
@@ -274,7 +370,7 @@ def replay(directory):
 @click.option("--workdir", default="fuzz-work", show_default=True, help="Working corpus and log directory.")
 @click.option("--artifacts", default=None, help="Where crash files go. [default: WORKDIR/artifacts]")
 @click.option("--native/--no-native", default=False, help="Also collect coverage of an instrumented libllama (needs clang).")
-@click.option("--fault", type=click.Choice(["off-by-one"]), default=None,
+@click.option("--fault", type=click.Choice(["off-by-one", "abort"]), default=None,
               help="Positive control: judge against a deliberately wrong reference.")
 @click.option("--json", "json_path", default=None, help="Write the campaign summary here.")
 @click.argument("libfuzzer_flags", nargs=-1, type=click.UNPROCESSED)

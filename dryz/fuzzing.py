@@ -33,6 +33,11 @@ def known_classes() -> frozenset[str]:
 KNOWN = known_classes()
 
 
+def load_subject() -> None:
+    from .check import subject
+    subject()
+
+
 def test_one_input(data: bytes) -> None:
     case = decode(data)
     v = check(case)

@@ -249,7 +249,7 @@ class Prediction:
     ran: np.ndarray        # (N,) bool: apply reached Step 4 (and so clears the sorted flag)
 
 
-def shipped_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_lengths_A):
+def shipped_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_lengths_A, rep_fn=None):
     """Apply the shipped configuration model to the histories H (N, n) using one oracle for M.
 
     Returns (Prediction, M) where M is the oracle's unclamped match length on the window.
@@ -261,7 +261,7 @@ def shipped_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_
     if not cfg.enabled or w <= cfg.allowed_length:
         z = np.zeros((N, C), dtype=np.int64)
         return Prediction(z, np.zeros((N, C), bool), np.zeros(N, bool)), z
-    rep = rep_limits(W, cfg.seqs)
+    rep = (rep_fn or rep_limits)(W, cfg.seqs)  # rep_fn: promised_rep_limits for the promise check
     ran = rep >= cfg.allowed_length
     M = oracle(W, cands)
     L = np.minimum(M, rep[:, None])
@@ -318,3 +318,81 @@ def output_logits(initial: np.ndarray, pred: Prediction, cfg: Config) -> np.ndar
         pen = penalties(pred.L[pred.penalized], cfg)
         out[pred.penalized] = out[pred.penalized] - pen
     return out
+
+
+# -- Step 1 as promised ----------------------------------------------------------------------------------
+# The source promises that the most recently *completed* restart sequence limits the repetition. The shipped
+# scan (rep_limits above) takes the most recent *head* that completes one instead; PREREG.md derives when the
+# two differ (only when one restart sequence completes strictly inside another: the documented 'ni' in
+# 'amniotic').
+
+
+def restart_occurrences(window, seqs) -> list[tuple[int, int, tuple]]:
+    """Every complete occurrence of a restart sequence in the window: (i, k, seq) with the head at distance
+    i from the end (0 = the last token), a tail of k <= i tokens matching, seq = (head, *tail). It occupies
+    distances i..i-k and leaves i - k tokens after it."""
+    window = [int(t) for t in window]
+    w = len(window)
+    out = []
+    for i in range(w):
+        tok = window[w - 1 - i]
+        for head, tail in seqs:
+            k = len(tail)
+            if head == tok and k <= i and all(window[w - i + off] == tail[off] for off in range(k)):
+                out.append((i, k, (head,) + tuple(tail)))
+    return out
+
+
+def promised_rep_limits(W: np.ndarray, seqs) -> np.ndarray:
+    """Step 1 as promised: rep_limit = the fewest tokens after the end of any complete occurrence of a
+    restart sequence (the minimum of i - k over every occurrence); none: the window length."""
+    N, w = W.shape
+    rep = np.full(N, w, dtype=np.int64)
+    if not seqs:
+        return rep
+    if N == 1:
+        return np.array([_promised_rep_limit_single(W[0].tolist(), seqs)], dtype=np.int64)
+    kmax = max(len(t) for _, t in seqs)
+    for i in range(w):
+        if i - kmax >= rep.max():
+            break  # no later occurrence can end closer to the end
+        for head, tail in seqs:
+            k = len(tail)
+            if k > i:
+                continue
+            hit = W[:, w - 1 - i] == head
+            for off in range(k):
+                hit &= W[:, w - i + off] == tail[off]
+            rep = np.where(hit, np.minimum(rep, i - k), rep)
+    return rep
+
+
+def _promised_rep_limit_single(window: list[int], seqs) -> int:
+    occ = restart_occurrences(window, seqs)
+    return min((i - k for i, k, _ in occ), default=len(window))
+
+
+def promised_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_lengths_A):
+    """shipped_lengths with Step 1 as promised (everything else as shipped)."""
+    return shipped_lengths(H, cands, cfg, oracle, rep_fn=promised_rep_limits)
+
+
+def is_interior_factor(short: tuple, long: tuple) -> bool:
+    """short occurs in long starting at offset >= 1 and ending >= 1 before long's end."""
+    n, m = len(short), len(long)
+    return any(tuple(long[d:d + n]) == tuple(short) for d in range(1, m - n))
+
+
+def restart_divergence(window, seqs):
+    """Where Step 1 as shipped and as promised part, for one window: None when they agree, else
+    (shipped occurrence, promised occurrence), each (i, k, seq), the promised one with the fewest tokens
+    after it (the most recent head among ties)."""
+    occ = restart_occurrences(window, seqs)
+    if not occ:
+        return None
+    i0 = min(i for i, _, _ in occ)
+    shipped = max((o for o in occ if o[0] == i0), key=lambda o: o[1])
+    promised = min(occ, key=lambda o: (o[0] - o[1], o[0]))
+    if promised[0] - promised[1] == shipped[0] - shipped[1]:
+        return None
+    return shipped, promised

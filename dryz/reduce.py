@@ -25,8 +25,8 @@ SUBPROCESS_TIMEOUT = 30.0
 
 def signature_in_process(case: Case) -> tuple:
     from .check import check
-    v = check(case)
-    return (v.klass, tuple(sorted(d["direction"] for d in v.differing)))
+    klass, differing = check(case).signature()
+    return (klass, tuple(sorted(direction for _, direction in differing)))
 
 
 def signature_isolated(case: Case, timeout: float = SUBPROCESS_TIMEOUT) -> tuple:

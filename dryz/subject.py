@@ -105,12 +105,13 @@ class Subject:
         return fn().decode(errors="replace")
 
     # -- samplers ---------------------------------------------------------------------------------
-    def new_sampler(self, multiplier, base, allowed_length, penalty_last_n, breakers=()):
+    def new_sampler(self, multiplier, base, allowed_length, penalty_last_n, breakers=(), vocab=None):
         if breakers:
             arr = (ctypes.c_char_p * len(breakers))(*[b.encode() for b in breakers])
         else:
             arr = None
-        s = self._init(self.vocab, multiplier, base, allowed_length, penalty_last_n, arr, len(breakers))
+        vocab = self.vocab if vocab is None else vocab  # vocab: a second vocabulary (merges_vocab())
+        s = self._init(vocab, multiplier, base, allowed_length, penalty_last_n, arr, len(breakers))
         if not s:
             raise SubjectError("llama_sampler_init_dry returned NULL")
         return s
@@ -119,15 +120,29 @@ class Subject:
         return self.new_sampler(case.multiplier, case.base, case.allowed_length, case.penalty_last_n,
                                 case.breakers)
 
-    def run(self, case) -> Output:
-        """One fresh sampler, the whole history accepted, one apply on the case's candidate array."""
-        s = self.sampler_for(case)
+    PROTOTYPES = 256  # empty-history samplers kept per configuration
+
+    def run(self, case, fresh: bool = False) -> Output:
+        """A sampler for the case's configuration, the whole history accepted, one apply on the case's
+        candidate array. The sampler is a clone of a cached empty-history one made by llama_sampler_init_dry
+        (breaker processing costs up to ~0.5 ms per init; the clone copies its result), or with fresh=True
+        a new one."""
+        s = self.sampler_for(case) if fresh else self.clone(self._prototype(case))
         try:
             for t in case.history:
                 self.accept(s, t)
             return self.apply_once(s, case.candidate_ids(), case.initial_logits(), case.sorted)
         finally:
             self.free(s)
+
+    def _prototype(self, case):
+        protos = self.__dict__.setdefault("_prototypes", {})
+        key = (case.multiplier, case.base, case.allowed_length, case.penalty_last_n, case.breakers)
+        if key not in protos:
+            if len(protos) >= self.PROTOTYPES:
+                self.free(protos.pop(next(iter(protos))))
+            protos[key] = self.sampler_for(case)
+        return protos[key]
 
     def apply_once(self, smpl, ids, logits, sorted_flag) -> Output:
         n = len(ids)
@@ -141,6 +156,47 @@ class Subject:
             out = (self.L.llama_token_data * arr.size).from_address(ctypes.addressof(arr.data.contents))
             view = np.frombuffer(out, dtype=TOKEN_DATA)
         return Output(view["id"].tolist(), view["logit"].copy(), bool(arr.sorted), int(arr.size))
+
+    # -- an optional second vocabulary --------------------------------------------------------------
+    def merges_vocab(self):
+        """The richer vocabulary (vocab.merges_vocab_path: tokens a b c ab bc abc with real merges), loaded
+        once, vocab_only, beside the symbol one. Returns its llama_vocab pointer."""
+        if "_merges_vocab" not in self.__dict__:
+            from .vocab import MERGES_TOKENS, merges_vocab_path
+            params = self.L.llama_model_default_params()
+            params.vocab_only = True
+            path = merges_vocab_path()
+            model = self.L.llama_model_load_from_file(str(path).encode(), params)
+            if not model:
+                raise SubjectError(f"libllama could not load the vocabulary {path}")
+            vocab = self.L.llama_model_get_vocab(model)
+            n = self.L.llama_vocab_n_tokens(vocab)
+            if n != len(MERGES_TOKENS):
+                raise SubjectError(f"vocabulary {path} has {n} tokens, expected {len(MERGES_TOKENS)}")
+            self._merges_model, self._merges_vocab = model, vocab
+        return self._merges_vocab
+
+    def token_texts(self, vocab) -> list[str]:
+        """Every token's text as the library renders it (llama_token_to_piece, special tokens rendered)."""
+        out = []
+        buf = ctypes.create_string_buffer(256)
+        for t in range(self.L.llama_vocab_n_tokens(vocab)):
+            n = self.L.llama_token_to_piece(vocab, t, buf, len(buf), 0, True)
+            if n < 0:
+                raise SubjectError(f"token {t}: piece longer than {len(buf)} bytes")
+            out.append(buf.raw[:n].decode("utf-8", errors="replace"))
+        return out
+
+    def tokenize(self, vocab, text: str) -> list[int]:
+        """llama_tokenize(text), no special tokens added or parsed (as get_overlapping_token_sequences calls
+        vocab.tokenize(str, false, false))."""
+        data = text.encode()
+        cap = len(data) + 8
+        toks = (self.L.llama_token * cap)()
+        n = self.L.llama_tokenize(vocab, data, len(data), toks, cap, False, False)
+        if n < 0:
+            raise SubjectError(f"tokenize({text!r}) needs {-n} tokens")
+        return list(toks[:n])
 
     # -- the enumeration tree -----------------------------------------------------------------------
     def run_tree(self, alphabet: int, max_len: int, sampler_args, sink, prefix=()) -> None:

@@ -8,10 +8,11 @@ import atheris
 import numpy  # noqa: F401  (imported before instrumentation: only dryz's own code is instrumented)
 
 with atheris.instrument_imports(include=["dryz"]):
-    from dryz.fuzzing import test_one_input
+    from dryz.fuzzing import load_subject, test_one_input
 
 
 def main():
+    load_subject()  # libllama loaded before libFuzzer starts: its native counters are registered and reported
     atheris.Setup(sys.argv, test_one_input)
     atheris.Fuzz()
 

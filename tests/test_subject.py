@@ -70,3 +70,36 @@ def test_harness_error_on_uninvertible_delta(lib, monkeypatch):
     monkeypatch.setattr(subject_mod.Subject, "run", perturbed)
     case = Case(history=tuple(from_symbols("abab")), alphabet=3, penalty_last_n=64)
     assert check(case, lib).status == HARNESS_ERROR
+
+
+def test_library_tokenizer_splits_symbol_strings_into_characters(lib):
+    """The model tokenizes breaker tails one token per character; the library's own tokenizer agrees."""
+    import ctypes
+    L = lib.L
+    for text in ["b", "ab", "abc", "zzyx", "a0!#Z", "ba" * 10]:
+        raw = text.encode()
+        buf = (L.llama_token * 64)()
+        n = L.llama_tokenize(lib.vocab, raw, len(raw), buf, 64, False, False)
+        assert list(buf[:n]) == from_symbols(text), text
+
+
+def test_multi_token_breaker_through_the_library(lib):
+    """Breaker 'ca' is head c with tail a. In 'a c a c' it completes one token from the end, so
+    rep_limit = 2 - 1 = 1 and a's repeat of 2 ('a c' again) is clamped to 1."""
+    with_brk = check(Case(history=tuple(from_symbols("acac")), alphabet=3, penalty_last_n=64, breakers=("ca",)), lib)
+    without = check(Case(history=tuple(from_symbols("acac")), alphabet=3, penalty_last_n=64), lib)
+    assert with_brk.ok and with_brk.multi_token and without.ok
+    assert with_brk.library_L == [1, 0, 0] and without.library_L == [2, 0, 0]
+
+
+def test_cloned_prototype_equals_fresh_sampler(lib):
+    """run() clones a cached empty-history sampler; a fresh llama_sampler_init_dry gives the same output."""
+    rng = np.random.default_rng(11)
+    for _ in range(100):
+        k = int(rng.integers(1, 6))
+        hist = tuple(int(x) for x in rng.integers(0, k, int(rng.integers(0, 40))))
+        brk = tuple(SYMBOLS[int(x)] * int(rng.integers(1, 3)) for x in rng.integers(0, k, int(rng.integers(0, 3))))
+        case = Case(history=hist, alphabet=k, penalty_last_n=int(rng.integers(1, 45)), breakers=brk,
+                    allowed_length=int(rng.integers(0, 3)))
+        a, b = lib.run(case), lib.run(case, fresh=True)
+        assert np.array_equal(a.logits.view(np.uint32), b.logits.view(np.uint32)) and a.sorted == b.sorted

@@ -1,0 +1,46 @@
+"""The Case's one JSON form and its validation."""
+
+import json
+import math
+
+import pytest
+
+from dryz.case import Case, CaseError, f32
+
+
+def test_json_round_trip():
+    c = Case(history=(0, 1, 0), alphabet=2, penalty_last_n=-1, breakers=("ab",), multiplier=f32(0.8),
+             base=f32(1.1), allowed_length=0, candidates=((1, -math.inf), (0, 2.5)), sorted=True)
+    assert Case.loads(c.dumps()) == c
+    d = json.loads(c.dumps())
+    assert d["history_symbols"] == "aba" and d["candidates"][0] == [1, "-inf"]
+
+
+@pytest.mark.parametrize("patch,fragment", [
+    ({"alphabet": 0}, "alphabet must be an integer in 1..64"),
+    ({"history": [0, 5]}, "outside the alphabet"),
+    ({"history": "abc"}, "'history' must be a list"),
+    ({"multiplier": 0.1}, "is not a float32 value"),
+    ({"base": float("inf")}, "must be finite"),
+    ({"penalty_last_n": 1 << 40}, "does not fit the C int32"),
+    ({"allowed_length": 1 << 30}, "allowed_length must be within"),
+    ({"breakers": ["a?"]}, "outside the dryz alphabet"),
+    ({"candidates": [[0, 0.0], [0, 1.0]]}, "appears twice"),
+    ({"candidates": [[0, "nan"]]}, "must be a number"),
+    ({"history_symbols": "zz"}, "does not spell"),
+    ({"schema": "other/9"}, "unknown case schema"),
+    ({"bogus": 1}, "unknown case field"),
+])
+def test_bad_json_is_one_clear_error(patch, fragment):
+    d = {"history": [0, 1], "alphabet": 2, "penalty_last_n": 8}
+    d.update(patch)
+    with pytest.raises(CaseError) as e:
+        Case.from_json(d)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def test_missing_field():
+    with pytest.raises(CaseError, match="missing required field 'alphabet'"):
+        Case.from_json({"history": [], "penalty_last_n": 3})
+    with pytest.raises(CaseError, match="not valid JSON"):
+        Case.loads("{")
