@@ -302,6 +302,8 @@ def minimize(path, corpus_dir, isolate):
     click.echo(f"minimizing {path} ({kind}): class {first[0]}, {len(case.history)} tokens"
                f"{', isolated' if isolated else ''}")
     reduced, shortest, calls = reduce_case(case, first, sig, log=lambda m: click.echo(f"  {m}"))
+    from dataclasses import replace as _replace
+    reduced = _replace(reduced, note="")  # a seed's note does not describe its reduction
     seconds = time.perf_counter() - t0
     if crashed:
         from .check import Verdict

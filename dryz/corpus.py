@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,9 +88,19 @@ def write_entry(directory: Path, data: dict) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / file_name(data)
     tmp = directory / f".{path.name}.tmp{os.getpid()}"
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.write_text(dumps_readable(data))
     os.replace(tmp, path)
     return path
+
+
+_FLAT_LIST = re.compile(r"\[\s*([^\[\]{}\"]*(?:\"[^\"]*\"[^\[\]{}\"]*)*)\s*\]")
+
+
+def dumps_readable(data: dict) -> str:
+    """Indented JSON with lists of scalars on one line (a history reads as one line, not one per token)."""
+    text = json.dumps(data, indent=2)
+    return _FLAT_LIST.sub(lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]"
+                          if m.group(1).strip() else "[]", text) + "\n"
 
 
 def validate_entry(data, where: str) -> Case:

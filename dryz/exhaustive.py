@@ -6,17 +6,25 @@ output is judged with the same model and comparison check() uses (check.predict_
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .case import Case
+from . import model
+from .case import Case, f32
 from .check import case_config, compare_lengths, invert_deltas, predict_both
+from .model import Prediction
 from .symbols import SYMBOLS
 
 CONFIG_NAMES = ("base", "window4", "breaker")
 MAX_EXAMPLES = 5
+# The parameter axis (--parameters): every allowed_length 0..3 with each (multiplier, base) pair (float32
+# values), judged bit-exactly against the as-shipped output model; (1, 2) with allowed_length 1 is the
+# invertible seed configuration itself.
+ALLOWED_LENGTHS = (0, 1, 2, 3)
+PARAMETER_PAIRS = ((f32(1.0), f32(2.0)), (f32(0.8), f32(1.75)), (f32(2.0), f32(1.1)), (f32(1.0), f32(1.0)))
 
 
 class HarnessError(RuntimeError):
@@ -40,14 +48,40 @@ class SpaceConfig:
     def sampler_args(self):
         return (self.multiplier, self.base, self.allowed_length, self.penalty_last_n, self.breakers)
 
+    @property
+    def invertible(self) -> bool:
+        """The seed parameters (1, 2, 1), whose penalty 2^(L-1) inverts to L; any other configuration is
+        compared bit-exactly with the output model (exact_batch)."""
+        return self.multiplier == 1.0 and self.base == 2.0 and self.allowed_length == 1
+
     def to_json(self) -> dict:
         return {"name": self.name, "penalty_last_n": self.penalty_last_n, "breakers": list(self.breakers),
-                "multiplier": self.multiplier, "base": self.base, "allowed_length": self.allowed_length}
+                "multiplier": self.multiplier, "base": self.base, "allowed_length": self.allowed_length,
+                "comparison": "L" if self.invertible else "bits"}
 
 
 def space_config(name: str, alphabet: int, max_len: int) -> SpaceConfig:
-    """base, window4, breaker, or windowW (penalty_last_n = W >= 1). alphabet: its last symbol is the
-    breaker (64 for every alphabet: the breaker is '#')."""
+    """base, window4, breaker, or windowW (penalty_last_n = W >= 1), optionally with parameters
+    NAME/allowedA/mM/bB (allowed_length A >= 0, multiplier M, base B, as float32; any subset, in any order).
+    alphabet: its last symbol is the breaker (64 for every alphabet: the breaker is '#')."""
+    if "/" in name:
+        head, *parts = name.split("/")
+        spec = space_config(head, alphabet, max_len)
+        kw = {}
+        for part in parts:
+            m = re.fullmatch(r"(allowed)(\d{1,4})|(m|b)([0-9.eE+-]+)", part)
+            field_ = None if m is None else ("allowed_length" if m.group(1) else
+                                              {"m": "multiplier", "b": "base"}[m.group(3)])
+            if field_ is None or field_ in kw:
+                raise ValueError(f"unknown configuration {name!r}: bad or repeated parameter {part!r}")
+            try:
+                kw[field_] = int(m.group(2)) if m.group(1) else f32(float(m.group(4)))
+            except ValueError:
+                raise ValueError(f"unknown configuration {name!r}: bad parameter {part!r}") from None
+            if field_ != "allowed_length" and not np.isfinite(kw[field_]):
+                raise ValueError(f"unknown configuration {name!r}: parameter {part!r} is not finite")
+        return SpaceConfig(name, spec.penalty_last_n, spec.breakers, kw.get("multiplier", spec.multiplier),
+                           kw.get("base", spec.base), kw.get("allowed_length", spec.allowed_length))
     uncapped = max(64, max_len)  # the window never cuts the history
     if name == "base":
         return SpaceConfig("base", uncapped)
@@ -56,6 +90,24 @@ def space_config(name: str, alphabet: int, max_len: int) -> SpaceConfig:
     if name.startswith("window") and name[6:].isdigit() and int(name[6:]) >= 1 and name[6] != "0":
         return SpaceConfig(name, int(name[6:]))
     raise ValueError(f"unknown configuration {name!r} (known: {', '.join(CONFIG_NAMES)}, windowW)")
+
+
+def parameter_name(name: str, allowed_length: int, multiplier: float, base: float) -> str:
+    def short(x):  # the shortest decimal that reads back to the same float32
+        return np.format_float_positional(np.float32(x), trim="-")
+    return f"{name}/allowed{allowed_length}/m{short(multiplier)}/b{short(base)}"
+
+
+def parameter_names(names) -> list[str]:
+    """The parameter axis for each configuration name: allowed_length 0..3 x PARAMETER_PAIRS, without the
+    seed combination (1, 2, 1), which is the configuration itself."""
+    out = []
+    for name in names:
+        for a in ALLOWED_LENGTHS:
+            for m, b in PARAMETER_PAIRS:
+                if (m, b, a) != (1.0, 2.0, 1):
+                    out.append(parameter_name(name, a, m, b))
+    return out
 
 
 def window_cap_names(max_len: int) -> list[str]:
