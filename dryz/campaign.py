@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 HARNESS = REPO / "fuzz" / "dry_fuzz.py"
 BUILD_NATIVE = REPO / "fuzz" / "build_native.py"
 
-_STAT = re.compile(r"(cov|ft|corp|exec/s|rss): ?(\d+)")
+_STAT = re.compile(r"(cov|ft|corp|exec/s|rss):? ?(\d+)")
 _EXECS = re.compile(r"^#(\d+)")
 
 

@@ -369,6 +369,54 @@ def run_canonical_slice(lib, alphabet, max_len, spec, prefix=(), top=None, prefi
     weights = {}
     t0 = time.perf_counter()
 
+    def example(codes, H, cands):
+        if len(res.examples) < MAX_EXAMPLES and codes.any():
+            from .case import Case
+            for r in np.nonzero(codes.any(axis=1))[0][:MAX_EXAMPLES - len(res.examples)]:
+                kind = "oracle-disagreement" if (codes[r] == 2).any() else "mismatch"
+                k = alphabet if alphabet is not None else int(max(cands)) + 1
+                res.examples.append((kind, Case(history=tuple(int(t) for t in H[r]), alphabet=k,
+                                                penalty_last_n=spec.penalty_last_n, breakers=spec.breakers,
+                                                multiplier=spec.multiplier, base=spec.base,
+                                                allowed_length=spec.allowed_length)))
+
+    def exact_sink(n, m, rows, logits, cands):
+        """Parameters other than (1, 2, 1): the library's logits against the output model, bit for bit
+        (exhaustive.exact_batch); the fresh candidate must come back bit-identical +0.0."""
+        from .exhaustive import exact_batch, histogram_add
+        H = decode(space, n, rows)
+        pa, pb = check_mod.predict_both(H, cands, cfg)
+        eb = exact_batch(cfg, logits, pa, pb)
+        codes = eb.codes
+        if space.fresh(m):
+            viol = eb.bits[:, m] != 0
+            res.fresh_violations += int(viol.sum())
+            codes[:, m] = np.where(viol & (codes[:, m] == 0), 1, codes[:, m])
+        if m not in weights:
+            weights[m] = space.weights(m)
+        w = weights[m]
+        nh = len(rows)
+        res.canonical_histories += nh
+        res.canonical_cases += codes.size
+        res.canonical_by_length[n] = res.canonical_by_length.get(n, 0) + nh
+        res.histories += nh * space.history_weight(m)
+        covered = nh * sum(w)
+        res.cases += covered
+        res.by_length[n] = res.by_length.get(n, 0) + covered
+        mism, dis = codes == 1, codes == 2
+        res.canonical_mismatches += int(mism.sum())
+        for j, wj in enumerate(w):
+            res.mismatches += int(mism[:, j].sum()) * wj
+            res.oracle_disagreements += int(dis[:, j].sum()) * wj
+            res.penalized_cases += int(eb.changed[:, j].sum()) * wj
+            res.off_by_one_flagged += int(eb.flagged[:, j].sum()) * wj
+            known = eb.L[:, j][eb.L[:, j] >= 0]
+            histogram_add(res.L_histogram, known, wj)
+            histogram_add(res.logit_bits_histogram, eb.bits[:, j], wj)
+            if known.size:
+                res.max_L = max(res.max_L, int(known.max()))
+        example(codes, H, cands)
+
     def sink(n, m, rows, logits, cands):
         H = decode(space, n, rows)
         pa, pb = check_mod.predict_both(H, cands, cfg)
@@ -409,17 +457,10 @@ def run_canonical_slice(lib, alphabet, max_len, spec, prefix=(), top=None, prefi
                 if cnt:
                     res.L_histogram[L] = res.L_histogram.get(L, 0) + cnt * wj
         res.max_L = max(res.max_L, int(lib_L.max()))
-        if len(res.examples) < MAX_EXAMPLES and codes.any():
-            from .case import Case
-            for r in np.nonzero(codes.any(axis=1))[0][:MAX_EXAMPLES - len(res.examples)]:
-                kind = "oracle-disagreement" if (codes[r] == 2).any() else "mismatch"
-                k = alphabet if alphabet is not None else int(max(cands)) + 1
-                res.examples.append((kind, Case(history=tuple(int(t) for t in H[r]), alphabet=k,
-                                                penalty_last_n=spec.penalty_last_n, breakers=spec.breakers,
-                                                multiplier=spec.multiplier, base=spec.base,
-                                                allowed_length=spec.allowed_length)))
+        example(codes, H, cands)
 
-    runner = CanonicalTreeRunner(lib, space, top if top is not None else max_len, spec.sampler_args(), sink)
+    runner = CanonicalTreeRunner(lib, space, top if top is not None else max_len, spec.sampler_args(),
+                                 sink if spec.invertible else exact_sink)
     if top is not None:
         runner.run()
     else:

@@ -74,7 +74,7 @@ def canonical_totals(configs: list[dict]) -> dict | None:
                                                     "canonical_mismatches", "fresh_violations")}
 
 
-_PARAMS = ("name", "penalty_last_n", "breakers", "multiplier", "base", "allowed_length", "mode")
+_PARAMS = ("name", "penalty_last_n", "breakers", "multiplier", "base", "allowed_length", "mode", "comparison")
 
 
 def _merge_config(a: dict, b: dict) -> dict:

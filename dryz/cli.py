@@ -38,16 +38,21 @@ def cli():
               help="Enumerate one history per equality pattern, with multiplicities (see PREREG.md).")
 @click.option("--all-alphabets", is_flag=True, help="Every alphabet size at once (canonical; ignores -k).")
 @click.option("--window-caps", is_flag=True, help="Add a configuration per window cap 1..N (penalty_last_n).")
+@click.option("--parameters", is_flag=True,
+              help="Add, per configuration, allowed_length 0..3 x (multiplier, base) in (1, 2), (0.8, 1.75), "
+                   "(2, 1.1), (1, 1), judged bit-exactly against the output model (NAME/allowedA/mM/bB).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Run the slices on a Dask scheduler (pip install 'dryz[dask]') instead of local processes.")
 @click.option("--shard", default=None, metavar="I/N", help="Run only shard I of N (combine with dryz merge).")
 @click.option("--json", "json_path", default="results/main.json", show_default=True,
               help="Where to write the results JSON.")
 @click.option("-j", "--workers", type=int, default=None,
               help="Processes to run in parallel.  [default: all cores]")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (after 1 s).")
-def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, shard, json_path, workers,
-               progress):
+def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,
+               json_path, workers, progress):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
-    from .exhaustive import CONFIG_NAMES, HarnessError, case_count, space_config, window_cap_names
+    from .exhaustive import CONFIG_NAMES, HarnessError, case_count, parameter_names, space_config, window_cap_names
     from .symbols import MAX_ALPHABET
 
     if all_alphabets:
@@ -60,6 +65,8 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         _fail(f"--max-length must be at least 1, got {max_length}")
     default = ["base", "window4"] if all_alphabets else list(CONFIG_NAMES)
     names = list(configs) or (default if not window_caps else [n for n in default if n != "window4"])
+    if parameters:
+        names += parameter_names([n for n in names if "/" not in n])
     if window_caps:
         names += window_cap_names(max_length)
     names = list(dict.fromkeys(names))
@@ -68,7 +75,8 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         try:
             specs.append(space_config(n, alphabet or MAX_ALPHABET, max_length))
         except ValueError:
-            _fail(f"unknown --config {n!r}; known: {', '.join(CONFIG_NAMES)}, windowW (W >= 1)")
+            _fail(f"unknown --config {n!r}; known: {', '.join(CONFIG_NAMES)}, windowW (W >= 1), "
+                  "optionally NAME/allowedA/mM/bB")
     shard_spec = None
     if shard is not None:
         try:
@@ -93,14 +101,30 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         _fail(f"space of {work:,} {'canonical ' if canonical else ''}cases is too large for one run "
               f"(limit {MAX_SPACE_CASES:,}); lower --alphabet or --max-length"
               f"{' or use --shard' if canonical else ''}")
+    from .dask_exec import SchedulerError
+    client = None
+    if scheduler is not None:
+        from .dask_exec import connect, worker_threads
+        try:
+            client = connect(scheduler)
+        except SchedulerError as e:
+            _fail(str(e))
+        if workers is None:  # the slice list is cut for the cluster's worker threads
+            workers = worker_threads(client)
     if workers is None:
         workers = os.cpu_count() or 1
     if workers < 1:
         _fail(f"--workers must be at least 1, got {workers}")
     try:
-        result = run_exhaustive(alphabet, max_length, specs, json_path, progress, workers, canonical, shard_spec)
+        result = run_exhaustive(alphabet, max_length, specs, json_path, progress, workers, canonical, shard_spec,
+                                scheduler=client)
     except HarnessError as e:
         _fail(f"harness error: {e}")
+    except SchedulerError as e:
+        _fail(str(e))
+    finally:
+        if client is not None:
+            client.close()
     _print_certificate(result, json_path)
 
 
@@ -133,8 +157,9 @@ def _print_certificate(result, json_path):
 
 
 def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, workers=1, canonical=False,
-                   shard=None) -> dict:
-    """alphabet None: every alphabet size (canonical). shard (I, N): only that deterministic slice."""
+                   shard=None, scheduler=None) -> dict:
+    """alphabet None: every alphabet size (canonical). shard (I, N): only that deterministic slice.
+    scheduler: a Dask scheduler address or distributed.Client that runs the slices (dryz.dask_exec)."""
     from . import certificate as cert
     from .check import check, subject
     from .exhaustive import (config_slices, multiplier_zero_control, periodic_control, run_configs,
@@ -157,7 +182,7 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
         total = max(1, total * len(picked) // max(len(tasks), 1))
     bar = Progress(total, "histories", enabled=progress)
     results = run_configs(lib, alphabet, max_length, specs, workers, bar, canonical,
-                          tasks=[tasks[j] for j in picked])
+                          tasks=[tasks[j] for j in picked], scheduler=scheduler)
     bar.close()
     periodic = periodic_control(check)
     if canonical:
@@ -184,7 +209,10 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
     result["controls"] = {"periodic": periodic, "off_by_one": {"flagged": flagged, "passed": flagged > 0},
                           "multiplier_zero": mz}
     result["verdict"], result["checks"] = cert.judge(result)
-    result.update({"environment": dict(environment(), workers=workers), "python": sys.version.split()[0],
+    env = dict(environment(), workers=workers)
+    if scheduler is not None:
+        env["executor"] = "dask.distributed"
+    result.update({"environment": env, "python": sys.version.split()[0],
                    "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     result["wall_seconds"] = round(time.perf_counter() - t0, 3)
     write_json(json_path, result)

@@ -136,6 +136,53 @@ def case_count(k: int, max_len: int) -> int:
     return k * sum(k ** n for n in range(1, max_len + 1))
 
 
+def model_logits(pred: Prediction, cfg) -> np.ndarray:
+    """model.output_logits(zeros, pred, cfg): the as-shipped output model with initial logits 0, evaluated
+    once per distinct (L, penalized) pair (it is elementwise in them) and gathered back."""
+    L = pred.L.astype(np.int64)
+    top = int(L.max()) + 1 if L.size else 1
+    if L.size and L.min() < 0:
+        raise HarnessError("the model predicted a negative L")
+    table_L = np.tile(np.arange(top, dtype=np.int64), 2)[None, :]
+    table_pen = np.repeat(np.array([False, True]), top)[None, :]
+    table = model.output_logits(np.zeros(2 * top, dtype=np.float32),
+                                Prediction(table_L, table_pen, np.ones(1, dtype=bool)), cfg)[0]
+    return table[pred.penalized.astype(np.int64) * top + L]
+
+
+@dataclass
+class ExactBatch:
+    """A batch judged bit-exactly: per case, codes (0 agree, 1 mismatch, 2 oracle self-disagreement), L (the
+    model's L where the library's bits equal the model's, -1 where they differ), changed (the library's
+    logit is not +0.0: it penalized), flagged (the off-by-one reference, L + 1 where penalized, differs from
+    the library's bits) and bits (the library's float32 logits as uint32)."""
+    codes: np.ndarray
+    L: np.ndarray
+    changed: np.ndarray
+    flagged: np.ndarray
+    bits: np.ndarray
+
+
+def exact_batch(cfg, logits: np.ndarray, pa: Prediction, pb: Prediction) -> ExactBatch:
+    """Compare the library's output logits bit for bit with the output model. A and B must agree on L and on
+    which candidates are penalized first; where they do not, the case is an oracle self-disagreement."""
+    agree = (pa.L == pb.L) & (pa.penalized == pb.penalized)
+    bits = np.ascontiguousarray(logits, dtype=np.float32).view(np.uint32)
+    expected = model_logits(pa, cfg).view(np.uint32)
+    codes = np.where(~agree, 2, np.where(bits != expected, 1, 0)).astype(np.int8)
+    off = Prediction(pa.L + pa.penalized, pa.penalized, pa.ran)
+    flagged = bits != model_logits(off, cfg).view(np.uint32)
+    L = np.where(bits == expected, pa.L, -1)
+    return ExactBatch(codes, L, bits != 0, flagged, bits)
+
+
+def histogram_add(hist: dict, values: np.ndarray, weight: int = 1) -> None:
+    """hist[v] += weight for every v in values (non-negative integers)."""
+    u, c = np.unique(values, return_counts=True)
+    for v, cnt in zip(u.tolist(), c.tolist()):
+        hist[int(v)] = hist.get(int(v), 0) + cnt * weight
+
+
 @dataclass
 class ConfigResult:
     config: SpaceConfig
@@ -158,6 +205,10 @@ class ConfigResult:
     canonical_mismatches: int = 0
     fresh_violations: int = 0  # a fresh (absent) candidate got L != 0; counted in the mismatches too
     canonical_by_length: dict = field(default_factory=dict)  # histories per length
+    # Bit-exact configurations (not the invertible seed parameters): the library's output logits, float32
+    # bits as an unsigned integer -> cases (the checksum of the output; L_histogram then holds the model's L
+    # of the cases whose bits agree).
+    logit_bits_histogram: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         d = self.config.to_json()
@@ -168,6 +219,8 @@ class ConfigResult:
                  L_histogram={str(L): c for L, c in sorted(self.L_histogram.items())},
                  examples=[{"kind": kind, "case": c.to_json()} for kind, c in self.examples],
                  seconds=round(self.seconds, 3))
+        if not self.config.invertible:
+            d["logit_bits_histogram"] = {str(b): c for b, c in sorted(self.logit_bits_histogram.items())}
         if self.mode == "canonical":
             d.update(mode="canonical", canonical_cases=self.canonical_cases,
                      canonical_histories=self.canonical_histories,
@@ -185,7 +238,8 @@ class ConfigResult:
         self.max_L = max(self.max_L, other.max_L)
         self.mode = other.mode
         for mine, theirs in ((self.by_length, other.by_length), (self.L_histogram, other.L_histogram),
-                             (self.canonical_by_length, other.canonical_by_length)):
+                             (self.canonical_by_length, other.canonical_by_length),
+                             (self.logit_bits_histogram, other.logit_bits_histogram)):
             for n, c in theirs.items():
                 mine[n] = mine.get(n, 0) + c
         self.examples.extend(other.examples[:MAX_EXAMPLES - len(self.examples)])
@@ -199,6 +253,28 @@ def run_slice(lib, k: int, max_len: int, spec: SpaceConfig, prefix=(), top: int 
     cfg = case_config(spec.case(k, ()))
     cands = np.arange(k, dtype=np.int64)
     t0 = time.perf_counter()
+
+    def exact_sink(n: int, rows: np.ndarray, logits: np.ndarray):
+        H = histories(k, n, rows)
+        pa, pb = predict_both(H, cands, cfg)
+        eb = exact_batch(cfg, logits, pa, pb)
+        codes = eb.codes
+        res.cases += codes.size
+        res.histories += len(rows)
+        res.by_length[n] = res.by_length.get(n, 0) + codes.size
+        res.mismatches += int((codes == 1).sum())
+        res.oracle_disagreements += int((codes == 2).sum())
+        res.penalized_cases += int(eb.changed.sum())
+        res.off_by_one_flagged += int(eb.flagged.sum())
+        known = eb.L[eb.L >= 0]
+        if known.size:
+            res.max_L = max(res.max_L, int(known.max()))
+        histogram_add(res.L_histogram, known)
+        histogram_add(res.logit_bits_histogram, eb.bits)
+        if len(res.examples) < MAX_EXAMPLES and codes.any():
+            for r in np.nonzero(codes.any(axis=1))[0][:MAX_EXAMPLES - len(res.examples)]:
+                kind = "oracle-disagreement" if (codes[r] == 2).any() else "mismatch"
+                res.examples.append((kind, spec.case(k, H[r])))
 
     def sink(n: int, rows: np.ndarray, logits: np.ndarray):
         H = histories(k, n, rows)
@@ -227,6 +303,8 @@ def run_slice(lib, k: int, max_len: int, spec: SpaceConfig, prefix=(), top: int 
                 kind = "oracle-disagreement" if (codes[r] == 2).any() else "mismatch"
                 res.examples.append((kind, spec.case(k, H[r])))
 
+    if not spec.invertible:
+        sink = exact_sink
     if top is not None:
         lib.run_tree(k, top, spec.sampler_args(), sink)
     else:
@@ -268,17 +346,32 @@ def config_slices(k, max_len: int, spec: SpaceConfig, workers: int, canonical: b
 
 
 def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, canonical: bool = False,
-                tasks=None) -> list[ConfigResult]:
+                tasks=None, scheduler=None) -> list[ConfigResult]:
     """Every configuration's space, split into slices run by `workers` forked processes (1: in-process).
     Slices are merged in their fixed order, so results do not depend on the number of workers.
     canonical: enumerate equality patterns (dryz.canonical); k None there means every alphabet size.
-    tasks: an explicit list of (config index, slice) to run (a shard); default every slice."""
+    tasks: an explicit list of (config index, slice) to run (a shard); default every slice.
+    scheduler: a Dask scheduler address or distributed.Client (dryz.dask_exec): the same slices run as Dask
+    tasks instead of in the fork pool (workers then only cuts the slice list)."""
     if tasks is None:
         tasks = [(ci, sl) for ci, spec in enumerate(specs)
                  for sl in config_slices(k, max_len, spec, workers, canonical)]
     tasks = [(ci, (k, max_len, specs[ci], sl, canonical)) for ci, sl in tasks]
     results = [ConfigResult(spec, mode="canonical" if canonical else "plain") for spec in specs]
-    if workers <= 1:
+    own_client = None
+    if scheduler is not None:
+        from . import dask_exec
+        client = dask_exec.connect(scheduler)
+        own_client = client if client is not scheduler else None  # made here from an address: closed here
+        try:
+            dask_exec.require_subject(client, lib.identity.get("libllama_sha256"))
+        except BaseException:
+            if own_client is not None:
+                own_client.close()
+            raise
+        outs = dask_exec.map_in_order(client, [t for _, t in tasks])
+        pool = None
+    elif workers <= 1:
         outs = (_run_task(t) for _, t in tasks)
         pool = None
     else:
@@ -294,6 +387,10 @@ def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, ca
         if pool is not None:
             pool.close()
             pool.join()
+        if scheduler is not None:
+            outs.close()  # cancels what is still pending
+        if own_client is not None:
+            own_client.close()
     return results
 
 

@@ -188,9 +188,7 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
             k = len(tail)
             if k > i:
                 continue
-            hit = W[:, w - 1 - i] == head
-            for off in range(k):
-                hit &= W[:, w - i + off] == tail[off]
+            hit = _completes(W, i, head, tail)
             longest = np.where(hit & (k > longest), k, longest)
         new = (longest >= 0) & ~done
         rep[new] = i - longest[new]
@@ -198,6 +196,15 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
         if done.all():
             break
     return rep
+
+
+def _completes(W: np.ndarray, i: int, head: int, tail: tuple) -> np.ndarray:
+    """Per window: the restart sequence (head, tail) has its head i tokens from the end and its tail after it."""
+    w = W.shape[1]
+    hit = W[:, w - 1 - i] == head
+    for off in range(len(tail)):
+        hit &= W[:, w - i + off] == tail[off]
+    return hit
 
 
 def _rep_limit_single(window: list[int], seqs) -> int:
@@ -360,9 +367,7 @@ def promised_rep_limits(W: np.ndarray, seqs) -> np.ndarray:
             k = len(tail)
             if k > i:
                 continue
-            hit = W[:, w - 1 - i] == head
-            for off in range(k):
-                hit &= W[:, w - i + off] == tail[off]
+            hit = _completes(W, i, head, tail)
             rep = np.where(hit, np.minimum(rep, i - k), rep)
     return rep
 

@@ -72,3 +72,13 @@ def test_native_campaign_sees_libllama_counters(tmp_path):
     total = int(s["counters"].split()[0]) if s["counters"] else 0
     assert total > 50_000, s["counters"]
     assert s["findings"] == [] and s["cov"] > 100
+
+
+def test_progress_parsing_of_both_libfuzzer_formats():
+    from dryz.campaign import Stats
+    s = Stats()
+    assert s.update("#582: cov: 2983 ft: 2983 corp: 14 exec/s 291 oom/timeout/crash: 0/0/0 time: 3s job: 1")
+    assert (s.execs, s.cov, s.ft, s.corpus, s.exec_per_s) == (582, 2983, 2983, 14, 291)
+    assert s.update("#4096\tpulse  cov: 12 ft: 14 corp: 3/30b lim: 4 exec/s: 2048 rss: 50Mb")
+    assert (s.execs, s.cov, s.corpus, s.exec_per_s) == (4096, 2983, 3, 2048)  # coverage is a running maximum
+    assert not s.update("INFO: Seed: 1")
