@@ -440,6 +440,32 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_
     sys.exit(EXIT_FINDING if real else EXIT_OK)
 
 
+@cli.command()
+@click.option("-k", "--alphabet", type=int, default=3, show_default=True, help="Number of symbols.")
+@click.option("-n", "--max-length", type=int, default=7, show_default=True, help="Longest history.")
+@click.option("--json", "json_path", default=None, help="Write the per-class counts here.")
+def restarts(alphabet, max_length, json_path):
+    """Multi-token restart sequences (length-2/3, contained, overlapping breakers): every history up to N
+    through the library, verdict counts per class. Exit 1 on a mismatch or an undocumented class."""
+    from .report import write_json
+    from .restart import CONFIGS, sweep
+    if not 3 <= alphabet <= 8:
+        _fail(f"--alphabet must be in 3..8 (the configurations use a, b, c), got {alphabet}")
+    if not 1 <= max_length <= 10:
+        _fail(f"--max-length must be in 1..10, got {max_length}")
+    results = sweep(k=alphabet, max_len=max_length, configs=CONFIGS)
+    documented = {"agree", "documented-contained-restart"}
+    bad = False
+    for r in results:
+        counts = "  ".join(f"{k} {v:,}" for k, v in r.to_json()["counts"].items())
+        click.echo(f"{r.name:<22} breakers={list(r.breakers)!s:<18} histories {r.histories:,}  {counts}")
+        bad |= any(k not in documented for k in r.counts)
+    if json_path:
+        write_json(json_path, {"alphabet": alphabet, "max_length": max_length,
+                               "configs": [r.to_json() for r in results]})
+    sys.exit(EXIT_FINDING if bad else EXIT_OK)
+
+
 def main(argv=None):
     """Entry point: click's usage errors become one-line messages with exit 2."""
     try:

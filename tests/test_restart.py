@@ -261,3 +261,16 @@ def test_merges_vocab_differences_are_the_derived_pattern(lib):
         if r["rep_differs"]:
             bs = r["breakers"]
             assert any(strictly_inside(b1, b2) for b1 in bs for b2 in bs), r
+
+
+def test_restarts_command_reports_classes(tmp_path):
+    import json
+    import subprocess
+    import sys
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "dryz", "restarts", "-n", "6", "--json", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    rows = {r["name"]: r for r in json.loads(out.read_text())["configs"]}
+    assert rows["contained-abc-b"]["counts"].get("documented-contained-restart", 0) > 0
+    assert rows["overlap-ab-bc"]["counts"] == {"agree": 3 ** 1 + 3 ** 2 + 3 ** 3 + 3 ** 4 + 3 ** 5 + 3 ** 6}
