@@ -5,10 +5,12 @@ task per slice, and hands the results back in slice order, so run_configs merges
 the results are identical to a single-process run. Each task is exhaustive._run_task, which loads the subject
 in the worker's own process (check.subject(): the libllama handle and its buffers are per process); tasks in
 one worker process run one at a time (the subject's buffers are not shared between threads), so a worker
-with several threads still gives correct results but no extra speed: run one thread per worker process,
-with the worker's sampling profiler off (it takes the GIL every 10 ms and every libllama call releases it;
-measured here: 1.55x the compute time with it, 1.17x without):
-    DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False dask worker ADDRESS --nworkers N --nthreads 1
+with several threads still gives correct results but no extra speed. Start workers with one thread each,
+without a nanny and with the sampling profiler off:
+    DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False dask worker ADDRESS --no-nanny --nthreads 1   (one per core)
+(the profiler samples every 10 ms, and a nanny starts its worker with MALLOC_TRIM_THRESHOLD_=65536, which makes
+every large numpy temporary an mmap/munmap: 18 % slower at length 11 by itself; measured here with a nanny and
+the profiler on, a length-14 shard took 1.7x the local time). Results do not depend on any of it, only speed.
 Every worker must have dryz and the same libllama
 installed: before any slice runs, every worker's libllama sha256 must equal the submitting process's (the
 certificate names one subject), or the run is refused.

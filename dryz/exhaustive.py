@@ -382,7 +382,7 @@ def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, ca
         for (ci, _), part in zip(tasks, outs):
             results[ci].merge(part)
             if progress:
-                progress(part.histories)
+                progress(part.canonical_histories if canonical else part.histories)
     finally:
         if pool is not None:
             pool.close()
