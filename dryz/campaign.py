@@ -145,6 +145,10 @@ class Campaign:
             except KeyboardInterrupt:
                 proc.terminate()
                 rc = proc.wait()
+        if stats.execs == 0 and rc != 0:
+            tail = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+            raise CampaignError(f"libFuzzer did not run (exit {rc}): {tail[-1] if tail else 'no output'} "
+                                f"(log: {log_path})")
         new = sorted(p for p in set(self.artifacts.glob("*")) - before if p.is_file())
         findings = [self.recheck(p) for p in new]
         return {"seconds": round(time.monotonic() - t0, 1), "execs": stats.execs, "cov": stats.cov,

@@ -22,6 +22,20 @@ def _fail(msg: str):
     raise Failure(msg)
 
 
+def _writable(path) -> None:
+    """Refuse an output path before the work, not after it (a run's result must not be lost)."""
+    from pathlib import Path
+    if path is None:
+        return
+    parent = Path(path).resolve().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        _fail(f"cannot write {path}: {e.strerror}")
+    if not os.access(parent, os.W_OK) or Path(path).is_dir():
+        _fail(f"cannot write {path}")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dryz")
 def cli():
@@ -52,6 +66,7 @@ def cli():
 def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,
                json_path, workers, progress):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
+    _writable(json_path)
     from .exhaustive import CONFIG_NAMES, HarnessError, case_count, parameter_names, space_config, window_cap_names
     from .symbols import MAX_ALPHABET
 
@@ -224,6 +239,7 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
 @click.option("--json", "json_path", required=True, help="Where to write the merged certificate.")
 def merge(paths, json_path):
     """Combine `dryz exhaustive --shard` results into one certificate (refuses shards that do not fit)."""
+    _writable(json_path)
     import json
 
     from .certificate import MergeError, merge as merge_results
@@ -394,7 +410,7 @@ def replay(directory):
     sys.exit(EXIT_FINDING if bad else EXIT_OK)
 
 
-@cli.command(context_settings={"ignore_unknown_options": True})
+@cli.command()
 @click.option("-t", "--time", "seconds", type=int, default=60, show_default=True, help="Time budget, seconds.")
 @click.option("-j", "--jobs", type=int, default=None, help="Parallel fuzzing jobs (libFuzzer -fork). [default: all cores]")
 @click.option("--workdir", default="fuzz-work", show_default=True, help="Working corpus and log directory.")
@@ -405,21 +421,24 @@ def replay(directory):
 @click.option("--json", "json_path", default=None, help="Write the campaign summary here.")
 @click.argument("libfuzzer_flags", nargs=-1, type=click.UNPROCESSED)
 def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_flags):
-    """Coverage-guided campaign (atheris + libFuzzer); extra -flags go to libFuzzer."""
+    """Coverage-guided campaign (atheris + libFuzzer); flags after `--` go to libFuzzer."""
+    _writable(json_path)
     from pathlib import Path
 
     from .campaign import Campaign, CampaignError
     from .report import write_json
     if seconds < 1:
         _fail(f"--time must be at least 1 second, got {seconds}")
-    jobs = jobs or os.cpu_count() or 1
+    if jobs is None:
+        jobs = os.cpu_count() or 1
     if jobs < 1:
         _fail(f"--jobs must be at least 1, got {jobs}")
     for f in libfuzzer_flags:
         if not f.startswith("-"):
             _fail(f"unexpected argument {f!r} (libFuzzer flags start with '-')")
-    work = Path(workdir)
-    camp = Campaign(seconds=seconds, jobs=jobs, workdir=work, artifacts=Path(artifacts or work / "artifacts"),
+    work = Path(workdir).resolve()  # libFuzzer runs with the work dir as its cwd: paths must be absolute
+    camp = Campaign(seconds=seconds, jobs=jobs, workdir=work,
+                    artifacts=Path(artifacts).resolve() if artifacts else work / "artifacts",
                     native=native, fault=fault, extra=list(libfuzzer_flags))
     camp.log = click.echo
     try:
@@ -447,6 +466,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_
 def restarts(alphabet, max_length, json_path):
     """Multi-token restart sequences (length-2/3, contained, overlapping breakers): every history up to N
     through the library, verdict counts per class. Exit 1 on a mismatch or an undocumented class."""
+    _writable(json_path)
     from .report import write_json
     from .restart import CONFIGS, sweep
     if not 3 <= alphabet <= 8:
@@ -481,6 +501,10 @@ def main(argv=None):
     except KeyboardInterrupt:
         click.echo("dryz: interrupted", err=True)
         sys.exit(130)
+    except OSError as e:  # a path that cannot be read or written: say which, without a traceback
+        where = f" {e.filename}" if e.filename else ""
+        click.echo(f"dryz: error: {e.strerror or e}:{where}", err=True)
+        sys.exit(EXIT_ERROR)
     sys.exit(EXIT_OK)
 
 

@@ -58,3 +58,10 @@ def test_single_config_option(tmp_path):
     assert p.returncode == 0, p.stderr
     r = json.loads(out.read_text())
     assert [c["name"] for c in r["configs"]] == ["window4"] and r["totals"]["cases"] == 4 * 340
+
+
+def test_unwritable_results_path_is_refused_before_the_run(tmp_path):
+    p = dryz("exhaustive", "-n", "3", "--json", "/proc/nope/r.json")
+    assert p.returncode == 2 and p.stderr.startswith("dryz: error: cannot write /proc/nope/r.json")
+    p = dryz("exhaustive", "-n", "3", "--json", str(tmp_path))
+    assert p.returncode == 2 and "cannot write" in p.stderr and "Traceback" not in p.stderr

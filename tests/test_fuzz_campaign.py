@@ -49,11 +49,25 @@ def test_real_campaign_finds_nothing(tmp_path):
     assert s["execs"] > 500 and s["findings"] == [] and s["cov"] > 100
 
 
+def test_relative_workdir(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "dryz", "fuzz", "--time", "4", "--jobs", "1", "--workdir", "rel",
+                        "--json", "s.json"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert json.loads((tmp_path / "s.json").read_text())["execs"] > 0
+    assert (tmp_path / "rel" / "corpus").is_dir() and (tmp_path / "rel" / "libfuzzer.log").exists()
+
+
 def test_bad_fuzz_flags():
     p = dryz("fuzz", "--time", "0")
     assert p.returncode == 2 and "--time must be at least 1" in p.stderr
     p = dryz("fuzz", "stray")
     assert p.returncode == 2 and "libFuzzer flags start with '-'" in p.stderr
+    p = dryz("fuzz", "--jobs", "0")
+    assert p.returncode == 2 and "--jobs must be at least 1" in p.stderr
+    p = dryz("fuzz", "--time", "3", "-dict=x")  # libFuzzer flags go after --
+    assert p.returncode == 2 and "No such option" in p.stderr, p.stderr
+    p = dryz("fuzz", "--time", "3", "--workdir", "/proc/nope")
+    assert p.returncode == 2 and p.stderr.startswith("dryz: error:") and p.stderr.count("\n") == 1, p.stderr
 
 
 NATIVE = shutil.which("clang") and shutil.which("clang++")
