@@ -20,6 +20,7 @@ MAX_BREAKER_CHARS = 1000
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 # L - allowed_length is computed in C int; keep it far from overflow.
 MAX_ABS_ALLOWED = 1 << 20
+MAX_PENALTY_LAST_N = 1 << 20
 
 
 class CaseError(ValueError):
@@ -175,6 +176,10 @@ def validate(c: Case) -> None:
             raise CaseError(f"history token {t} is outside the alphabet 0..{c.alphabet - 1}")
     if not (INT32_MIN <= c.penalty_last_n <= INT32_MAX):
         raise CaseError(f"penalty_last_n {c.penalty_last_n} does not fit the C int32 parameter")
+    if c.penalty_last_n > MAX_PENALTY_LAST_N:
+        # libllama allocates two arrays of penalty_last_n ints per sampler: refuse gigabytes up front.
+        raise CaseError(f"penalty_last_n {c.penalty_last_n} is above {MAX_PENALTY_LAST_N:,} "
+                        f"(libllama would allocate {8 * c.penalty_last_n:,} bytes per sampler)")
     if not (-MAX_ABS_ALLOWED <= c.allowed_length <= MAX_ABS_ALLOWED):
         raise CaseError(f"allowed_length must be within +-{MAX_ABS_ALLOWED}, got {c.allowed_length}")
     for name in ("multiplier", "base"):

@@ -23,6 +23,7 @@ def test_json_round_trip():
     ({"multiplier": 0.1}, "is not a float32 value"),
     ({"base": float("inf")}, "must be finite"),
     ({"penalty_last_n": 1 << 40}, "does not fit the C int32"),
+    ({"penalty_last_n": (1 << 31) - 1}, "would allocate"),
     ({"allowed_length": 1 << 30}, "allowed_length must be within"),
     ({"breakers": ["a?"]}, "outside the dryz alphabet"),
     ({"candidates": [[0, 0.0], [0, 1.0]]}, "appears twice"),
