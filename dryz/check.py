@@ -15,7 +15,7 @@ import numpy as np
 from .case import Case
 from .model import (Config, Prediction, match_lengths_A, match_lengths_B, output_logits, restart_sequences,
                     shipped_lengths, symbol_texts)
-from .model import is_interior_factor, promised_lengths, restart_divergence
+from .model import is_interior_factor, promised_lengths, promised_rep_limits, rep_limits, restart_divergence
 
 AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"
 # A broken promise's class is "promise-" + its name, except the limitation the source documents itself.
@@ -243,6 +243,10 @@ def restart_promise(case: Case, cfg: Config, H: np.ndarray, cands: np.ndarray, i
     the one completed closer to the end, 'ni' in 'amniotic') or restart-order (anything else: new)."""
     if not cfg.seqs:
         return []
+    n = H.shape[1]
+    W = H[:, n - cfg.window_length(n):]
+    if np.array_equal(rep_limits(W, cfg.seqs), promised_rep_limits(W, cfg.seqs)):
+        return []  # the two models differ only through rep_limit: nothing to compare
     pp, _ = promised_lengths(H, cands, cfg, match_lengths_A)
     promised = output_logits(initial, pp, cfg)[0]
     promised_sorted = False if pp.ran[0] else case.sorted
