@@ -214,7 +214,7 @@ def raw_calls(subject):
     as llama-cpp-python's bindings; made once per process."""
     cache = subject.__dict__
     if "_raw_calls" not in cache:
-        lib = ctypes.CDLL(subject.L.llama_cpp._lib._name)  # dlopen of a loaded path: the same handle
+        lib = ctypes.CDLL(subject.L._lib._name)  # dlopen of a loaded path: the same handle
         vp = ctypes.c_void_p
         fns = []
         for name, args, res in (("llama_sampler_clone", [vp], vp), ("llama_sampler_accept", [vp, ctypes.c_int32], None),

@@ -7,7 +7,12 @@ llama_sampler_accept, shared between histories with llama_sampler_clone, and run
 from __future__ import annotations
 
 import ctypes
+import importlib
+import importlib.metadata
+import importlib.util
 import os
+import sys
+import types
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -47,12 +52,38 @@ def _loaded_path(fragment: str) -> str | None:
     return None
 
 
+def import_bindings():
+    """llama-cpp-python's ctypes bindings module, llama_cpp.llama_cpp (which loads libllama, honouring
+    LLAMA_CPP_LIB_PATH). When the package is not imported yet, its __init__ is skipped: it imports the
+    high-level Llama class, chat formats and jinja2 (~0.15 s per process) that dryz never uses."""
+    if "llama_cpp" not in sys.modules:
+        spec = importlib.util.find_spec("llama_cpp")
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("llama-cpp-python is not installed")
+        pkg = types.ModuleType("llama_cpp")
+        pkg.__path__, pkg.__spec__, pkg.__file__ = list(spec.submodule_search_locations), spec, spec.origin
+        sys.modules["llama_cpp"] = pkg
+        try:
+            return importlib.import_module("llama_cpp.llama_cpp")
+        except BaseException:
+            del sys.modules["llama_cpp"]
+            raise
+    return importlib.import_module("llama_cpp.llama_cpp")
+
+
+def _distribution_version() -> str:
+    try:
+        return importlib.metadata.version("llama_cpp_python")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 class Subject:
     """One loaded libllama plus the symbol vocabulary."""
 
     def __init__(self):
         try:
-            import llama_cpp
+            llama_cpp = import_bindings()
         except Exception as e:  # ImportError, or OSError when the shared library fails to load
             raise SubjectError(f"cannot import llama_cpp (llama-cpp-python): {e}") from None
         self.L = llama_cpp
@@ -83,7 +114,7 @@ class Subject:
         if not path:
             raise SubjectError("cannot find the loaded libllama in /proc/self/maps")
         return {
-            "llama_cpp_python": getattr(self.L, "__version__", "unknown"),
+            "llama_cpp_python": _distribution_version(),
             "llama_cpp_commit": self._ggml_commit(),
             "libllama_path": path,
             "libllama_sha256": sha256_file(path),
