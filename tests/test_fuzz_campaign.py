@@ -56,7 +56,7 @@ def test_real_campaign_finds_nothing(tmp_path):
 
 
 def test_relative_workdir(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "dryz", "fuzz", "--time", "4", "--jobs", "1", "--workdir", "rel",
+    p = subprocess.run([sys.executable, "-m", "dryz", "fuzz", "--time", "8", "--jobs", "1", "--workdir", "rel",
                         "--json", "s.json"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert json.loads((tmp_path / "s.json").read_text())["execs"] > 0
