@@ -14,7 +14,7 @@ import numpy as np
 
 from .case import Case
 from .model import (Config, Prediction, match_lengths_A, match_lengths_B, output_logits, restart_sequences,
-                    shipped_lengths, symbol_texts)
+                    shipped_lengths_each, symbol_texts)
 from .model import is_interior_factor, promised_lengths, promised_rep_limits, rep_limits, restart_divergence
 
 AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"
@@ -90,8 +90,7 @@ def compare_lengths(lib_L: np.ndarray, a_L: np.ndarray, b_L: np.ndarray) -> np.n
 
 
 def predict_both(H: np.ndarray, cands: np.ndarray, cfg: Config) -> tuple[Prediction, Prediction]:
-    pa, _ = shipped_lengths(H, cands, cfg, match_lengths_A)
-    pb, _ = shipped_lengths(H, cands, cfg, match_lengths_B)
+    (pa, _), (pb, _) = shipped_lengths_each(H, cands, cfg, (match_lengths_A, match_lengths_B))
     return pa, pb
 
 

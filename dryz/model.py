@@ -261,22 +261,32 @@ def shipped_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_
 
     Returns (Prediction, M) where M is the oracle's unclamped match length on the window.
     """
+    return shipped_lengths_each(H, cands, cfg, (oracle,), rep_fn)[0]
+
+
+def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles, rep_fn=None) -> list:
+    """shipped_lengths for several oracles at once: the configuration part (window, rep_limit, presence,
+    breaker candidates) is computed once and each oracle's M is clamped by it. [(Prediction, M), ...]"""
     N, n = H.shape
     C = len(cands)
     w = cfg.window_length(n)
     W = H[:, n - w:]
     if not cfg.enabled or w <= cfg.allowed_length:
         z = np.zeros((N, C), dtype=np.int64)
-        return Prediction(z, np.zeros((N, C), bool), np.zeros(N, bool)), z
+        return [(Prediction(z, np.zeros((N, C), bool), np.zeros(N, bool)), z) for _ in oracles]
     rep = (rep_fn or rep_limits)(W, cfg.seqs)  # rep_fn: promised_rep_limits for the promise check
     ran = rep >= cfg.allowed_length
-    M = oracle(W, cands)
-    L = np.minimum(M, rep[:, None])
     # Step 3 only looks at tokens that follow some position, i.e. W[1:], and keeps lengths >= allowed.
     present = (W[:, 1:, None] == cands[None, None, :]).any(axis=1)
     breaker = np.isin(cands, list(cfg.single_token_breakers()))
-    penalized = ran[:, None] & present & (L >= cfg.allowed_length) & ~breaker[None, :]
-    return Prediction(np.where(penalized, L, 0), penalized, ran), M
+    eligible = ran[:, None] & present & ~breaker[None, :]
+    out = []
+    for oracle in oracles:
+        M = oracle(W, cands)
+        L = np.minimum(M, rep[:, None])
+        penalized = eligible & (L >= cfg.allowed_length)
+        out.append((Prediction(np.where(penalized, L, 0), penalized, ran), M))
+    return out
 
 
 # -- Step 4 arithmetic, as the C++ computes it -------------------------------------------------------
