@@ -92,7 +92,9 @@ class Reducer:
 
     def window(self, case):
         # The smallest penalty_last_n that still fails (searched upward: failures need not be monotone).
-        for n in range(1, case.penalty_last_n):
+        # Past the history's length the window no longer changes, so the search stops there (every
+        # candidate value is still judged by the predicate; nothing is assumed about the library).
+        for n in range(1, min(case.penalty_last_n, len(case.history) + 1)):
             c = self._try(case, penalty_last_n=n)
             if c:
                 return c
