@@ -8,7 +8,10 @@ from pathlib import Path
 
 from .symbols import SYMBOLS
 
-VOCAB_NAME = "dryz-symbols-v1.gguf"
+# v2: pre-tokenizer "gpt-2" instead of "default". Both split a symbol string into one token per character (no
+# merge applies), but "default" runs std::regex on every llama_tokenize call (~45 us), which made
+# llama_sampler_init_dry cost ~85 us per multi-character breaker; gpt-2's splitter is hand-written (~1 us).
+VOCAB_NAME = "dryz-symbols-v2.gguf"
 
 
 def cache_dir() -> Path:
@@ -17,14 +20,14 @@ def cache_dir() -> Path:
     return Path(base)
 
 
-def write_vocab(path: Path, tokens: list[str], merges: list[str]) -> None:
+def write_vocab(path: Path, tokens: list[str], merges: list[str], pre: str = "default") -> None:
     """Write a vocab-only GGUF (no tensors, no hparams): enough for llama_model_load_from_file(vocab_only)."""
     import gguf  # imported here: only needed when the cache is cold
 
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     w = gguf.GGUFWriter(str(tmp), "llama")
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("default")
+    w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
     w.add_token_types([gguf.TokenType.NORMAL] * len(tokens))
     # llama.cpp refuses an empty merges list; this merge joins two characters outside the alphabet,
@@ -43,7 +46,7 @@ def symbol_vocab_path() -> Path:
     d.mkdir(parents=True, exist_ok=True)
     path = d / VOCAB_NAME
     if not path.exists():
-        write_vocab(path, list(SYMBOLS), ["Ġ Ġ"])
+        write_vocab(path, list(SYMBOLS), ["Ġ Ġ"], pre="gpt-2")
     return path
 
 
