@@ -209,21 +209,8 @@ def group_buffer(subject, m: int, ids: tuple[int, ...], need: int) -> GroupBuffe
 
 
 def raw_calls(subject):
-    """llama_sampler_{clone,accept,apply,free} of the loaded libllama with address-sized arguments
-    (c_void_p in and out), so a call makes no ctypes pointer objects. The same symbols of the same handle
-    as llama-cpp-python's bindings; made once per process."""
-    cache = subject.__dict__
-    if "_raw_calls" not in cache:
-        lib = ctypes.CDLL(subject.L._lib._name)  # dlopen of a loaded path: the same handle
-        vp = ctypes.c_void_p
-        fns = []
-        for name, args, res in (("llama_sampler_clone", [vp], vp), ("llama_sampler_accept", [vp, ctypes.c_int32], None),
-                                ("llama_sampler_apply", [vp, vp], None), ("llama_sampler_free", [vp], None)):
-            f = getattr(lib, name)
-            f.argtypes, f.restype = args, res
-            fns.append(f)
-        cache["_raw_calls"] = (lib, *fns)
-    return cache["_raw_calls"][1:]
+    """llama_sampler_{clone,accept,apply,free} with address-sized arguments (Subject.raw_calls)."""
+    return subject.raw_calls
 
 
 class CanonicalTreeRunner:

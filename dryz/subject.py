@@ -6,6 +6,7 @@ llama_sampler_accept, shared between histories with llama_sampler_clone, and run
 
 from __future__ import annotations
 
+import array
 import ctypes
 import importlib
 import importlib.metadata
@@ -20,6 +21,13 @@ import numpy as np
 
 from .symbols import MAX_ALPHABET, SYMBOLS
 from .vocab import sha256_file, symbol_vocab_path
+
+try:
+    from . import _drive as _DRIVE  # the C call sequencer (dryz/_drive.c), built by pip install
+except ImportError:
+    _DRIVE = None
+if os.environ.get("DRYZ_DRIVE") == "ctypes":
+    _DRIVE = None
 
 EXPECTED_VERSION = "0.3.36"
 EXPECTED_COMMIT = "0c1e57098"  # llama-cpp-python 0.3.36's vendor/llama.cpp (its CHANGELOG)
@@ -156,15 +164,44 @@ class Subject:
     def run(self, case, fresh: bool = False) -> Output:
         """A sampler for the case's configuration, the whole history accepted, one apply on the case's
         candidate array. The sampler is a clone of a cached empty-history one made by llama_sampler_init_dry
-        (breaker processing costs up to ~0.5 ms per init; the clone copies its result), or with fresh=True
-        a new one."""
-        s = self.sampler_for(case) if fresh else self.clone(self._prototype(case))
-        try:
-            for t in case.history:
-                self.accept(s, t)
-            return self.apply_once(s, case.candidate_ids(), case.initial_logits(), case.sorted)
-        finally:
-            self.free(s)
+        (breaker processing costs up to ~30 us per init; the clone copies its result), or with fresh=True
+        a new one. The clone-accept-apply-free sequence runs in dryz._drive (one call from Python) unless
+        DRYZ_DRIVE=ctypes or the extension is not built; both make the same libllama calls."""
+        ids, logits = case.candidate_ids(), case.initial_logits()
+        if fresh or _DRIVE is None:
+            s = self.sampler_for(case) if fresh else self.clone(self._prototype(case))
+            try:
+                for t in case.history:
+                    self.accept(s, t)
+                return self.apply_once(s, ids, logits, case.sorted)
+            finally:
+                self.free(s)
+        arr, data, view = self._array(ids, logits, case.sorted)
+        clone, accept, apply, free = self.addresses
+        _DRIVE.run(clone, accept, apply, free, ctypes.cast(self._prototype(case), ctypes.c_void_p).value,
+                   array.array("i", case.history), ctypes.addressof(arr))
+        return self._output(arr, data, view)
+
+    @cached_property
+    def addresses(self) -> tuple[int, int, int, int]:
+        """Addresses of llama_sampler_{clone,accept,apply,free} in the loaded libllama (for dryz._drive)."""
+        return tuple(ctypes.cast(f, ctypes.c_void_p).value for f in self.raw_calls)
+
+    @cached_property
+    def raw_calls(self):
+        """llama_sampler_{clone,accept,apply,free} of the loaded libllama with address-sized arguments
+        (c_void_p in and out), so a call makes no ctypes pointer objects. The same symbols of the same
+        handle as llama-cpp-python's bindings."""
+        self._raw_lib = lib = ctypes.CDLL(self.L._lib._name)  # dlopen of a loaded path: the same handle
+        vp = ctypes.c_void_p
+        fns = []
+        for name, args, res in (("llama_sampler_clone", [vp], vp),
+                                ("llama_sampler_accept", [vp, ctypes.c_int32], None),
+                                ("llama_sampler_apply", [vp, vp], None), ("llama_sampler_free", [vp], None)):
+            f = getattr(lib, name)
+            f.argtypes, f.restype = args, res
+            fns.append(f)
+        return tuple(fns)
 
     def _prototype(self, case):
         protos = self.__dict__.setdefault("_prototypes", {})
@@ -176,12 +213,26 @@ class Subject:
         return protos[key]
 
     def apply_once(self, smpl, ids, logits, sorted_flag) -> Output:
-        n = len(ids)
-        data = (self.L.llama_token_data * n)()
-        view = np.frombuffer(data, dtype=TOKEN_DATA)
-        view["id"], view["logit"], view["p"] = ids, logits, 0.0
-        arr = self.L.llama_token_data_array(data, n, -1, sorted_flag)
+        arr, data, view = self._array(ids, logits, sorted_flag)
         self.apply(smpl, ctypes.byref(arr))
+        return self._output(arr, data, view)
+
+    def _array(self, ids, logits, sorted_flag):
+        """A llama_token_data_array over a buffer holding the candidates (p = 0, selected = -1). One buffer
+        per size is kept and refilled (the output is copied out before the next call)."""
+        n = len(ids)
+        bufs = self.__dict__.setdefault("_arrays", {})
+        if n not in bufs:
+            data = (self.L.llama_token_data * n)()
+            bufs[n] = (self.L.llama_token_data_array(data, n, -1, False), data, np.frombuffer(data, dtype=TOKEN_DATA))
+        arr, data, view = bufs[n]
+        view["id"], view["logit"], view["p"] = ids, logits, 0.0
+        arr.data = ctypes.cast(data, self.L.llama_token_data_p)
+        arr.size, arr.selected, arr.sorted = n, -1, sorted_flag
+        return arr, data, view
+
+    def _output(self, arr, data, view) -> Output:
+        n = len(view)
         if ctypes.addressof(arr.data.contents) != ctypes.addressof(data) or arr.size != n:
             # The sampler swapped the data pointer or resized (DRY never should): read what it points to.
             out = (self.L.llama_token_data * arr.size).from_address(ctypes.addressof(arr.data.contents))

@@ -103,3 +103,33 @@ def test_cloned_prototype_equals_fresh_sampler(lib):
                     allowed_length=int(rng.integers(0, 3)))
         a, b = lib.run(case), lib.run(case, fresh=True)
         assert np.array_equal(a.logits.view(np.uint32), b.logits.view(np.uint32)) and a.sorted == b.sorted
+
+
+def test_call_sequencer_is_built_and_equals_the_ctypes_path(lib, monkeypatch):
+    """dryz._drive (the C loop over libllama's clone/accept/apply/free) is installed, and its output is
+    bit-identical to making the same calls one by one through ctypes, on fuzz-decoded cases (random windows,
+    breakers, parameters and candidate arrays)."""
+    import dryz.subject as subject_mod
+    from dryz.decode import decode
+    assert subject_mod._DRIVE is not None, "dryz._drive is not built (pip install -e . compiles it)"
+    rng = np.random.default_rng(12)
+    cases = [decode(rng.integers(0, 256, int(rng.integers(0, 1500))).astype(np.uint8).tobytes())
+             for _ in range(300)]
+    native = [lib.run(c) for c in cases]
+    monkeypatch.setattr(subject_mod, "_DRIVE", None)
+    for c, a in zip(cases, native):
+        b = lib.run(c)
+        assert a.ids == b.ids and a.size == b.size and a.sorted == b.sorted, c
+        assert np.array_equal(a.logits.view(np.uint32), b.logits.view(np.uint32)), c
+
+
+def test_every_symbol_tokenizes_to_itself(lib):
+    """The v2 vocabulary's pre-tokenizer (gpt-2) still gives one token per character, for every symbol
+    and every ordered pair of symbols (letters, digits and punctuation split differently by its regex)."""
+    L = lib.L
+    buf = (L.llama_token * 8)()
+    for a in SYMBOLS:
+        for b in SYMBOLS:
+            raw = (a + b).encode()
+            n = L.llama_tokenize(lib.vocab, raw, len(raw), buf, 8, False, False)
+            assert list(buf[:n]) == from_symbols(a + b), a + b
