@@ -14,6 +14,7 @@ import numpy as np
 
 from .case import Case
 from .model import (Config, Prediction, match_lengths_A, match_lengths_B, output_logits, restart_sequences,
+                    restart_sequences_one, tokens_by_char,
                     shipped_lengths_each, symbol_texts)
 from .model import is_interior_factor, promised_lengths, promised_rep_limits, rep_limits, restart_divergence
 
@@ -54,7 +55,16 @@ def symbol_tokenize(text: str) -> list[int]:
 
 @lru_cache(maxsize=4096)
 def restart_sequences_of(breakers: tuple) -> tuple:
-    return tuple(restart_sequences(breakers, symbol_texts(), symbol_tokenize))
+    return tuple(restart_sequences(breakers, symbol_texts(), symbol_tokenize, _restart_sequences_one))
+
+
+@lru_cache(maxsize=4096)
+def _restart_sequences_one(s: str) -> list:
+    return restart_sequences_one(s, _SYMBOL_TEXTS, symbol_tokenize, _SYMBOLS_BY_CHAR)
+
+
+_SYMBOL_TEXTS = symbol_texts()
+_SYMBOLS_BY_CHAR = tokens_by_char(_SYMBOL_TEXTS)
 
 
 def config_of(multiplier, base, allowed_length, penalty_last_n, breakers) -> Config:
@@ -170,18 +180,19 @@ def check(case: Case, lib=None) -> Verdict:
     cands = np.array(case.candidate_ids(), dtype=np.int64)
     H = np.array([case.history], dtype=np.int64).reshape(1, len(case.history))
     pa, pb = predict_both(H, cands, cfg)
-    if fault() == "off-by-one":
+    planted = fault()
+    if planted == "off-by-one":
         pa, pb = _inject(pa), _inject(pb)
-    elif fault() == "abort" and (pa.L >= 3).any():
+    elif planted == "abort" and (pa.L >= 3).any():
         os.abort()
     initial = np.array(case.initial_logits(), dtype=np.float32)
     expected = output_logits(initial, pa, cfg)[0]
     expected_sorted = False if pa.ran[0] else case.sorted
     out = lib.run(case)
 
-    v = Verdict(case=case, status=AGREE, candidates=[int(c) for c in cands],
+    v = Verdict(case=case, status=AGREE, candidates=cands.tolist(),
                 oracle_L=pa.L[0].tolist(), oracle_B_L=pb.L[0].tolist(), library_L=None,
-                expected_logits=[float(x) for x in expected], observed_logits=[float(x) for x in out.logits],
+                expected_logits=expected.tolist(), observed_logits=out.logits.tolist(),
                 expected_sorted=expected_sorted, observed_sorted=out.sorted,
                 multi_token=has_multi_token_breaker(cfg))
 
@@ -197,7 +208,7 @@ def check(case: Case, lib=None) -> Verdict:
             v.detail = f"delta {float(delta[bad & ~overflow][0])!r} is neither 0 nor a power of two"
             return v
         v.library_L = [None if o else int(x) for x, o in zip(L, overflow)]
-    if not np.array_equal(pa.L, pb.L) or not np.array_equal(pa.penalized, pb.penalized):
+    if pa.L.tobytes() != pb.L.tobytes() or pa.penalized.tobytes() != pb.penalized.tobytes():
         v.status, v.detail = ORACLE_DISAGREEMENT, "oracles A and B disagree; the library is not judged"
         return v
     diff = _bits(out.logits) != _bits(expected)
@@ -216,7 +227,7 @@ def check(case: Case, lib=None) -> Verdict:
                             "direction": "sorted"})
     else:
         v.broken_promises = broken_promises(initial, out.logits, pa)
-        v.broken_promises += restart_promise(case, cfg, H, cands, initial, out)
+        v.broken_promises += restart_promise(case, cfg, H, cands, initial, out, pa.rep)
         if v.broken_promises:
             v.detail = "the shipped output agrees with the model but breaks: " + ", ".join(v.broken_promises)
     return v
@@ -235,16 +246,21 @@ def broken_promises(initial: np.ndarray, observed: np.ndarray, pred: Prediction)
     return out
 
 
-def restart_promise(case: Case, cfg: Config, H: np.ndarray, cands: np.ndarray, initial: np.ndarray, out) -> list[str]:
+def restart_promise(case: Case, cfg: Config, H: np.ndarray, cands: np.ndarray, initial: np.ndarray, out,
+                    shipped_rep=None) -> list[str]:
     """Step 1's promise: "the most recently completed restart sequence limits the repetition". When the
     output (which agreed with the as-shipped model) differs from the promised model's, the window shows
     contained-restart (the documented limitation: the sequence the shipped scan stops at lies strictly inside
     the one completed closer to the end, 'ni' in 'amniotic') or restart-order (anything else: new)."""
-    if not cfg.seqs:
-        return []
+    if not has_multi_token_breaker(cfg):
+        return []  # single-token sequences only: the shipped and promised scans pick the same head (PREREG.md)
     n = H.shape[1]
-    W = H[:, n - cfg.window_length(n):]
-    if np.array_equal(rep_limits(W, cfg.seqs), promised_rep_limits(W, cfg.seqs)):
+    w = cfg.window_length(n)
+    if not cfg.enabled or w <= cfg.allowed_length:
+        return []  # apply exits before Step 1 in both models
+    W = H[:, n - w:]
+    rep = rep_limits(W, cfg.seqs) if shipped_rep is None else shipped_rep
+    if np.array_equal(rep, promised_rep_limits(W, cfg.seqs)):
         return []  # the two models differ only through rep_limit: nothing to compare
     pp, _ = promised_lengths(H, cands, cfg, match_lengths_A)
     promised = output_logits(initial, pp, cfg)[0]

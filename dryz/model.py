@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -51,31 +52,33 @@ def match_lengths_A(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
 
 
 def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
-    """The same position-keyed matching for one long window: per position, the common prefix of the
-    reversed window before j and the reversed window, by binary search over bytes slices."""
-    R = _as_bytes(window[::-1])
-    w = len(R)
-    if w == 0:
-        return np.zeros(len(cands), dtype=np.int64)
-    best: dict[int, int] = {}
-    toks = window.tolist()
-    for j in range(1, w):
-        before = R[w - j:]          # W[j-1], W[j-2], ..., W[0]
-        if before[0] != R[0]:
-            m = 0
-        else:
-            lo, hi = 1, j
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if before[:mid] == R[:mid]:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            m = lo
-        z = toks[j]
-        if m > best.get(z, -1):
-            best[z] = m
-    return np.array([best.get(int(c), 0) for c in cands], dtype=np.int64)
+    """The same position-keyed matching for one long window, all positions at once. With R the window
+    reversed, the tokens before position j = w - s read backwards are R[s:], so Z_j is the common prefix of
+    R[s:] and R: the first mismatch in a row of comparisons. A -1 sentinel after R stops every row at j.
+    Rows are compared 64 columns wide first and widened only where no mismatch was found yet."""
+    w = len(window)
+    out = np.zeros(len(cands), dtype=np.int64)
+    if w < 2:
+        return out
+    R = np.asarray(window[::-1], dtype=np.int64)
+    P = np.concatenate([R, np.full(w, -1, dtype=np.int64)])
+    Z = np.zeros(w, dtype=np.int64)            # Z[s], s = 1..w-1
+    todo = np.arange(1, w)
+    width = 64
+    while todo.size:
+        width = min(width, w)
+        E = P[todo[:, None] + np.arange(width)] != R[None, :width]
+        first = E.argmax(axis=1)
+        found = E[np.arange(todo.size), first]
+        Z[todo[found]] = first[found]
+        todo = todo[~found]
+        width *= 4
+    best = np.zeros(int(R.max()) + 1, dtype=np.int64)
+    np.maximum.at(best, R[:w - 1], Z[1:])      # the token at position j = w - s is R[s - 1]
+    c = np.asarray(cands, dtype=np.int64)
+    inside = (c >= 0) & (c < best.size)
+    out[inside] = best[c[inside]]
+    return out
 
 
 def _as_bytes(window: np.ndarray) -> bytes:
@@ -117,12 +120,20 @@ def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
     text = _as_bytes(window)
     w = len(text)
     out = np.zeros(len(cands), dtype=np.int64)
-    for ci, z in enumerate(cands):
-        z = int(z)
-        if not 0 <= z <= 255 or text.find(bytes([z])) < 0:
+    present = set(text)
+    for ci, z in enumerate(cands.tolist()):
+        if z not in present:
             continue  # z does not occur: no suffix of the extended string does
         extended = text + bytes([z])
-        lo, hi = 1, w  # the suffix of length lo occurs; find the longest
+        # The suffix of length lo occurs, hi is an upper bound; gallop (most lengths are short), then bisect.
+        lo, hi, step = 1, w, 1
+        while lo < hi:
+            mid = min(lo + step, hi)
+            if text.find(extended[w + 1 - mid:]) >= 0:
+                lo, step = mid, 2 * step
+            else:
+                hi = mid - 1
+                break
         while lo < hi:
             mid = (lo + hi + 1) // 2
             if text.find(extended[w + 1 - mid:]) >= 0:
@@ -140,36 +151,64 @@ def symbol_texts(n: int = len(SYMBOLS)) -> list[str]:
     return list(SYMBOLS[:n])
 
 
-def restart_sequences(breakers, token_texts, tokenize) -> list[tuple[int, tuple[int, ...]]]:
+def restart_sequences(breakers, token_texts, tokenize, per_string=None) -> list[tuple[int, tuple[int, ...]]]:
     """(head, tail) pairs as get_overlapping_token_sequences builds them (strings cut to 40 chars, tails to 20).
 
     A token whose text contains the string is a head with an empty tail; a token whose text ends with a
-    proper prefix of the string is a head whose tail is the tokenization of the remainder.
+    proper prefix of the string is a head whose tail is the tokenization of the remainder; such a pair is
+    not added twice. per_string(s) (a cache) stands for restart_sequences_one(s, token_texts, tokenize).
     """
     seqs: list[tuple[int, tuple[int, ...]]] = []
+    seen = set()
     for s in breakers:
-        if not s:
-            continue  # skipped by llama_sampler_init_dry
-        s = s[:40]
-        for tid, word in enumerate(token_texts):
-            if s in word:
-                seqs.append((tid, ()))
-                continue
-            pos = word.find(s[0])
-            while pos >= 0:
-                i = 1
-                match = True
-                while i < len(s) and i + pos < len(word):
-                    if word[pos + i] != s[i]:
-                        match = False
-                        break
-                    i += 1
-                if match:
-                    tail = tuple(tokenize(s[i:]))[:20]
-                    if (tid, tail) not in seqs:
-                        seqs.append((tid, tail))
-                pos = word.find(s[0], pos + 1)
+        found = per_string(s) if per_string else restart_sequences_one(s, token_texts, tokenize)
+        for head, tail, overlap in found:
+            if not overlap:
+                seqs.append((head, tail))
+            elif (head, tail) not in seen:
+                seen.add((head, tail))
+                seqs.append((head, tail))
     return seqs
+
+
+def restart_sequences_one(s: str, token_texts, tokenize, by_char=None) -> list[tuple[int, tuple[int, ...], bool]]:
+    """The (head, tail, overlap) triples one breaker string makes, in vocabulary order: overlap is False for a
+    token containing the string, True for a head/tail overlap (those are deduplicated). Only tokens whose
+    text contains s[0] can be either; by_char (tokens_by_char(token_texts)) lists them."""
+    seqs: list = []
+    if not s:
+        return seqs  # skipped by llama_sampler_init_dry
+    s = s[:40]
+    tids = by_char.get(s[0], ()) if by_char is not None else range(len(token_texts))
+    for tid in tids:
+        word = token_texts[tid]
+        if s in word:
+            seqs.append((tid, (), False))
+            continue
+        pos = word.find(s[0])
+        while pos >= 0:
+            i = 1
+            match = True
+            while i < len(s) and i + pos < len(word):
+                if word[pos + i] != s[i]:
+                    match = False
+                    break
+                i += 1
+            if match:
+                tail = tuple(tokenize(s[i:]))[:20]
+                if (tid, tail, True) not in seqs:
+                    seqs.append((tid, tail, True))
+            pos = word.find(s[0], pos + 1)
+    return seqs
+
+
+def tokens_by_char(token_texts) -> dict[str, list[int]]:
+    """Per character, the ids (ascending) of the tokens whose text contains it."""
+    out: dict[str, list[int]] = {}
+    for tid, word in enumerate(token_texts):
+        for ch in sorted(set(word)):
+            out.setdefault(ch, []).append(tid)
+    return out
 
 
 def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
@@ -180,7 +219,7 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
     if not seqs:
         return rep
     if N == 1:
-        return np.array([_rep_limit_single(W[0].tolist(), seqs)], dtype=np.int64)
+        return np.array([_rep_limit_single(W[0], seqs)], dtype=np.int64)
     done = np.zeros(N, dtype=bool)
     for i in range(w):
         longest = np.full(N, -1, dtype=np.int64)
@@ -207,20 +246,44 @@ def _completes(W: np.ndarray, i: int, head: int, tail: tuple) -> np.ndarray:
     return hit
 
 
-def _rep_limit_single(window: list[int], seqs) -> int:
-    """rep_limits for one window (the same scan, on a list)."""
-    w = len(window)
+def _tails_by_head(seqs) -> dict[int, list[tuple]]:
+    """{head: [tail, ...]}, cached for hashable (tuple) seqs."""
+    try:
+        return _tails_by_head_cached(seqs)
+    except TypeError:  # a list of pairs (tests, ad-hoc callers)
+        return _tails_by_head_cached.__wrapped__(seqs)
+
+
+@lru_cache(maxsize=4096)
+def _tails_by_head_cached(seqs: tuple) -> dict[int, list[tuple]]:
     heads: dict[int, list[tuple]] = {}
     for head, tail in seqs:
         heads.setdefault(head, []).append(tail)
-    for i in range(w):
-        tails = heads.get(window[w - 1 - i])
-        if tails is None:
-            continue
+    return heads
+
+
+def _head_distances(window: np.ndarray, heads) -> list[int]:
+    """Distances from the end (0 = the last token) of the window positions holding a head, nearest first."""
+    w = len(window)
+    if w == 0:
+        return []
+    top = max(int(window.max()), max(heads)) + 1
+    is_head = np.zeros(top, dtype=bool)
+    is_head[[h for h in heads if h >= 0]] = True
+    return (w - 1 - np.flatnonzero(is_head[window]))[::-1].tolist()
+
+
+def _rep_limit_single(window: np.ndarray, seqs) -> int:
+    """rep_limits for one window (the same scan, visiting only the positions that hold a head)."""
+    window = np.asarray(window, dtype=np.int64)
+    w = len(window)
+    heads = _tails_by_head(seqs)
+    toks = window.tolist()
+    for i in _head_distances(window, heads):
         longest = -1
-        for tail in tails:
+        for tail in heads[toks[w - 1 - i]]:
             k = len(tail)
-            if longest < k <= i and all(window[w - i + off] == tail[off] for off in range(k)):
+            if longest < k <= i and all(toks[w - i + off] == tail[off] for off in range(k)):
                 longest = k
         if longest >= 0:
             return i - longest
@@ -254,6 +317,7 @@ class Prediction:
     L: np.ndarray          # (N, C) the audited length (0 where no penalty applies)
     penalized: np.ndarray  # (N, C) bool: a penalty is subtracted
     ran: np.ndarray        # (N,) bool: apply reached Step 4 (and so clears the sorted flag)
+    rep: np.ndarray | None = None  # (N,) rep_limit from Step 1; None when apply exits before Step 1
 
 
 def shipped_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_lengths_A, rep_fn=None):
@@ -277,15 +341,20 @@ def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles,
     rep = (rep_fn or rep_limits)(W, cfg.seqs)  # rep_fn: promised_rep_limits for the promise check
     ran = rep >= cfg.allowed_length
     # Step 3 only looks at tokens that follow some position, i.e. W[1:], and keeps lengths >= allowed.
-    present = (W[:, 1:, None] == cands[None, None, :]).any(axis=1)
-    breaker = np.isin(cands, list(cfg.single_token_breakers()))
+    if N == 1:
+        follow = set(W[0, 1:].tolist())
+        present = np.array([[c in follow for c in cands.tolist()]], dtype=bool).reshape(1, C)
+    else:
+        present = (W[:, 1:, None] == cands[None, None, :]).any(axis=1)
+    heads = cfg.single_token_breakers()
+    breaker = np.array([c in heads for c in cands.tolist()], dtype=bool)
     eligible = ran[:, None] & present & ~breaker[None, :]
     out = []
     for oracle in oracles:
         M = oracle(W, cands)
         L = np.minimum(M, rep[:, None])
         penalized = eligible & (L >= cfg.allowed_length)
-        out.append((Prediction(np.where(penalized, L, 0), penalized, ran), M))
+        out.append((Prediction(np.where(penalized, L, 0), penalized, ran, rep), M))
     return out
 
 
@@ -316,21 +385,20 @@ def penalties(L: np.ndarray, cfg: Config) -> np.ndarray:
     mx = max_exponent(cfg.base)
     if mx > 0:
         exp = np.minimum(exp, mx)
+    flat = exp.ravel().tolist()
     table = {}
-    out = np.empty(exp.shape, dtype=np.float32)
-    flat, res = exp.ravel(), out.ravel()
-    for i, e in enumerate(flat):
-        e = int(e)
-        if e not in table:
-            with np.errstate(over="ignore"):  # the float cast overflows to inf exactly as the C++ does
-                table[e] = np.float32(np.float64(cfg.multiplier) * _pow(cfg.base, float(e)))
-        res[i] = table[e]
-    return out
+    for e in set(flat):
+        with np.errstate(over="ignore"):  # the float cast overflows to inf exactly as the C++ does
+            table[e] = np.float32(np.float64(cfg.multiplier) * _pow(cfg.base, float(e)))
+    return np.array([table[e] for e in flat], dtype=np.float32).reshape(exp.shape)
 
 
 def output_logits(initial: np.ndarray, pred: Prediction, cfg: Config) -> np.ndarray:
     """The logits the shipped sampler leaves: logit -= penalty (float32) where penalized, untouched elsewhere."""
-    out = np.array(np.broadcast_to(initial, pred.L.shape), dtype=np.float32)
+    if pred.L.shape[0] == 1:
+        out = np.array(initial, dtype=np.float32).reshape(1, -1)
+    else:
+        out = np.array(np.broadcast_to(initial, pred.L.shape), dtype=np.float32)
     if pred.penalized.any():
         pen = penalties(pred.L[pred.penalized], cfg)
         out[pred.penalized] = out[pred.penalized] - pen
@@ -368,7 +436,7 @@ def promised_rep_limits(W: np.ndarray, seqs) -> np.ndarray:
     if not seqs:
         return rep
     if N == 1:
-        return np.array([_promised_rep_limit_single(W[0].tolist(), seqs)], dtype=np.int64)
+        return np.array([_promised_rep_limit_single(W[0], seqs)], dtype=np.int64)
     kmax = max(len(t) for _, t in seqs)
     for i in range(w):
         if i - kmax >= rep.max():
@@ -382,9 +450,23 @@ def promised_rep_limits(W: np.ndarray, seqs) -> np.ndarray:
     return rep
 
 
-def _promised_rep_limit_single(window: list[int], seqs) -> int:
-    occ = restart_occurrences(window, seqs)
-    return min((i - k for i, k, _ in occ), default=len(window))
+def _promised_rep_limit_single(window: np.ndarray, seqs) -> int:
+    """promised_rep_limits for one window: the same minimum over occurrences, visiting head positions from
+    the end and stopping once no occurrence further back can leave fewer tokens after it."""
+    window = np.asarray(window, dtype=np.int64)
+    w = len(window)
+    heads = _tails_by_head(seqs)
+    kmax = max((len(t) for _, t in seqs), default=0)
+    toks = window.tolist()
+    best = w
+    for i in _head_distances(window, heads):
+        if i - kmax >= best:
+            break
+        for tail in heads[toks[w - 1 - i]]:
+            k = len(tail)
+            if k <= i and i - k < best and all(toks[w - i + off] == tail[off] for off in range(k)):
+                best = i - k
+    return best
 
 
 def promised_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_lengths_A):

@@ -141,3 +141,17 @@ def test_single_window_paths_equal_batch_paths():
             assert np.array_equal(batch, np.array([_match_lengths_A_single(r, cands) for r in W]))
             seqs = [(0, ()), (1, (0,)), (2, (1, 2))][: k]
             assert rep_limits(W, seqs).tolist() == [_rep_limit_single(r.tolist(), seqs) for r in W]
+
+
+def test_restart_sequences_cached_per_string_equal_uncached():
+    """check() builds restart sequences from a per-breaker-string cache and a by-character token index;
+    the result equals the direct scan over the whole vocabulary, duplicates and order included."""
+    from dryz.check import restart_sequences_of, symbol_tokenize
+    from dryz.model import restart_sequences, symbol_texts
+    from dryz.symbols import SYMBOLS
+    rng = np.random.default_rng(13)
+    for _ in range(300):
+        k = int(rng.integers(1, 8))
+        breakers = tuple("".join(SYMBOLS[int(x)] for x in rng.integers(0, k, int(rng.integers(0, 5))))
+                         for _ in range(int(rng.integers(0, 5))))
+        assert list(restart_sequences_of(breakers)) == restart_sequences(breakers, symbol_texts(), symbol_tokenize)
