@@ -5,8 +5,10 @@ Every path (exhaustive, fuzz, minimize, replay) describes what it tests as a Cas
 
 from __future__ import annotations
 
+import array
 import json
 import math
+import struct
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,8 +30,16 @@ class CaseError(ValueError):
 
 
 def f32(x: float) -> float:
-    """The float32 value nearest x, as a Python float (exact: every float32 is a float64)."""
-    return float(np.float32(x))
+    """The float32 value nearest x, as a Python float (exact: every float32 is a float64); inf past
+    the float32 range, as a C float conversion gives."""
+    try:
+        return _F32.unpack(_F32.pack(x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+_F32 = struct.Struct("f")
+_SYMBOL_SET = frozenset(SYMBOLS)
 
 
 @dataclass(frozen=True)
@@ -171,9 +181,9 @@ def validate(c: Case) -> None:
         raise CaseError(f"alphabet must be an integer in 1..{MAX_ALPHABET}, got {c.alphabet!r}")
     if len(c.history) > MAX_HISTORY:
         raise CaseError(f"history has {len(c.history)} tokens; at most {MAX_HISTORY} are supported")
-    for t in c.history:
-        if not (0 <= t < c.alphabet):
-            raise CaseError(f"history token {t} is outside the alphabet 0..{c.alphabet - 1}")
+    if c.history and (min(c.history) < 0 or max(c.history) >= c.alphabet):
+        t = next(t for t in c.history if not (0 <= t < c.alphabet))
+        raise CaseError(f"history token {t} is outside the alphabet 0..{c.alphabet - 1}")
     if not (INT32_MIN <= c.penalty_last_n <= INT32_MAX):
         raise CaseError(f"penalty_last_n {c.penalty_last_n} does not fit the C int32 parameter")
     if c.penalty_last_n > MAX_PENALTY_LAST_N:
@@ -192,21 +202,32 @@ def validate(c: Case) -> None:
     for b in c.breakers:
         if len(b) > MAX_BREAKER_CHARS:
             raise CaseError(f"breaker of {len(b)} characters; at most {MAX_BREAKER_CHARS}")
-        bad = sorted(set(b) - set(SYMBOLS))
+        bad = sorted(set(b) - _SYMBOL_SET)
         if bad:
             raise CaseError(f"breaker {b!r} has characters outside the dryz alphabet: {''.join(bad)!r}")
     if c.candidates is not None:
         if not c.candidates:
             raise CaseError("candidates, when given, must not be empty")
-        seen = set()
-        for t, lg in c.candidates:
-            if not (0 <= t < MAX_ALPHABET):
-                raise CaseError(f"candidate id {t} is outside the vocabulary 0..{MAX_ALPHABET - 1}")
-            if t in seen:
-                raise CaseError(f"candidate id {t} appears twice")
-            seen.add(t)
-            if math.isnan(lg) or lg == math.inf or f32(lg) != lg:
-                raise CaseError(f"candidate logit {lg!r} must be a finite float32 or -inf")
+        ids = [t for t, _ in c.candidates]
+        logits = [lg for _, lg in c.candidates]
+        if min(ids) < 0 or max(ids) >= MAX_ALPHABET or len(set(ids)) != len(ids) or not _float32_logits(logits):
+            seen = set()  # the slow path finds the first offending entry for the message
+            for t, lg in c.candidates:
+                if not (0 <= t < MAX_ALPHABET):
+                    raise CaseError(f"candidate id {t} is outside the vocabulary 0..{MAX_ALPHABET - 1}")
+                if t in seen:
+                    raise CaseError(f"candidate id {t} appears twice")
+                seen.add(t)
+                if math.isnan(lg) or lg == math.inf or f32(lg) != lg:
+                    raise CaseError(f"candidate logit {lg!r} must be a finite float32 or -inf")
+
+
+def _float32_logits(logits: list[float]) -> bool:
+    """Every logit is a float32 value or -inf (no NaN, no +inf): a float32 round trip keeps the list equal."""
+    try:
+        return math.inf not in logits and array.array("f", logits).tolist() == logits
+    except (OverflowError, TypeError):
+        return False
 
 
 def _is_int(x) -> bool:

@@ -17,6 +17,7 @@ MAX_FUZZ_HISTORY = 1024
 MAX_BREAKERS = 4
 MAX_BREAKER_LEN = 3
 MAX_ALLOWED = 8
+LOGIT_BOUND = f32(1e30)  # initial logits are drawn within +-1e30 (or -inf)
 TYPICAL_FLOATS = tuple(f32(x) for x in (1.0, 2.0, 0.8, 1.75, 1.1, 0.5, 3.0, 1.000001))
 
 
@@ -33,7 +34,7 @@ def decode(data: bytes) -> Case:
     n = len(history)
     last_n = fdp.ConsumeIntInRange(1, n + 8)
     breakers = tuple(
-        "".join(SYMBOLS[fdp.ConsumeIntInRange(0, k - 1)] for _ in range(fdp.ConsumeIntInRange(1, MAX_BREAKER_LEN)))
+        fdp.ConsumeBytes(fdp.ConsumeIntInRange(1, MAX_BREAKER_LEN)).translate(_SPELL[k]).decode().ljust(1, "a")
         for _ in range(fdp.ConsumeIntInRange(0, MAX_BREAKERS)))
     allowed = fdp.ConsumeIntInRange(0, MAX_ALLOWED)
     multiplier = _positive_float(fdp)
@@ -44,15 +45,20 @@ def decode(data: bytes) -> Case:
                 sorted=sorted_flag)
 
 
+# Byte -> token id (b % k) and byte -> symbol character (SYMBOLS[b % k]), per alphabet size, for bytes.translate.
+_MOD = [b""] + [bytes(b % k for b in range(256)) for k in range(1, MAX_ALPHABET + 1)]
+_SPELL = [b""] + [bytes(ord(SYMBOLS[b % k]) for b in range(256)) for k in range(1, MAX_ALPHABET + 1)]
+
+
 def _history(fdp, k: int) -> list[int]:
     """Raw tokens, or structure that random bytes rarely produce: periodic runs and repeated blocks."""
     n = fdp.ConsumeIntInRange(0, MAX_FUZZ_HISTORY)
     shape = fdp.ConsumeIntInRange(0, 2)
     if shape == 0:  # raw
-        return [b % k for b in fdp.ConsumeBytes(n)]
+        return list(fdp.ConsumeBytes(n).translate(_MOD[k]))
     if shape == 1:  # periodic, with a few substitutions
         period = [b % k for b in fdp.ConsumeBytes(fdp.ConsumeIntInRange(1, 12))] or [0]
-        hist = [period[i % len(period)] for i in range(n)]
+        hist = (period * (n // len(period) + 1))[:n]
         for _ in range(fdp.ConsumeIntInRange(0, 4)):
             if hist:
                 hist[fdp.ConsumeIntInRange(0, n - 1)] = fdp.ConsumeIntInRange(0, k - 1)
@@ -74,22 +80,28 @@ def _positive_float(fdp) -> float:
 
 
 def _candidates(fdp):
-    """None (every symbol, logit 0) or a random subset of the vocabulary in random order, random logits."""
+    """None (every symbol, logit 0) or a random subset of the vocabulary in random order, random logits:
+    per candidate -inf, 0, or a float32 from the input (NaN read as 0, clamped to +-1e30)."""
     if not fdp.ConsumeBool():
         return None, False
     ids = list(range(MAX_ALPHABET))
     size = fdp.ConsumeIntInRange(1, MAX_ALPHABET)
+    # Drawn in bulk (a FuzzedDataProvider call each costs more than the arithmetic around it).
+    draws = fdp.ConsumeBytes(2 * size).ljust(2 * size, b"\0")
     for i in range(size):  # partial Fisher-Yates
-        j = fdp.ConsumeIntInRange(i, MAX_ALPHABET - 1)
+        j = i + draws[i] % (MAX_ALPHABET - i)
         ids[i], ids[j] = ids[j], ids[i]
+    kinds = [r & 7 for r in draws[size:]]  # 0: -inf, 1: 0.0, else a float32 from the input
+    n_floats = sum(r >= 2 for r in kinds)
+    floats = iter(struct.unpack(f"<{n_floats}f", fdp.ConsumeBytes(4 * n_floats).ljust(4 * n_floats, b"\0")))
     cands = []
-    for t in ids[:size]:
-        r = fdp.ConsumeIntInRange(0, 7)
+    for t, r in zip(ids, kinds):
         if r == 0:
             lg = -math.inf
         elif r == 1:
             lg = 0.0
         else:
-            lg = f32(max(min(fdp.ConsumeRegularFloat(), 1e30), -1e30))
+            x = next(floats)
+            lg = 0.0 if x != x else max(min(x, LOGIT_BOUND), -LOGIT_BOUND)  # NaN -> 0; +-inf -> +-bound
         cands.append((t, lg))
     return tuple(cands), fdp.ConsumeBool()
