@@ -10,6 +10,7 @@ import json
 import math
 import struct
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -62,19 +63,23 @@ class Case:
 
     # -- derived views ------------------------------------------------------------------------
     def candidate_ids(self) -> list[int]:
-        if self.candidates is None:
-            return list(range(self.alphabet))
-        return [t for t, _ in self.candidates]
+        return list(self.ids)
 
     def initial_logits(self) -> list[float]:
-        if self.candidates is None:
-            return [0.0] * self.alphabet
-        return [lg for _, lg in self.candidates]
+        return list(self.logits)
+
+    @cached_property
+    def ids(self) -> tuple[int, ...]:
+        return tuple(range(self.alphabet)) if self.candidates is None else tuple(t for t, _ in self.candidates)
+
+    @cached_property
+    def logits(self) -> tuple[float, ...]:
+        return (0.0,) * self.alphabet if self.candidates is None else tuple(lg for _, lg in self.candidates)
 
     def invertible(self) -> bool:
         """The seed configuration whose penalty inverts exactly to L: 1 * 2^(L-1), logits all 0."""
         return (self.multiplier == 1.0 and self.base == 2.0 and self.allowed_length == 1
-                and all(lg == 0.0 for lg in self.initial_logits()))
+                and not any(self.logits))
 
     def config_key(self) -> tuple:
         """Everything but the history: cases with equal keys can be evaluated as one batch."""

@@ -177,7 +177,7 @@ def check(case: Case, lib=None) -> Verdict:
     """Run the case through the shipped library and both oracles; the one verdict everything uses."""
     lib = lib or subject()
     cfg = case_config(case)
-    cands = np.array(case.candidate_ids(), dtype=np.int64)
+    cands = np.array(case.ids, dtype=np.int64)
     H = np.array([case.history], dtype=np.int64).reshape(1, len(case.history))
     pa, pb = predict_both(H, cands, cfg)
     planted = fault()
@@ -185,7 +185,7 @@ def check(case: Case, lib=None) -> Verdict:
         pa, pb = _inject(pa), _inject(pb)
     elif planted == "abort" and (pa.L >= 3).any():
         os.abort()
-    initial = np.array(case.initial_logits(), dtype=np.float32)
+    initial = np.array(case.logits, dtype=np.float32)
     expected = output_logits(initial, pa, cfg)[0]
     expected_sorted = False if pa.ran[0] else case.sorted
     out = lib.run(case)

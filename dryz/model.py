@@ -63,8 +63,13 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
     R = np.asarray(window[::-1], dtype=np.int64)
     P = np.concatenate([R, np.full(w, -1, dtype=np.int64)])
     Z = np.zeros(w, dtype=np.int64)            # Z[s], s = 1..w-1
-    todo = np.arange(1, w)
-    width = 64
+    width = min(64, w)
+    step = P.itemsize
+    E = np.ndarray((w - 1, width), dtype=P.dtype, buffer=P, offset=step, strides=(step, step)) != R[:width]
+    found = E.any(axis=1)                      # row s - 1 holds P[s:s + width]: a view, no copy
+    Z[1:] = np.where(found, E.argmax(axis=1), 0)
+    todo = np.flatnonzero(~found) + 1
+    width *= 4
     while todo.size:
         width = min(width, w)
         E = P[todo[:, None] + np.arange(width)] != R[None, :width]
@@ -339,13 +344,11 @@ def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles,
         z = np.zeros((N, C), dtype=np.int64)
         return [(Prediction(z, np.zeros((N, C), bool), np.zeros(N, bool)), z) for _ in oracles]
     rep = (rep_fn or rep_limits)(W, cfg.seqs)  # rep_fn: promised_rep_limits for the promise check
+    if N == 1:
+        return _shipped_lengths_single(W, cands, cfg, oracles, rep)
     ran = rep >= cfg.allowed_length
     # Step 3 only looks at tokens that follow some position, i.e. W[1:], and keeps lengths >= allowed.
-    if N == 1:
-        follow = set(W[0, 1:].tolist())
-        present = np.array([[c in follow for c in cands.tolist()]], dtype=bool).reshape(1, C)
-    else:
-        present = (W[:, 1:, None] == cands[None, None, :]).any(axis=1)
+    present = (W[:, 1:, None] == cands[None, None, :]).any(axis=1)
     heads = cfg.single_token_breakers()
     breaker = np.array([c in heads for c in cands.tolist()], dtype=bool)
     eligible = ran[:, None] & present & ~breaker[None, :]
@@ -355,6 +358,23 @@ def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles,
         L = np.minimum(M, rep[:, None])
         penalized = eligible & (L >= cfg.allowed_length)
         out.append((Prediction(np.where(penalized, L, 0), penalized, ran, rep), M))
+    return out
+
+
+def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracles, rep: np.ndarray) -> list:
+    """shipped_lengths_each's clamping for one window, on lists (the same rules, fewer array calls)."""
+    limit, allowed = int(rep[0]), cfg.allowed_length
+    ran = limit >= allowed
+    follow = set(W[0, 1:].tolist())
+    heads = cfg.single_token_breakers()
+    eligible = [ran and c in follow and c not in heads for c in cands.tolist()]
+    out = []
+    for oracle in oracles:
+        M = oracle(W, cands)
+        L = [min(m, limit) for m in M[0].tolist()]
+        penalized = [e and x >= allowed for e, x in zip(eligible, L)]
+        out.append((Prediction(np.array([[x if p else 0 for x, p in zip(L, penalized)]], dtype=np.int64).reshape(1, -1),
+                               np.array([penalized], dtype=bool).reshape(1, -1), np.array([ran]), rep), M))
     return out
 
 

@@ -167,20 +167,21 @@ class Subject:
         (breaker processing costs up to ~30 us per init; the clone copies its result), or with fresh=True
         a new one. The clone-accept-apply-free sequence runs in dryz._drive (one call from Python) unless
         DRYZ_DRIVE=ctypes or the extension is not built; both make the same libllama calls."""
-        ids, logits = case.candidate_ids(), case.initial_logits()
+        ids, logits = case.ids, case.logits
         if fresh or _DRIVE is None:
-            s = self.sampler_for(case) if fresh else self.clone(self._prototype(case))
+            s = self.sampler_for(case) if fresh else self.clone(self._prototype(case)[0])
             try:
                 for t in case.history:
                     self.accept(s, t)
                 return self.apply_once(s, ids, logits, case.sorted)
             finally:
                 self.free(s)
-        arr, data, view = self._array(ids, logits, case.sorted)
+        buf = self._buffer(len(ids))
+        buf.fill(ids, logits, case.sorted)
         clone, accept, apply, free = self.addresses
-        _DRIVE.run(clone, accept, apply, free, ctypes.cast(self._prototype(case), ctypes.c_void_p).value,
-                   array.array("i", case.history), ctypes.addressof(arr))
-        return self._output(arr, data, view)
+        _DRIVE.run(clone, accept, apply, free, self._prototype(case)[1], array.array("i", case.history),
+                   buf.arr_addr)
+        return buf.output()
 
     @cached_property
     def addresses(self) -> tuple[int, int, int, int]:
@@ -204,40 +205,28 @@ class Subject:
         return tuple(fns)
 
     def _prototype(self, case):
+        """(sampler, its address) for the case's configuration, made once and kept (the oldest of
+        PROTOTYPES is freed first)."""
         protos = self.__dict__.setdefault("_prototypes", {})
         key = (case.multiplier, case.base, case.allowed_length, case.penalty_last_n, case.breakers)
         if key not in protos:
             if len(protos) >= self.PROTOTYPES:
-                self.free(protos.pop(next(iter(protos))))
-            protos[key] = self.sampler_for(case)
+                self.free(protos.pop(next(iter(protos)))[0])
+            s = self.sampler_for(case)
+            protos[key] = (s, ctypes.cast(s, ctypes.c_void_p).value)
         return protos[key]
 
     def apply_once(self, smpl, ids, logits, sorted_flag) -> Output:
-        arr, data, view = self._array(ids, logits, sorted_flag)
-        self.apply(smpl, ctypes.byref(arr))
-        return self._output(arr, data, view)
+        buf = self._buffer(len(ids))
+        buf.fill(ids, logits, sorted_flag)
+        self.apply(smpl, ctypes.byref(buf.arr))
+        return buf.output()
 
-    def _array(self, ids, logits, sorted_flag):
-        """A llama_token_data_array over a buffer holding the candidates (p = 0, selected = -1). One buffer
-        per size is kept and refilled (the output is copied out before the next call)."""
-        n = len(ids)
-        bufs = self.__dict__.setdefault("_arrays", {})
+    def _buffer(self, n: int) -> "CandidateBuffer":
+        bufs = self.__dict__.setdefault("_buffers", {})
         if n not in bufs:
-            data = (self.L.llama_token_data * n)()
-            bufs[n] = (self.L.llama_token_data_array(data, n, -1, False), data, np.frombuffer(data, dtype=TOKEN_DATA))
-        arr, data, view = bufs[n]
-        view["id"], view["logit"], view["p"] = ids, logits, 0.0
-        arr.data = ctypes.cast(data, self.L.llama_token_data_p)
-        arr.size, arr.selected, arr.sorted = n, -1, sorted_flag
-        return arr, data, view
-
-    def _output(self, arr, data, view) -> Output:
-        n = len(view)
-        if ctypes.addressof(arr.data.contents) != ctypes.addressof(data) or arr.size != n:
-            # The sampler swapped the data pointer or resized (DRY never should): read what it points to.
-            out = (self.L.llama_token_data * arr.size).from_address(ctypes.addressof(arr.data.contents))
-            view = np.frombuffer(out, dtype=TOKEN_DATA)
-        return Output(view["id"].tolist(), view["logit"].copy(), bool(arr.sorted), int(arr.size))
+            bufs[n] = CandidateBuffer(self.L, n)
+        return bufs[n]
 
     # -- an optional second vocabulary --------------------------------------------------------------
     def merges_vocab(self):
@@ -296,6 +285,38 @@ class Subject:
         if k not in cache:
             cache[k] = TreeBuffer(self.L, k, TreeRunner.BATCH)
         return cache[k]
+
+
+class CandidateBuffer:
+    """One candidate array of n entries (llama_token_data) and the llama_token_data_array header pointing at
+    it, both viewed through numpy so a case fills and reads them without ctypes attribute access. One per
+    size is kept and refilled; output() copies what the sampler left before the next case."""
+
+    def __init__(self, L, n: int):
+        self.L, self.n = L, n
+        self.data = (L.llama_token_data * n)()
+        self.view = np.frombuffer(self.data, dtype=TOKEN_DATA)
+        A = L.llama_token_data_array
+        self.arr = A(self.data, n, -1, False)
+        self.header = np.frombuffer(self.arr, dtype=np.dtype({
+            "names": ["data", "size", "selected", "sorted"],
+            "formats": [np.uint64, np.uint64, np.int64, np.bool_],
+            "offsets": [A.data.offset, A.size.offset, A.selected.offset, A.sorted.offset],
+            "itemsize": ctypes.sizeof(A)}))
+        self.data_addr, self.arr_addr = ctypes.addressof(self.data), ctypes.addressof(self.arr)
+
+    def fill(self, ids, logits, sorted_flag: bool) -> None:
+        v = self.view
+        v["id"], v["logit"], v["p"] = ids, logits, 0.0
+        self.header[0] = (self.data_addr, self.n, -1, sorted_flag)
+
+    def output(self) -> Output:
+        data, size, _, sorted_flag = self.header[0].item()
+        view = self.view
+        if data != self.data_addr or size != self.n:
+            # The sampler swapped the data pointer or resized (DRY never should): read what it points to.
+            view = np.frombuffer((self.L.llama_token_data * size).from_address(data), dtype=TOKEN_DATA)
+        return Output(view["id"].tolist(), view["logit"].copy(), bool(sorted_flag), int(size))
 
 
 class TreeBuffer:
