@@ -36,7 +36,7 @@ def fault() -> str | None:
 
 
 def _inject(p: Prediction) -> Prediction:
-    bump = p.penalized & (p.L >= 2)
+    bump = p.penalized & np.greater_equal(p.L, 2)
     return replace(p, L=p.L + bump)
 
 
@@ -88,9 +88,10 @@ def invert_deltas(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Returns (L, bad) where bad marks deltas that are neither 0 nor an exact power of two (harness errors).
     """
     mant, expo = np.frexp(delta.astype(np.float64))
-    power = (delta > 0) & (mant == 0.5) & (expo >= 1)
+    # ufuncs, not operators: this runs per fuzz input (see the note in model.py)
+    power = np.greater(delta, 0) & np.equal(mant, 0.5) & np.greater_equal(expo, 1)
     L = np.where(power, expo, 0).astype(np.int64)
-    bad = ~(power | (delta == 0))
+    bad = ~(power | np.equal(delta, 0))
     return L, bad
 
 
@@ -183,7 +184,7 @@ def check(case: Case, lib=None) -> Verdict:
     planted = fault()
     if planted == "off-by-one":
         pa, pb = _inject(pa), _inject(pb)
-    elif planted == "abort" and (pa.L >= 3).any():
+    elif planted == "abort" and np.greater_equal(pa.L, 3).any():
         os.abort()
     initial = np.array(case.logits, dtype=np.float32)
     expected = output_logits(initial, pa, cfg)[0]
@@ -202,7 +203,7 @@ def check(case: Case, lib=None) -> Verdict:
     if case.invertible():
         delta = -out.logits
         L, bad = invert_deltas(delta)
-        overflow = np.isinf(delta) & (delta > 0)  # 2^(L-1) past float range: the exact model judges it
+        overflow = np.isinf(delta) & np.greater(delta, 0)  # 2^(L-1) past float range: the model judges it
         if (bad & ~overflow).any():
             v.status = HARNESS_ERROR
             v.detail = f"delta {float(delta[bad & ~overflow][0])!r} is neither 0 nor a power of two"
@@ -211,7 +212,7 @@ def check(case: Case, lib=None) -> Verdict:
     if pa.L.tobytes() != pb.L.tobytes() or pa.penalized.tobytes() != pb.penalized.tobytes():
         v.status, v.detail = ORACLE_DISAGREEMENT, "oracles A and B disagree; the library is not judged"
         return v
-    diff = _bits(out.logits) != _bits(expected)
+    diff = np.not_equal(_bits(out.logits), _bits(expected))  # a ufunc: see the note in model.py
     for i in np.nonzero(diff)[0]:
         obs, exp = float(out.logits[i]), float(expected[i])
         # Lower logit than expected = the library penalized more.

@@ -7,6 +7,10 @@ Two independent algorithms compute the unclamped match length M_z (see PREREG.md
 On top of both, one model of the shipped configuration, read from llama_sampler_dry_apply (Steps 1-4):
 the window, the early exits, rep_limit from restart sequences, breaker candidates, and the float arithmetic.
 check() runs these on a batch of one; the enumerator on whole levels of the search tree.
+
+Code that runs per fuzz input (the one-window paths) compares numpy arrays with ufuncs (np.not_equal, ...),
+never with ==, != or <: atheris 3.0 instruments every comparison operator and leaks its result when that is
+an array (a campaign's memory grew ~7 KB per input); tests/test_fuzz_campaign.py checks no such comparison runs.
 """
 
 from __future__ import annotations
@@ -65,14 +69,15 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
     Z = np.zeros(w, dtype=np.int64)            # Z[s], s = 1..w-1
     width = min(64, w)
     step = P.itemsize
-    E = np.ndarray((w - 1, width), dtype=P.dtype, buffer=P, offset=step, strides=(step, step)) != R[:width]
+    E = np.not_equal(np.ndarray((w - 1, width), dtype=P.dtype, buffer=P, offset=step, strides=(step, step)),
+                     R[:width])
     found = E.any(axis=1)                      # row s - 1 holds P[s:s + width]: a view, no copy
     Z[1:] = np.where(found, E.argmax(axis=1), 0)
     todo = np.flatnonzero(~found) + 1
     width *= 4
     while todo.size:
         width = min(width, w)
-        E = P[todo[:, None] + np.arange(width)] != R[None, :width]
+        E = np.not_equal(P[todo[:, None] + np.arange(width)], R[None, :width])
         first = E.argmax(axis=1)
         found = E[np.arange(todo.size), first]
         Z[todo[found]] = first[found]
@@ -81,13 +86,13 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
     best = np.zeros(int(R.max()) + 1, dtype=np.int64)
     np.maximum.at(best, R[:w - 1], Z[1:])      # the token at position j = w - s is R[s - 1]
     c = np.asarray(cands, dtype=np.int64)
-    inside = (c >= 0) & (c < best.size)
+    inside = np.logical_and(np.greater_equal(c, 0), np.less(c, best.size))
     out[inside] = best[c[inside]]
     return out
 
 
 def _as_bytes(window: np.ndarray) -> bytes:
-    if len(window) and (window.min() < 0 or window.max() > 255):
+    if len(window) and (int(window.min()) < 0 or int(window.max()) > 255):
         raise ValueError("the single-window oracles need token ids in 0..255")
     return bytes(window.astype(np.uint8))
 
@@ -387,12 +392,13 @@ _pow = _libm.pow
 _pow.argtypes, _pow.restype = [ctypes.c_double, ctypes.c_double], ctypes.c_double
 
 FLOAT_MAX_LOG = np.float32(88.7228391)
+_BASE_MIN = float(np.float32(1.000001))  # the source's 1.000001f, exactly
 
 
 def max_exponent(base: float) -> int:
     """int max_exponent = FLOAT_MAX_LOG / std::log(base) (float / float, truncated), when base > 1.000001f."""
     b = np.float32(base)
-    if b > np.float32(1.000001):
+    if float(b) > _BASE_MIN:
         q = FLOAT_MAX_LOG / np.float32(_logf(b))
         return int(q)  # C float->int conversion truncates toward zero
     return 0

@@ -102,3 +102,43 @@ def test_progress_parsing_of_both_libfuzzer_formats():
     assert s.update("#4096\tpulse  cov: 12 ft: 14 corp: 3/30b lim: 4 exec/s: 2048 rss: 50Mb")
     assert (s.execs, s.cov, s.corpus, s.exec_per_s) == (4096, 2983, 3, 2048)  # coverage is a running maximum
     assert not s.update("INFO: Seed: 1")
+
+
+ARRAY_COMPARISON_SCAN = r'''
+import collections, sys
+import atheris
+import numpy as np
+with atheris.instrument_imports(include=["dryz"]):   # as fuzz/dry_fuzz.py does
+    from dryz.corpus import DEFAULT_DIR, entries, load_entry
+    from dryz.fuzzing import test_one_input
+original = atheris._trace_cmp
+found = collections.Counter()
+def traced(*args):
+    result = original(*args)
+    if type(result) is not bool:
+        frame = sys._getframe(1)
+        found[f"{frame.f_code.co_filename}:{frame.f_lineno} -> {type(result).__name__}"] += 1
+    return result
+atheris._trace_cmp = traced
+inputs = [load_entry(p).case.dumps().encode() for p in entries(DEFAULT_DIR)]
+rng = np.random.default_rng(21)
+inputs += [rng.integers(0, 256, int(rng.integers(0, 2500))).astype(np.uint8).tobytes() for _ in range(1500)]
+for data in inputs:
+    try:
+        test_one_input(data)
+    except Exception:
+        pass  # a known finding class raising is fine here; only the comparisons matter
+for site, n in found.items():
+    print(site, n)
+'''
+
+
+def test_instrumented_harness_compares_no_arrays():
+    """atheris 3.0 replaces every comparison operator in instrumented code with _trace_cmp, which leaks the
+    result when it is not a bool (a numpy array): a campaign grew ~7 KB of memory per input until killed.
+    The per-input code therefore compares arrays with ufuncs; here every comparison the instrumented
+    harness makes on the corpus and 1,500 random inputs is watched, and none may yield a non-bool."""
+    p = subprocess.run([sys.executable, "-c", ARRAY_COMPARISON_SCAN], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "", "comparisons yielding non-bools (leaked by atheris):\n" + p.stdout
