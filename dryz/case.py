@@ -10,7 +10,6 @@ import json
 import math
 import struct
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -60,6 +59,13 @@ class Case:
 
     def __post_init__(self):
         validate(self)
+        # Derived views, kept out of the fields (equality, JSON); frozen, so set through object.
+        if self.candidates is None:
+            ids, logits = tuple(range(self.alphabet)), (0.0,) * self.alphabet
+        else:
+            ids, logits = tuple(t for t, _ in self.candidates), tuple(lg for _, lg in self.candidates)
+        object.__setattr__(self, "_ids", ids)
+        object.__setattr__(self, "_logits", logits)
 
     # -- derived views ------------------------------------------------------------------------
     def candidate_ids(self) -> list[int]:
@@ -68,13 +74,15 @@ class Case:
     def initial_logits(self) -> list[float]:
         return list(self.logits)
 
-    @cached_property
+    @property
     def ids(self) -> tuple[int, ...]:
-        return tuple(range(self.alphabet)) if self.candidates is None else tuple(t for t, _ in self.candidates)
+        """Candidate ids in array order (made once, in __post_init__)."""
+        return self._ids
 
-    @cached_property
+    @property
     def logits(self) -> tuple[float, ...]:
-        return (0.0,) * self.alphabet if self.candidates is None else tuple(lg for _, lg in self.candidates)
+        """Initial logits in array order (made once, in __post_init__)."""
+        return self._logits
 
     def invertible(self) -> bool:
         """The seed configuration whose penalty inverts exactly to L: 1 * 2^(L-1), logits all 0."""
