@@ -2,7 +2,9 @@
 both oracles and the library), in-process on one core, on random inputs. Best of REPEATS passes per band
 (this VM's wall clock is noisy).
 
-Usage: python bench/fuzz_throughput.py [N] [REPEATS]
+Usage: python bench/fuzz_throughput.py [N] [REPEATS] [--instrumented]
+  --instrumented: dryz's code instrumented by atheris for Python coverage, as fuzz/dry_fuzz.py runs it
+  (without libFuzzer's own per-input work).
 """
 
 import sys
@@ -10,16 +12,24 @@ import time
 
 import numpy as np
 
-from dryz.decode import decode
-from dryz.fuzzing import test_one_input
+if "--instrumented" in sys.argv:
+    import atheris
+    sys.argv.remove("--instrumented")
+    with atheris.instrument_imports(include=["dryz"]):
+        from dryz.decode import decode
+        from dryz.fuzzing import test_one_input
+else:
+    from dryz.decode import decode
+    from dryz.fuzzing import test_one_input
 
 
 def main(n=3000, repeats=3):
     rng = np.random.default_rng(0)
     datas = [rng.integers(0, 256, int(rng.integers(0, 3000))).astype(np.uint8).tobytes() for _ in range(6 * n)]
+    datas += [rng.integers(0, 256, 3000).astype(np.uint8).tobytes() for _ in range(30 * n)]  # for the last band
     lens = [len(decode(d).history) for d in datas]
     test_one_input(datas[0])
-    for lo, hi in ((0, 64), (64, 257), (0, 257), (257, 1025)):
+    for lo, hi in ((0, 64), (64, 257), (0, 257), (257, 1025), (1000, 1025)):
         sel = [d for d, k in zip(datas, lens) if lo <= k < hi][:n]
         best = 0.0
         for _ in range(repeats):
