@@ -155,3 +155,28 @@ def test_restart_sequences_cached_per_string_equal_uncached():
         breakers = tuple("".join(SYMBOLS[int(x)] for x in rng.integers(0, k, int(rng.integers(0, 5))))
                          for _ in range(int(rng.integers(0, 5))))
         assert list(restart_sequences_of(breakers)) == restart_sequences(breakers, symbol_texts(), symbol_tokenize)
+
+
+def test_one_window_clamping_equals_the_batch_clamping():
+    """shipped_lengths_each takes a list-based path for a batch of one window; it must give what the array
+    path gives for the same windows inside a larger batch (random windows, caps, breakers incl. multi-token,
+    allowed lengths, candidate sets)."""
+    from dryz.check import case_config
+    from dryz.model import shipped_lengths_each
+    rng = np.random.default_rng(14)
+    for _ in range(150):
+        k = int(rng.integers(1, 6))
+        n = int(rng.integers(0, 30))
+        H = rng.integers(0, k, size=(5, n))
+        breakers = tuple("".join("abcde"[int(x)] for x in rng.integers(0, k, int(rng.integers(1, 3))))
+                         for _ in range(int(rng.integers(0, 3))))
+        case = Case(history=tuple(int(t) for t in H[0]), alphabet=k, penalty_last_n=int(rng.integers(1, n + 3)),
+                    breakers=breakers, allowed_length=int(rng.integers(0, 4)))
+        cfg = case_config(case)
+        cands = rng.permutation(k + 2)[: int(rng.integers(1, k + 3))]
+        batch = shipped_lengths_each(H, cands, cfg, (match_lengths_A, match_lengths_B))
+        for r in range(5):
+            single = shipped_lengths_each(H[r:r + 1], cands, cfg, (match_lengths_A, match_lengths_B))
+            for (pb, _), (ps, _) in zip(batch, single):
+                assert np.array_equal(pb.L[r], ps.L[0]) and np.array_equal(pb.penalized[r], ps.penalized[0])
+                assert pb.ran[r] == ps.ran[0]
