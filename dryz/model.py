@@ -65,6 +65,8 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
     if w < 2:
         return out
     R = np.asarray(window[::-1], dtype=np.int64)
+    if int(R.min()) < 0:
+        raise ValueError("token ids must be non-negative (-1 is the sentinel)")
     P = np.concatenate([R, np.full(w, -1, dtype=np.int64)])
     Z = np.zeros(w, dtype=np.int64)            # Z[s], s = 1..w-1
     width = min(64, w)
