@@ -33,7 +33,7 @@ def decode(data: bytes) -> Case:
     history = _history(fdp, k)
     n = len(history)
     last_n = fdp.ConsumeIntInRange(1, n + 8)
-    breakers = tuple(
+    breakers = tuple(  # input exhausted: an empty draw reads as "a", as exhausted integer draws read as 0
         fdp.ConsumeBytes(fdp.ConsumeIntInRange(1, MAX_BREAKER_LEN)).translate(_SPELL[k]).decode().ljust(1, "a")
         for _ in range(fdp.ConsumeIntInRange(0, MAX_BREAKERS)))
     allowed = fdp.ConsumeIntInRange(0, MAX_ALLOWED)

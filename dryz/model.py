@@ -275,20 +275,7 @@ def _tails_by_head_cached(seqs: tuple) -> dict[int, list[tuple]]:
 
 
 def _head_distances(window: np.ndarray, heads) -> list[int]:
-    """Distances from the end (0 = the last token) of the window positions holding a head, nearest first.
-    The shipped and promised Step 1 scans ask for the same window in turn: the last answer is kept."""
-    key = (window.tobytes(), tuple(heads))
-    if _LAST_HEADS[0] == key:
-        return _LAST_HEADS[1]
-    out = _find_head_distances(window, heads)
-    _LAST_HEADS[:] = [key, out]
-    return out
-
-
-_LAST_HEADS: list = [None, None]
-
-
-def _find_head_distances(window: np.ndarray, heads) -> list[int]:
+    """Distances from the end (0 = the last token) of the window positions holding a head, nearest first."""
     w = len(window)
     if w == 0:
         return []
