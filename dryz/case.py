@@ -63,7 +63,7 @@ class Case:
         if self.candidates is None:
             ids, logits = tuple(range(self.alphabet)), (0.0,) * self.alphabet
         else:
-            ids, logits = tuple(t for t, _ in self.candidates), tuple(lg for _, lg in self.candidates)
+            ids, logits = zip(*self.candidates)  # validate() checked every entry is a pair
         object.__setattr__(self, "_ids", ids)
         object.__setattr__(self, "_logits", logits)
 
@@ -221,9 +221,15 @@ def validate(c: Case) -> None:
     if c.candidates is not None:
         if not c.candidates:
             raise CaseError("candidates, when given, must not be empty")
-        ids = [t for t, _ in c.candidates]
-        logits = [lg for _, lg in c.candidates]
-        if min(ids) < 0 or max(ids) >= MAX_ALPHABET or len(set(ids)) != len(ids) or not _float32_logits(logits):
+        try:
+            shapes = set(map(len, c.candidates))  # map/zip, not a Python loop: this runs once per fuzz input
+        except TypeError:
+            shapes = None
+        if shapes != {2}:
+            raise CaseError("candidates must be (token id, logit) pairs")
+        ids, logits = zip(*c.candidates)
+        if (min(ids) < 0 or max(ids) >= MAX_ALPHABET or len(set(ids)) != len(ids)
+                or not _float32_logits(list(logits))):
             seen = set()  # the slow path finds the first offending entry for the message
             for t, lg in c.candidates:
                 if not (0 <= t < MAX_ALPHABET):

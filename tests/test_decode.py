@@ -61,3 +61,18 @@ def test_crash_file_round_trip(tmp_path):
     p = tmp_path / "crash-x"
     p.write_bytes(data)
     assert decode(p.read_bytes()) == decode(data)
+
+
+def test_decoder_is_stable():
+    """A crash file is its Case only while the decoder stays the same: a change to it must be deliberate
+    (and noted in PREREG.md), not a side effect. Pinned on one input that reaches every draw."""
+    import hashlib
+    data = hashlib.sha256(b"39").digest() * 12
+    c = decode(data)
+    assert c.history == (29, 21, 9, 49, 9, 40, 14, 11, 29, 21, 9) and c.alphabet == 58
+    assert (c.penalty_last_n, c.breakers, c.allowed_length) == (9, ("gy", "K", "sB"), 0)
+    assert (c.multiplier, c.base) == (1.1981633691622628e+38, 5.20551111549139e-05)
+    assert c.ids[:6] == (21, 53, 16, 48, 7, 39) and len(c.ids) == 37 and not c.sorted
+    assert c.logits[:3] == (2518851256320.0, -1077321728.0, 9.625326253713855e-32)
+    assert c.logits[4] == f32(1e30) and c.logits[9] == -math.inf and c.logits[15] == 0.0
+    assert hashlib.sha256(c.dumps().encode()).hexdigest()[:16] == "c4d86ab67c1b122c"  # every field, to the last bit
