@@ -101,7 +101,7 @@ def compare_lengths(lib_L: np.ndarray, a_L: np.ndarray, b_L: np.ndarray) -> np.n
 
 
 def predict_both(H: np.ndarray, cands: np.ndarray, cfg: Config) -> tuple[Prediction, Prediction]:
-    (pa, _), (pb, _) = shipped_lengths_each(H, cands, cfg, (match_lengths_A, match_lengths_B))
+    pa, pb = shipped_lengths_each(H, cands, cfg, (match_lengths_A, match_lengths_B))
     return pa, pb
 
 
@@ -263,7 +263,7 @@ def restart_promise(case: Case, cfg: Config, H: np.ndarray, cands: np.ndarray, i
     rep = rep_limits(W, cfg.seqs) if shipped_rep is None else shipped_rep
     if np.array_equal(rep, promised_rep_limits(W, cfg.seqs)):
         return []  # the two models differ only through rep_limit: nothing to compare
-    pp, _ = promised_lengths(H, cands, cfg, match_lengths_A)
+    pp = promised_lengths(H, cands, cfg, match_lengths_A)
     promised = output_logits(initial, pp, cfg)[0]
     promised_sorted = False if pp.ran[0] else case.sorted
     if np.array_equal(_bits(out.logits), _bits(promised)) and out.sorted == promised_sorted:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -59,38 +60,40 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
     """The same position-keyed matching for one long window, all positions at once. With R the window
     reversed, the tokens before position j = w - s read backwards are R[s:], so Z_j is the common prefix of
     R[s:] and R: the first mismatch in a row of comparisons. A -1 sentinel after R stops every row at j.
-    Rows are compared 64 columns wide first and widened only where no mismatch was found yet."""
+    Rows are compared up to 64 columns wide first (for w <= 64 every row then reaches the sentinel) and
+    widened only where no mismatch was found yet."""
     w = len(window)
-    out = np.zeros(len(cands), dtype=np.int64)
-    if w < 2:
-        return out
-    R = np.asarray(window[::-1], dtype=np.int64)
-    if int(R.min()) < 0:
+    c = np.asarray(cands, dtype=np.int64)
+    if w < 2 or not len(c):
+        return np.zeros(len(c), dtype=np.int64)
+    P = np.full(2 * w, -1, dtype=np.int64)
+    P[:w] = window[::-1]
+    R = P[:w]
+    if int(R.min()) < 0 or int(c.min()) < 0:
         raise ValueError("token ids must be non-negative (-1 is the sentinel)")
-    P = np.concatenate([R, np.full(w, -1, dtype=np.int64)])
-    Z = np.zeros(w, dtype=np.int64)            # Z[s], s = 1..w-1
     width = min(64, w)
     step = P.itemsize
     E = np.not_equal(np.ndarray((w - 1, width), dtype=P.dtype, buffer=P, offset=step, strides=(step, step)),
-                     R[:width])
-    found = E.any(axis=1)                      # row s - 1 holds P[s:s + width]: a view, no copy
-    Z[1:] = np.where(found, E.argmax(axis=1), 0)
-    todo = np.flatnonzero(~found) + 1
-    width *= 4
-    while todo.size:
-        width = min(width, w)
-        E = np.not_equal(P[todo[:, None] + np.arange(width)], R[None, :width])
-        first = E.argmax(axis=1)
-        found = E[np.arange(todo.size), first]
-        Z[todo[found]] = first[found]
-        todo = todo[~found]
+                     R[:width])                # row s - 1 holds P[s:s + width]: a view, no copy
+    if w <= width:
+        Z = E.argmax(axis=1)                   # Z[s - 1], s = 1..w-1
+    else:
+        Z = np.zeros(w - 1, dtype=np.int64)
+        found = E.any(axis=1)
+        Z[found] = E[found].argmax(axis=1)
+        todo = np.flatnonzero(np.logical_not(found)) + 1
         width *= 4
-    best = np.zeros(int(R.max()) + 1, dtype=np.int64)
-    np.maximum.at(best, R[:w - 1], Z[1:])      # the token at position j = w - s is R[s - 1]
-    c = np.asarray(cands, dtype=np.int64)
-    inside = np.logical_and(np.greater_equal(c, 0), np.less(c, best.size))
-    out[inside] = best[c[inside]]
-    return out
+        while todo.size:
+            width = min(width, w)
+            E = np.not_equal(P[todo[:, None] + np.arange(width)], R[None, :width])
+            first = E.argmax(axis=1)
+            found = E[np.arange(todo.size), first]
+            Z[todo[found] - 1] = first[found]
+            todo = todo[np.logical_not(found)]
+            width *= 4
+    best = np.zeros(max(int(R.max()), int(c.max())) + 1, dtype=np.int64)
+    np.maximum.at(best, R[:w - 1], Z)          # the token at position j = w - s is R[s - 1]
+    return best[c]
 
 
 def _as_bytes(window: np.ndarray) -> bytes:
@@ -128,17 +131,23 @@ def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
 
 def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
     """The same extended-string search for one window, with bytes.find. If the suffix of length m+1 of
-    the extended string occurs in the window, so does every shorter one: binary search the longest."""
+    the extended string occurs in the window, so does every shorter one: search the longest. Length 2 is
+    tested for every candidate at once (the bytes that follow an occurrence of the window's last token);
+    only candidates that pass it are searched further, one bytes.find per length tried."""
     text = _as_bytes(window)
     w = len(text)
-    out = np.zeros(len(cands), dtype=np.int64)
-    present = set(text)
-    for ci, z in enumerate(cands.tolist()):
-        if z not in present:
-            continue  # z does not occur: no suffix of the extended string does
-        extended = text + bytes([z])
+    c = np.asarray(cands, dtype=np.int64)
+    out = np.zeros(len(c), dtype=np.int64)
+    if w < 2 or not len(c):
+        return out  # a suffix of length 2 of w + [z] cannot occur in fewer than 2 tokens: M = 0
+    if int(c.min()) < 0 or int(c.max()) > 255:
+        raise ValueError("the single-window oracles need candidate ids in 0..255")
+    follows = np.zeros(256, dtype=bool)
+    follows[np.frombuffer(b"".join(_follower(text[-1]).findall(text)), dtype=np.uint8)] = True
+    for ci in np.flatnonzero(follows[c]).tolist():
+        extended = text + bytes([int(c[ci])])
         # The suffix of length lo occurs, hi is an upper bound; gallop (most lengths are short), then bisect.
-        lo, hi, step = 1, w, 1
+        lo, hi, step = 2, w, 1
         while lo < hi:
             mid = min(lo + step, hi)
             if text.find(extended[w + 1 - mid:]) >= 0:
@@ -154,6 +163,12 @@ def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
                 hi = mid - 1
         out[ci] = lo - 1
     return out
+
+
+@lru_cache(maxsize=256)
+def _follower(x: int) -> re.Pattern:
+    """Matches each byte that follows an x (a lookbehind, so overlapping occurrences all count)."""
+    return re.compile(b"(?<=" + re.escape(bytes([x])) + b").", re.DOTALL)
 
 
 # -- restart sequences (Step 1) and the configuration model -----------------------------------------
@@ -333,23 +348,20 @@ class Prediction:
 
 
 def shipped_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_lengths_A, rep_fn=None):
-    """Apply the shipped configuration model to the histories H (N, n) using one oracle for M.
-
-    Returns (Prediction, M) where M is the oracle's unclamped match length on the window.
-    """
+    """Apply the shipped configuration model to the histories H (N, n) using one oracle for M: a Prediction."""
     return shipped_lengths_each(H, cands, cfg, (oracle,), rep_fn)[0]
 
 
 def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles, rep_fn=None) -> list:
     """shipped_lengths for several oracles at once: the configuration part (window, rep_limit, presence,
-    breaker candidates) is computed once and each oracle's M is clamped by it. [(Prediction, M), ...]"""
+    breaker candidates) is computed once and each oracle's M is clamped by it. [Prediction, ...]"""
     N, n = H.shape
     C = len(cands)
     w = cfg.window_length(n)
     W = H[:, n - w:]
     if not cfg.enabled or w <= cfg.allowed_length:
-        z = np.zeros((N, C), dtype=np.int64)
-        return [(Prediction(z, np.zeros((N, C), bool), np.zeros(N, bool)), z) for _ in oracles]
+        return [Prediction(np.zeros((N, C), dtype=np.int64), np.zeros((N, C), dtype=bool), np.zeros(N, dtype=bool))
+                for _ in oracles]
     rep = (rep_fn or rep_limits)(W, cfg.seqs)  # rep_fn: promised_rep_limits for the promise check
     if N == 1:
         return _shipped_lengths_single(W, cands, cfg, oracles, rep)
@@ -361,27 +373,35 @@ def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles,
     eligible = ran[:, None] & present & ~breaker[None, :]
     out = []
     for oracle in oracles:
-        M = oracle(W, cands)
-        L = np.minimum(M, rep[:, None])
+        L = np.minimum(oracle(W, cands), rep[:, None])
         penalized = eligible & (L >= cfg.allowed_length)
-        out.append((Prediction(np.where(penalized, L, 0), penalized, ran, rep), M))
+        out.append(Prediction(np.where(penalized, L, 0), penalized, ran, rep))
     return out
 
 
 def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracles, rep: np.ndarray) -> list:
-    """shipped_lengths_each's clamping for one window, on lists (the same rules, fewer array calls)."""
+    """shipped_lengths_each's clamping for one window (the same rules in fewer array calls). The oracles
+    run only when some candidate is eligible: otherwise no M can reach the output."""
     limit, allowed = int(rep[0]), cfg.allowed_length
-    ran = limit >= allowed
-    follow = set(W[0, 1:].tolist())
-    heads = cfg.single_token_breakers()
-    eligible = [ran and c in follow and c not in heads for c in cands.tolist()]
+    ran = np.array([limit >= allowed])
+    c = np.asarray(cands, dtype=np.int64)
+    eligible = np.zeros(len(c), dtype=bool)
+    if ran[0] and len(c) and W.shape[1] > 1:
+        if int(c.min()) < 0:
+            raise ValueError("candidate ids must be non-negative")
+        top = max(int(W.max()), int(c.max())) + 1
+        follows = np.zeros(top, dtype=bool)       # tokens that follow some position (Step 3 reads W[1:])
+        follows[W[0, 1:]] = True
+        follows[[h for h in cfg.single_token_breakers() if 0 <= h < top]] = False  # breakers never penalized
+        eligible = follows[c]
+    if not eligible.any():
+        return [Prediction(np.zeros((1, len(c)), dtype=np.int64), np.zeros((1, len(c)), dtype=bool), ran, rep)
+                for _ in oracles]
     out = []
     for oracle in oracles:
-        M = oracle(W, cands)
-        L = [min(m, limit) for m in M[0].tolist()]
-        penalized = [e and x >= allowed for e, x in zip(eligible, L)]
-        out.append((Prediction(np.array([[x if p else 0 for x, p in zip(L, penalized)]], dtype=np.int64).reshape(1, -1),
-                               np.array([penalized], dtype=bool).reshape(1, -1), np.array([ran]), rep), M))
+        L = np.minimum(oracle(W, cands)[0], limit)
+        penalized = np.logical_and(eligible, np.greater_equal(L, allowed))
+        out.append(Prediction(np.where(penalized, L, 0).reshape(1, -1), penalized.reshape(1, -1), ran, rep))
     return out
 
 
@@ -497,7 +517,7 @@ def _promised_rep_limit_single(window: np.ndarray, seqs) -> int:
     return best
 
 
-def promised_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_lengths_A):
+def promised_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_lengths_A) -> Prediction:
     """shipped_lengths with Step 1 as promised (everything else as shipped)."""
     return shipped_lengths(H, cands, cfg, oracle, rep_fn=promised_rep_limits)
 

@@ -89,8 +89,8 @@ def model_differences(breakers, k: int = 3, max_len: int = 7, allowed_length: in
         for r in np.nonzero(rs != rp)[0]:
             out.rep_differs.append(to_symbols(H[r]))
         if (rs != rp).any() and n > allowed_length:
-            ps, _ = shipped_lengths(H, cands, cfg)
-            pp, _ = promised_lengths(H, cands, cfg)
+            ps = shipped_lengths(H, cands, cfg)
+            pp = promised_lengths(H, cands, cfg)
             for r in np.nonzero((ps.L != pp.L).any(axis=1) | (ps.penalized != pp.penalized).any(axis=1))[0]:
                 out.output_differs.append(to_symbols(H[r]))
     return out
@@ -141,7 +141,7 @@ def sweep_config(lib, name: str, breakers, k: int = 3, max_len: int = 7) -> Swee
         codes = compare_lengths(lib_L, pa.L, pb.L)
         bad_row, dis_row = bad.any(axis=1), (codes == 2).any(axis=1)
         mis_row = (codes == 1).any(axis=1) & ~bad_row & ~dis_row
-        pp, _ = promised_lengths(H, cands, cfg)
+        pp = promised_lengths(H, cands, cfg)
         prom_row = ((pp.L != pa.L).any(axis=1) | (pp.penalized != pa.penalized).any(axis=1))
         prom_row &= ~(bad_row | dis_row | mis_row)
         rep_row = rep_limits(H, cfg.seqs) != promised_rep_limits(H, cfg.seqs)
@@ -219,7 +219,7 @@ def merges_compare(lib, breakers, max_len: int = 5, variants=None) -> MergesResu
 
     def model_out(H, sq):
         cfg = Config(1.0, 2.0, 1, last_n, sq)
-        p, _ = shipped_lengths(H, cands, cfg)
+        p = shipped_lengths(H, cands, cfg)
         return output_logits(np.zeros(k, dtype=np.float32), p, cfg).view(np.uint32)
 
     def sink(n, rows, logits):

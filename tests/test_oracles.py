@@ -90,12 +90,14 @@ def test_A_equals_B_random_batches():
 
 def test_B_byte_path_equals_batch_path():
     rng = np.random.default_rng(2)
-    for w in (1, 5, 30, 200):
-        W = random_windows(rng, 50, w, 3)
-        cands = np.arange(4)
-        batch = match_lengths_B(W, cands)
-        single = np.array([_match_lengths_B_bytes(row, cands) for row in W])
-        assert np.array_equal(batch, single)
+    for w in (1, 2, 5, 30, 200):
+        for k in (1, 3, 20, 64):
+            W = random_windows(rng, 40, w, k)
+            W[:10] = W[:10, :1] + (np.arange(w) % int(rng.integers(1, 6)))[None, :] % k  # periodic rows
+            cands = rng.permutation(k + 1)[:int(rng.integers(1, k + 2))]  # a subset, any order, maybe absent
+            batch = match_lengths_B(W, cands)
+            single = np.array([_match_lengths_B_bytes(row, cands) for row in W])
+            assert np.array_equal(batch, single), (w, k)
 
 
 def test_A_equals_B_on_structured_histories():
@@ -132,10 +134,11 @@ def test_single_window_paths_equal_batch_paths():
     """The one-window layouts (bytes search, lists) compute exactly what the batch layouts do."""
     from dryz.model import _match_lengths_A_single, _rep_limit_single
     rng = np.random.default_rng(4)
-    for w in (17, 40, 300):
-        for k in (1, 2, 3, 8):
+    for w in (2, 17, 40, 63, 64, 65, 300):
+        for k in (1, 2, 3, 8, 64):
             W = rng.integers(0, k, size=(40, w))
             W[:10] = np.array([i % k for i in range(w)])  # periodic rows: long matches
+            W[10:15, : w // 3] = W[10:15, -(w // 3) or w:]  # a block repeated: matches ending anywhere
             cands = np.arange(k + 1)
             batch = match_lengths_A(W, cands)
             assert np.array_equal(batch, np.array([_match_lengths_A_single(r, cands) for r in W]))
@@ -177,6 +180,6 @@ def test_one_window_clamping_equals_the_batch_clamping():
         batch = shipped_lengths_each(H, cands, cfg, (match_lengths_A, match_lengths_B))
         for r in range(5):
             single = shipped_lengths_each(H[r:r + 1], cands, cfg, (match_lengths_A, match_lengths_B))
-            for (pb, _), (ps, _) in zip(batch, single):
+            for pb, ps in zip(batch, single):
                 assert np.array_equal(pb.L[r], ps.L[0]) and np.array_equal(pb.penalized[r], ps.penalized[0])
                 assert pb.ran[r] == ps.ran[0]
