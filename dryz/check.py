@@ -75,10 +75,6 @@ def case_config(case: Case) -> Config:
     return config_of(case.multiplier, case.base, case.allowed_length, case.penalty_last_n, case.breakers)
 
 
-def has_multi_token_breaker(cfg: Config) -> bool:
-    return any(tail for _, tail in cfg.seqs)
-
-
 # -- shared comparison ------------------------------------------------------------------------------
 
 
@@ -179,7 +175,7 @@ def check(case: Case, lib=None) -> Verdict:
     lib = lib or subject()
     cfg = case_config(case)
     cands = np.array(case.ids, dtype=np.int64)
-    H = np.array([case.history], dtype=np.int64).reshape(1, len(case.history))
+    H = np.array(case.history, dtype=np.int64).reshape(1, -1)
     pa, pb = predict_both(H, cands, cfg)
     planted = fault()
     if planted == "off-by-one":
@@ -191,11 +187,11 @@ def check(case: Case, lib=None) -> Verdict:
     expected_sorted = False if pa.ran[0] else case.sorted
     out = lib.run(case)
 
-    v = Verdict(case=case, status=AGREE, candidates=cands.tolist(),
+    v = Verdict(case=case, status=AGREE, candidates=list(case.ids),
                 oracle_L=pa.L[0].tolist(), oracle_B_L=pb.L[0].tolist(), library_L=None,
                 expected_logits=expected.tolist(), observed_logits=out.logits.tolist(),
                 expected_sorted=expected_sorted, observed_sorted=out.sorted,
-                multi_token=has_multi_token_breaker(cfg))
+                multi_token=cfg.multi_token)
 
     if out.size != len(cands) or out.ids != v.candidates:
         v.status, v.detail = HARNESS_ERROR, "the sampler changed the candidate array's size or ids"
@@ -213,13 +209,13 @@ def check(case: Case, lib=None) -> Verdict:
         v.status, v.detail = ORACLE_DISAGREEMENT, "oracles A and B disagree; the library is not judged"
         return v
     diff = np.not_equal(_bits(out.logits), _bits(expected))  # a ufunc: see the note in model.py
-    for i in np.nonzero(diff)[0]:
-        obs, exp = float(out.logits[i]), float(expected[i])
-        # Lower logit than expected = the library penalized more.
-        direction = "more" if obs < exp or (math.isnan(exp) and not math.isnan(obs)) else "less"
-        v.differing.append({"id": int(cands[i]), "expected": _f(exp), "observed": _f(obs),
-                            "direction": direction})
     if diff.any():
+        for i in np.nonzero(diff)[0]:
+            obs, exp = float(out.logits[i]), float(expected[i])
+            # Lower logit than expected = the library penalized more.
+            direction = "more" if obs < exp or (math.isnan(exp) and not math.isnan(obs)) else "less"
+            v.differing.append({"id": int(cands[i]), "expected": _f(exp), "observed": _f(obs),
+                                "direction": direction})
         v.status = MISMATCH
         v.detail = f"{int(diff.sum())} candidate logit(s) differ from the exact model"
     elif out.sorted != expected_sorted:
@@ -240,11 +236,10 @@ def broken_promises(initial: np.ndarray, observed: np.ndarray, pred: Prediction)
     finite-penalty: Step 4 clamps the exponent "to prevent floating point overflow in pow(penalty_base,
     exponent)"; a penalized candidate with a finite logit must keep a finite logit.
     """
-    out = []
     pen = pred.penalized[0]
-    if (pen & np.isfinite(initial) & ~np.isfinite(observed)).any():
-        out.append("finite-penalty")
-    return out
+    if pen.any() and (pen & np.isfinite(initial) & ~np.isfinite(observed)).any():
+        return ["finite-penalty"]
+    return []
 
 
 def restart_promise(case: Case, cfg: Config, H: np.ndarray, cands: np.ndarray, initial: np.ndarray, out,
@@ -253,7 +248,7 @@ def restart_promise(case: Case, cfg: Config, H: np.ndarray, cands: np.ndarray, i
     output (which agreed with the as-shipped model) differs from the promised model's, the window shows
     contained-restart (the documented limitation: the sequence the shipped scan stops at lies strictly inside
     the one completed closer to the end, 'ni' in 'amniotic') or restart-order (anything else: new)."""
-    if not has_multi_token_breaker(cfg):
+    if not cfg.multi_token:
         return []  # single-token sequences only: the shipped and promised scans pick the same head (PREREG.md)
     n = H.shape[1]
     w = cfg.window_length(n)
@@ -261,12 +256,12 @@ def restart_promise(case: Case, cfg: Config, H: np.ndarray, cands: np.ndarray, i
         return []  # apply exits before Step 1 in both models
     W = H[:, n - w:]
     rep = rep_limits(W, cfg.seqs) if shipped_rep is None else shipped_rep
-    if np.array_equal(rep, promised_rep_limits(W, cfg.seqs)):
+    if rep.tobytes() == promised_rep_limits(W, cfg.seqs).tobytes():  # both int64 (N,)
         return []  # the two models differ only through rep_limit: nothing to compare
     pp = promised_lengths(H, cands, cfg, match_lengths_A)
     promised = output_logits(initial, pp, cfg)[0]
     promised_sorted = False if pp.ran[0] else case.sorted
-    if np.array_equal(_bits(out.logits), _bits(promised)) and out.sorted == promised_sorted:
+    if _bits(out.logits).tobytes() == _bits(promised).tobytes() and out.sorted == promised_sorted:
         return []
     return [restart_promise_class(H[0, H.shape[1] - cfg.window_length(H.shape[1]):], cfg.seqs)]
 

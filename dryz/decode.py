@@ -59,15 +59,15 @@ def _history(fdp, k: int) -> list[int]:
     if shape == 0:  # raw
         return list(fdp.ConsumeBytes(n).translate(_MOD[k]))
     if shape == 1:  # periodic, with a few substitutions
-        period = [b % k for b in fdp.ConsumeBytes(fdp.ConsumeIntInRange(1, 12))] or [0]
+        period = list(fdp.ConsumeBytes(fdp.ConsumeIntInRange(1, 12)).translate(_MOD[k])) or [0]
         hist = (period * (n // len(period) + 1))[:n]
         for _ in range(fdp.ConsumeIntInRange(0, 4)):
             if hist:
                 hist[fdp.ConsumeIntInRange(0, n - 1)] = fdp.ConsumeIntInRange(0, k - 1)
         return hist
     # a block, something, the block again (possibly cut): long matches that end anywhere
-    block = [b % k for b in fdp.ConsumeBytes(fdp.ConsumeIntInRange(1, 64))]
-    gap = [b % k for b in fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 16))]
+    block = list(fdp.ConsumeBytes(fdp.ConsumeIntInRange(1, 64)).translate(_MOD[k]))
+    gap = list(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 16)).translate(_MOD[k]))
     cut = fdp.ConsumeIntInRange(0, len(block))
     return (gap + block + gap[: len(gap) // 2] + block[:cut])[:MAX_FUZZ_HISTORY]
 

@@ -19,7 +19,7 @@ import ctypes
 import ctypes.util
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -326,7 +326,8 @@ class Config:
     penalty_last_n: int
     seqs: tuple  # restart sequences, (head, tail) pairs
 
-    @property
+    # Derived once per Config (cached_property writes the instance __dict__, which frozen allows).
+    @cached_property
     def enabled(self) -> bool:
         # llama_sampler_init_dry: penalty_last_n = max(penalty_last_n, 0); disabled -> an empty sampler.
         return self.multiplier != 0.0 and self.base >= 1.0 and max(self.penalty_last_n, 0) != 0
@@ -334,8 +335,17 @@ class Config:
     def window_length(self, n: int) -> int:
         return min(n, max(self.penalty_last_n, 0)) if self.enabled else 0
 
-    def single_token_breakers(self) -> set[int]:
-        return {h for h, t in self.seqs if not t}
+    def single_token_breakers(self) -> frozenset[int]:
+        return self._single_token_heads
+
+    @cached_property
+    def _single_token_heads(self) -> frozenset[int]:
+        return frozenset(h for h, t in self.seqs if not t)
+
+    @cached_property
+    def multi_token(self) -> bool:
+        """Some restart sequence has a tail (a breaker string that is more than one token)."""
+        return any(tail for _, tail in self.seqs)
 
 
 @dataclass
