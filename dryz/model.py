@@ -19,10 +19,11 @@ import ctypes
 import ctypes.util
 import re
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 import numpy as np
 
+from .case import f32
 from .symbols import SYMBOLS
 
 # -- oracle A ------------------------------------------------------------------------------------
@@ -246,7 +247,9 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
     if not seqs:
         return rep
     if N == 1:
-        return np.array([_rep_limit_single(W[0], seqs)], dtype=np.int64)
+        one = _rep_limit_single(W[0], seqs)
+        if one is not None:
+            return np.array([one], dtype=np.int64)
     done = np.zeros(N, dtype=bool)
     for i in range(w):
         longest = np.full(N, -1, dtype=np.int64)
@@ -273,48 +276,70 @@ def _completes(W: np.ndarray, i: int, head: int, tail: tuple) -> np.ndarray:
     return hit
 
 
-def _tails_by_head(seqs) -> dict[int, list[tuple]]:
-    """{head: [tail, ...]}, cached for hashable (tuple) seqs."""
-    try:
-        return _tails_by_head_cached(seqs)
-    except TypeError:  # a list of pairs (tests, ad-hoc callers)
-        return _tails_by_head_cached.__wrapped__(seqs)
-
-
 @lru_cache(maxsize=4096)
-def _tails_by_head_cached(seqs: tuple) -> dict[int, list[tuple]]:
-    heads: dict[int, list[tuple]] = {}
-    for head, tail in seqs:
-        heads.setdefault(head, []).append(tail)
-    return heads
+def _id_table(ids: tuple) -> np.ndarray:
+    """A bool lookup table over token ids 0..max(255, max id): True at the (non-negative) ids given."""
+    table = np.zeros(max([255, *ids]) + 1, dtype=bool)
+    table[[i for i in ids if i >= 0]] = True
+    table.flags.writeable = False  # shared by every caller through the cache
+    return table
 
 
-def _head_distances(window: np.ndarray, heads) -> list[int]:
-    """Distances from the end (0 = the last token) of the window positions holding a head, nearest first."""
-    w = len(window)
-    if w == 0:
-        return []
-    top = max(int(window.max()), max(heads)) + 1
-    is_head = np.zeros(top, dtype=bool)
-    is_head[[h for h in heads if h >= 0]] = True
-    return (w - 1 - np.flatnonzero(is_head[window]))[::-1].tolist()
+def _cached_when_hashable(fn):
+    """lru_cache for a function of restart sequences, which are a tuple in check() (cached) or a list of
+    pairs from tests and ad-hoc callers (computed directly)."""
+    cached = lru_cache(maxsize=4096)(fn)
+
+    def call(seqs):
+        try:
+            return cached(seqs)
+        except TypeError:
+            return fn(seqs)
+    return call
 
 
-def _rep_limit_single(window: np.ndarray, seqs) -> int:
-    """rep_limits for one window (the same scan, visiting only the positions that hold a head)."""
+@_cached_when_hashable
+def _sequence_bytes(seqs) -> tuple | None:
+    """Each restart sequence as bytes, head then tail; None when some id is outside 0..255."""
+    try:
+        return tuple(bytes((head, *tail)) for head, tail in seqs)
+    except ValueError:
+        return None
+
+
+def _window_bytes(window) -> bytes | None:
     window = np.asarray(window, dtype=np.int64)
-    w = len(window)
-    heads = _tails_by_head(seqs)
-    toks = window.tolist()
-    for i in _head_distances(window, heads):
-        longest = -1
-        for tail in heads[toks[w - 1 - i]]:
-            k = len(tail)
-            if longest < k <= i and all(toks[w - i + off] == tail[off] for off in range(k)):
-                longest = k
-        if longest >= 0:
-            return i - longest
-    return w
+    if len(window) and (int(window.min()) < 0 or int(window.max()) > 255):
+        return None
+    return bytes(window.astype(np.uint8))
+
+
+# For one window, a complete occurrence of a restart sequence (its head at distance i from the end, its k tail
+# tokens after it, k <= i) is an occurrence of its bytes inside the window's bytes, starting at p = w - 1 - i;
+# the rightmost one of each sequence is bytes.rfind. None: ids outside 0..255 (the callers scan instead).
+
+def _rep_limit_single(window, seqs) -> int | None:
+    """rep_limits for one window: the head nearest the end that completes a sequence (the largest start of
+    any sequence), the longest sequence starting there; rep_limit = i0 - k0."""
+    text, seq_bytes = _window_bytes(window), _sequence_bytes(seqs)
+    if text is None or seq_bytes is None:
+        return None
+    starts = list(map(text.rfind, seq_bytes))
+    p0 = max(starts, default=-1)
+    if p0 < 0:
+        return len(text)
+    k0 = max(len(b) for b, p in zip(seq_bytes, starts) if p == p0) - 1
+    return (len(text) - 1 - p0) - k0
+
+
+def _promised_rep_limit_single(window, seqs) -> int | None:
+    """promised_rep_limits for one window: the fewest tokens after the end of an occurrence, i.e. over each
+    sequence's rightmost occurrence, w - (start + length)."""
+    text, seq_bytes = _window_bytes(window), _sequence_bytes(seqs)
+    if text is None or seq_bytes is None:
+        return None
+    w = len(text)
+    return min((w - p - len(b) for b, p in zip(seq_bytes, map(text.rfind, seq_bytes)) if p >= 0), default=w)
 
 
 @dataclass(frozen=True)
@@ -326,26 +351,25 @@ class Config:
     penalty_last_n: int
     seqs: tuple  # restart sequences, (head, tail) pairs
 
-    # Derived once per Config (cached_property writes the instance __dict__, which frozen allows).
-    @cached_property
-    def enabled(self) -> bool:
+    def __post_init__(self):
+        # Derived once per Config (one is made per checked case; cached_property locks on Python 3.11).
         # llama_sampler_init_dry: penalty_last_n = max(penalty_last_n, 0); disabled -> an empty sampler.
-        return self.multiplier != 0.0 and self.base >= 1.0 and max(self.penalty_last_n, 0) != 0
+        enabled = self.multiplier != 0.0 and self.base >= 1.0 and max(self.penalty_last_n, 0) != 0
+        heads, multi = _sequence_facts(self.seqs)
+        object.__setattr__(self, "enabled", enabled)
+        object.__setattr__(self, "single_token_heads", heads)  # sorted ids of the single-token sequences
+        object.__setattr__(self, "multi_token", multi)          # some restart sequence has a tail
 
     def window_length(self, n: int) -> int:
         return min(n, max(self.penalty_last_n, 0)) if self.enabled else 0
 
-    def single_token_breakers(self) -> frozenset[int]:
-        return self._single_token_heads
+    def single_token_breakers(self) -> set[int]:
+        return set(self.single_token_heads)
 
-    @cached_property
-    def _single_token_heads(self) -> frozenset[int]:
-        return frozenset(h for h, t in self.seqs if not t)
 
-    @cached_property
-    def multi_token(self) -> bool:
-        """Some restart sequence has a tail (a breaker string that is more than one token)."""
-        return any(tail for _, tail in self.seqs)
+@_cached_when_hashable
+def _sequence_facts(seqs) -> tuple[tuple[int, ...], bool]:
+    return tuple(sorted({h for h, t in seqs if not t})), any(tail for _, tail in seqs)
 
 
 @dataclass
@@ -399,10 +423,11 @@ def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracl
     if ran[0] and len(c) and W.shape[1] > 1:
         if int(c.min()) < 0:
             raise ValueError("candidate ids must be non-negative")
-        top = max(int(W.max()), int(c.max())) + 1
+        breaker = _id_table(cfg.single_token_heads)
+        top = max(int(W.max()), int(c.max()), len(breaker) - 1) + 1
         follows = np.zeros(top, dtype=bool)       # tokens that follow some position (Step 3 reads W[1:])
         follows[W[0, 1:]] = True
-        follows[[h for h in cfg.single_token_breakers() if 0 <= h < top]] = False  # breakers never penalized
+        follows[:len(breaker)] &= ~breaker        # single-token breakers are never penalized
         eligible = follows[c]
     if not eligible.any():
         return [Prediction(np.zeros((1, len(c)), dtype=np.int64), np.zeros((1, len(c)), dtype=bool), ran, rep)
@@ -427,6 +452,7 @@ FLOAT_MAX_LOG = np.float32(88.7228391)
 _BASE_MIN = float(np.float32(1.000001))  # the source's 1.000001f, exactly
 
 
+@lru_cache(maxsize=4096)
 def max_exponent(base: float) -> int:
     """int max_exponent = FLOAT_MAX_LOG / std::log(base) (float / float, truncated), when base > 1.000001f."""
     b = np.float32(base)
@@ -444,10 +470,9 @@ def penalties(L: np.ndarray, cfg: Config) -> np.ndarray:
     if mx > 0:
         exp = np.minimum(exp, mx)
     flat = exp.ravel().tolist()
-    table = {}
-    for e in set(flat):
-        with np.errstate(over="ignore"):  # the float cast overflows to inf exactly as the C++ does
-            table[e] = np.float32(np.float64(cfg.multiplier) * _pow(cfg.base, float(e)))
+    # A Python float product is the C double product; f32 rounds to float as the C conversion does (inf
+    # past the float range, as the C++ gets).
+    table = {e: f32(cfg.multiplier * _pow(cfg.base, float(e))) for e in set(flat)}
     return np.array([table[e] for e in flat], dtype=np.float32).reshape(exp.shape)
 
 
@@ -494,7 +519,9 @@ def promised_rep_limits(W: np.ndarray, seqs) -> np.ndarray:
     if not seqs:
         return rep
     if N == 1:
-        return np.array([_promised_rep_limit_single(W[0], seqs)], dtype=np.int64)
+        one = _promised_rep_limit_single(W[0], seqs)
+        if one is not None:
+            return np.array([one], dtype=np.int64)
     kmax = max(len(t) for _, t in seqs)
     for i in range(w):
         if i - kmax >= rep.max():
@@ -506,25 +533,6 @@ def promised_rep_limits(W: np.ndarray, seqs) -> np.ndarray:
             hit = _completes(W, i, head, tail)
             rep = np.where(hit, np.minimum(rep, i - k), rep)
     return rep
-
-
-def _promised_rep_limit_single(window: np.ndarray, seqs) -> int:
-    """promised_rep_limits for one window: the same minimum over occurrences, visiting head positions from
-    the end and stopping once no occurrence further back can leave fewer tokens after it."""
-    window = np.asarray(window, dtype=np.int64)
-    w = len(window)
-    heads = _tails_by_head(seqs)
-    kmax = max((len(t) for _, t in seqs), default=0)
-    toks = window.tolist()
-    best = w
-    for i in _head_distances(window, heads):
-        if i - kmax >= best:
-            break
-        for tail in heads[toks[w - 1 - i]]:
-            k = len(tail)
-            if k <= i and i - k < best and all(toks[w - i + off] == tail[off] for off in range(k)):
-                best = i - k
-    return best
 
 
 def promised_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_lengths_A) -> Prediction:

@@ -183,3 +183,27 @@ def test_one_window_clamping_equals_the_batch_clamping():
             for pb, ps in zip(batch, single):
                 assert np.array_equal(pb.L[r], ps.L[0]) and np.array_equal(pb.penalized[r], ps.penalized[0])
                 assert pb.ran[r] == ps.ran[0]
+
+
+def test_penalty_arithmetic_rounds_as_a_float_cast():
+    """penalties() rounds the double product to float32 through f32 (struct); it must equal numpy's
+    float64 -> float32 cast everywhere, overflow to inf included (multipliers and bases near float max)."""
+    from dryz.case import f32
+    from dryz.model import Config, _pow, penalties
+    rng = np.random.default_rng(15)
+    bits = rng.integers(0, 0x7F800000, 400, dtype=np.int64).astype(np.uint32).view(np.float32)
+    values = [f32(x) for x in np.concatenate([bits, np.float32([1.0, 2.0, 3.4028235e38, 1.000001, 1.5])])]
+    L = np.arange(0, 140, dtype=np.int64)
+    for m in values[::7]:
+        for b in values[3::11]:
+            if not (m > 0 and b >= 1.0):
+                continue
+            cfg = Config(m, b, int(rng.integers(0, 9)), 10, ())
+            got = penalties(L, cfg)
+            exp = L - cfg.allowed_length
+            from dryz.model import max_exponent
+            if max_exponent(b) > 0:
+                exp = np.minimum(exp, max_exponent(b))
+            with np.errstate(over="ignore"):
+                want = np.array([np.float32(np.float64(m) * _pow(b, float(e))) for e in exp], dtype=np.float32)
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (m, b)

@@ -274,3 +274,20 @@ def test_restarts_command_reports_classes(tmp_path):
     rows = {r["name"]: r for r in json.loads(out.read_text())["configs"]}
     assert rows["contained-abc-b"]["counts"].get("documented-contained-restart", 0) > 0
     assert rows["overlap-ab-bc"]["counts"] == {"agree": 3 ** 1 + 3 ** 2 + 3 ** 3 + 3 ** 4 + 3 ** 5 + 3 ** 6}
+
+
+def test_one_window_step1_equals_the_scan():
+    """The one-window Step 1 (rightmost occurrences by bytes.rfind) equals the position-by-position batch
+    scan, shipped and promised, for random restart-sequence sets (shared heads, prefixes, duplicates)."""
+    rng = np.random.default_rng(21)
+    for _ in range(400):
+        k = int(rng.integers(1, 65))
+        seqs = [(int(rng.integers(0, k)), tuple(int(t) for t in rng.integers(0, k, int(rng.integers(0, 4)))))
+                for _ in range(int(rng.integers(1, 7)))]
+        seqs += seqs[:int(rng.integers(0, 2))]
+        w = int(rng.integers(0, 40))
+        W = rng.integers(0, min(k, int(rng.integers(1, 5))), (30, w))  # few symbols: many occurrences
+        shipped, promised = rep_limits(W, seqs), promised_rep_limits(W, seqs)
+        assert shipped.tolist() == [_rep_limit_single(r, seqs) for r in W], seqs
+        assert promised.tolist() == [_promised_rep_limit_single(r, seqs) for r in W], seqs
+    assert _rep_limit_single([300, 1], [(300, ())]) is None  # ids past a byte: the callers scan instead
