@@ -190,6 +190,36 @@ class Case:
 
 
 def validate(c: Case) -> None:
+    """Refuse a Case outside what dryz can run, with a one-line reason. The checks are first made in bulk
+    (this runs once per fuzz input); only a Case that fails them is walked field by field for the message."""
+    h, m, b = c.history, c.multiplier, c.base
+    if (isinstance(c.alphabet, int) and 1 <= c.alphabet <= MAX_ALPHABET and len(h) <= MAX_HISTORY
+            and (not h or (min(h) >= 0 and max(h) < c.alphabet))
+            and INT32_MIN <= c.penalty_last_n <= MAX_PENALTY_LAST_N
+            and -MAX_ABS_ALLOWED <= c.allowed_length <= MAX_ABS_ALLOWED
+            and math.isfinite(m) and math.isfinite(b) and f32(m) == m and f32(b) == b
+            and (not c.breakers or (max(map(len, c.breakers)) <= MAX_BREAKER_CHARS
+                                    and _SYMBOL_SET.issuperset("".join(c.breakers))))
+            and (c.candidates is None or _candidates_ok(c.candidates))):
+        return
+    _refuse(c)
+    raise CaseError("invalid case")  # not reached: _refuse names what failed
+
+
+def _candidates_ok(candidates) -> bool:
+    try:
+        shapes = set(map(len, candidates))  # map/zip, not a Python loop
+    except TypeError:
+        return False
+    if shapes != {2}:
+        return False
+    ids, logits = zip(*candidates)
+    return (min(ids) >= 0 and max(ids) < MAX_ALPHABET and len(set(ids)) == len(ids)
+            and _float32_logits(list(logits)))
+
+
+def _refuse(c: Case) -> None:
+    """Raise CaseError naming the first thing validate() refuses."""
     if not (isinstance(c.alphabet, int) and 1 <= c.alphabet <= MAX_ALPHABET):
         raise CaseError(f"alphabet must be an integer in 1..{MAX_ALPHABET}, got {c.alphabet!r}")
     if len(c.history) > MAX_HISTORY:
@@ -221,17 +251,12 @@ def validate(c: Case) -> None:
     if c.candidates is not None:
         if not c.candidates:
             raise CaseError("candidates, when given, must not be empty")
-        try:
-            shapes = set(map(len, c.candidates))  # map/zip, not a Python loop: this runs once per fuzz input
-        except TypeError:
-            shapes = None
-        if shapes != {2}:
-            raise CaseError("candidates must be (token id, logit) pairs")
-        ids, logits = zip(*c.candidates)
-        if (min(ids) < 0 or max(ids) >= MAX_ALPHABET or len(set(ids)) != len(ids)
-                or not _float32_logits(list(logits))):
-            seen = set()  # the slow path finds the first offending entry for the message
-            for t, lg in c.candidates:
+        if not _candidates_ok(c.candidates):
+            seen = set()
+            for entry in c.candidates:
+                if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+                    raise CaseError("candidates must be (token id, logit) pairs")
+                t, lg = entry
                 if not (0 <= t < MAX_ALPHABET):
                     raise CaseError(f"candidate id {t} is outside the vocabulary 0..{MAX_ALPHABET - 1}")
                 if t in seen:

@@ -108,7 +108,7 @@ ARRAY_COMPARISON_SCAN = r'''
 import collections, sys
 import atheris
 import numpy as np
-with atheris.instrument_imports(include=["dryz"]):   # as fuzz/dry_fuzz.py does
+with atheris.instrument_imports(include=["dryz"]):   # all of dryz: a superset of what fuzz/dry_fuzz.py instruments
     from dryz.corpus import DEFAULT_DIR, entries, load_entry
     from dryz.fuzzing import test_one_input
 original = atheris._trace_cmp
