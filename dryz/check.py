@@ -208,8 +208,8 @@ def check(case: Case, lib=None) -> Verdict:
     if pa.L.tobytes() != pb.L.tobytes() or pa.penalized.tobytes() != pb.penalized.tobytes():
         v.status, v.detail = ORACLE_DISAGREEMENT, "oracles A and B disagree; the library is not judged"
         return v
-    diff = np.not_equal(_bits(out.logits), _bits(expected))  # a ufunc: see the note in model.py
-    if diff.any():
+    if out.logits.tobytes() != expected.tobytes():  # bit-exact (both float32)
+        diff = np.not_equal(_bits(out.logits), _bits(expected))  # a ufunc: see the note in model.py
         for i in np.nonzero(diff)[0]:
             obs, exp = float(out.logits[i]), float(expected[i])
             # Lower logit than expected = the library penalized more.
@@ -237,7 +237,7 @@ def broken_promises(initial: np.ndarray, observed: np.ndarray, pred: Prediction)
     exponent)"; a penalized candidate with a finite logit must keep a finite logit.
     """
     pen = pred.penalized[0]
-    if pen.any() and (pen & np.isfinite(initial) & ~np.isfinite(observed)).any():
+    if np.count_nonzero(pen) and np.count_nonzero(pen & np.isfinite(initial) & ~np.isfinite(observed)):
         return ["finite-penalty"]
     return []
 
