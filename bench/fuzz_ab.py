@@ -1,0 +1,106 @@
+"""Fuzz target throughput of two builds of dryz, interleaved in one process: for a noisy machine.
+
+This VM's wall clock drifts by 15-30% between identical runs, more than most single changes gain. Here both
+builds run in the same process on the same inputs, alternating in chunks of 100 inputs over 8 rounds, and
+each chunk keeps its best time, so a slow spell hits both builds alike.
+
+Usage: python bench/fuzz_ab.py X Y [--instrumented] [--band LO HI]
+  X, Y: a git revision of this repository (e.g. HEAD~3) or a directory holding a dryz/ package.
+  --instrumented: each build instrumented by atheris as fuzz/dry_fuzz.py instruments dryz.
+  --band: histories LO..HI-1 tokens (default 0 257).
+The compiled dryz/_drive extension is copied from the installed build into both (the C source must match).
+"""
+
+import argparse
+import filecmp
+import importlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+UNINSTRUMENTED = ("case", "corpus", "symbols")  # as fuzz/dry_fuzz.py
+
+
+def materialize(spec: str, into: Path, name: str) -> None:
+    """Copy build `spec` (a directory with dryz/, or a git revision) to into/name, imports renamed."""
+    src = Path(spec)
+    tmp = None
+    if not (src / "dryz").is_dir():
+        tmp = Path(tempfile.mkdtemp())
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", spec, "dryz"], capture_output=True)
+        if archive.returncode:
+            sys.exit(f"fuzz_ab: {spec!r} is neither a directory with dryz/ nor a git revision")
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive.stdout, check=True)
+        src = tmp
+    dst = into / name
+    shutil.copytree(src / "dryz", dst, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    import dryz
+    built = next(Path(dryz.__file__).parent.glob("_drive*.so"), None)
+    if built is not None and (dst / "_drive.c").exists():  # (without it the build uses its ctypes path)
+        if not filecmp.cmp(Path(dryz.__file__).parent / "_drive.c", dst / "_drive.c", shallow=False):
+            sys.exit(f"fuzz_ab: {spec}'s dryz/_drive.c differs from the built extension's source")
+        shutil.copy(built, dst)
+    for p in dst.glob("*.py"):
+        text = re.sub(r"\b(from|import) dryz\b", rf"\1 {name}", p.read_text())
+        p.write_text(text)
+    if tmp:
+        shutil.rmtree(tmp)
+
+
+def load(name: str, instrumented: bool):
+    if not instrumented:
+        return importlib.import_module(name + ".fuzzing")
+    import atheris
+    with atheris.instrument_imports(include=[name], exclude=[f"{name}.{m}" for m in UNINSTRUMENTED]):
+        return importlib.import_module(name + ".fuzzing")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("x")
+    ap.add_argument("y")
+    ap.add_argument("--instrumented", action="store_true")
+    ap.add_argument("--band", nargs=2, type=int, default=(0, 257))
+    a = ap.parse_args()
+    os.environ.setdefault("DRYZ_CORPUS", str(REPO / "corpus"))  # known classes, as the campaign reads them
+    work = Path(tempfile.mkdtemp())
+    materialize(a.x, work, "dryz_x")
+    materialize(a.y, work, "dryz_y")
+    sys.path.insert(0, str(work))
+    import numpy  # noqa: F401,F811  (before instrumentation, as in the harness)
+    builds = {"x": load("dryz_x", a.instrumented), "y": load("dryz_y", a.instrumented)}
+    decode = importlib.import_module("dryz_x.decode").decode
+    rng = np.random.default_rng(0)
+    lo, hi = a.band
+    datas = [rng.integers(0, 256, int(rng.integers(0, 3000))).astype(np.uint8).tobytes() for _ in range(12000)]
+    datas = [d for d in datas if lo <= len(decode(d).history) < hi][:3000]
+    for b in builds.values():
+        for d in datas:
+            b.test_one_input(d)
+    chunks = [datas[i:i + 100] for i in range(0, len(datas), 100)]
+    best = {k: [float("inf")] * len(chunks) for k in builds}
+    for r in range(8):
+        order = list(builds.items()) if r % 2 else list(builds.items())[::-1]
+        for ci, chunk in enumerate(chunks):
+            for k, b in (order if ci % 2 else order[::-1]):
+                t = time.perf_counter()
+                for d in chunk:
+                    b.test_one_input(d)
+                best[k][ci] = min(best[k][ci], time.perf_counter() - t)
+    shutil.rmtree(work)
+    for k, spec in (("x", a.x), ("y", a.y)):
+        total = sum(best[k])
+        print(f"{spec:>24}: {len(datas) / total:6.0f} exec/s  {total / len(datas) * 1e6:6.1f} us/input  "
+              f"({len(datas)} inputs, histories {lo}..{hi - 1}{', instrumented' if a.instrumented else ''})")
+
+
+if __name__ == "__main__":
+    main()
