@@ -291,15 +291,6 @@ def _completes(W: np.ndarray, i: int, head: int, tail: tuple) -> np.ndarray:
     return hit
 
 
-@lru_cache(maxsize=4096)
-def _id_table(ids: tuple) -> np.ndarray:
-    """A bool lookup table over token ids 0..max(255, max id): True at the (non-negative) ids given."""
-    table = np.zeros(max([255, *ids]) + 1, dtype=bool)
-    table[[i for i in ids if i >= 0]] = True
-    table.flags.writeable = False  # shared by every caller through the cache
-    return table
-
-
 def _cached_when_hashable(fn):
     """lru_cache for a function of restart sequences, which are a tuple in check() (cached) or a list of
     pairs from tests and ad-hoc callers (computed directly)."""
@@ -422,33 +413,38 @@ def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles,
 
 
 def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracles, rep: np.ndarray) -> list:
-    """shipped_lengths_each's clamping for one window (the same rules in fewer array calls). The oracles
-    run only when some candidate is eligible: otherwise no M can reach the output."""
+    """shipped_lengths_each's clamping for one window (the same rules in fewer array calls: the oracles'
+    lengths are clamped together). The oracles run only when some candidate is eligible: otherwise no M can
+    reach the output."""
     limit, allowed = int(rep[0]), cfg.allowed_length
     ran = np.array([limit >= allowed])
     c = np.asarray(cands, dtype=np.int64)
-    eligible = np.zeros(len(c), dtype=bool)
+    eligible = None
     if ran[0] and len(c) and W.shape[1] > 1:
-        if np.count_nonzero(np.less(c, 0)):
-            raise ValueError("candidate ids must be non-negative")
-        breaker = _id_table(cfg.single_token_heads)
-        if _bytes_or_none(W[0]) is not None and _bytes_or_none(c) is not None:
-            top = len(breaker)                    # 256 or more: holds every id
-        else:
-            top = max(int(W.max()), int(c.max()), len(breaker) - 1) + 1
-        follows = np.zeros(top, dtype=bool)       # tokens that follow some position (Step 3 reads W[1:])
-        follows[W[0, 1:]] = True
-        follows[:len(breaker)] &= ~breaker        # single-token breakers are never penalized
-        eligible = follows[c]
-    if not np.count_nonzero(eligible):
+        eligible = _eligible(W[0], c, cfg.single_token_heads)
+    if eligible is None or not np.count_nonzero(eligible):
         return [Prediction(np.zeros((1, len(c)), dtype=np.int64), np.zeros((1, len(c)), dtype=bool), ran, rep)
                 for _ in oracles]
-    out = []
-    for oracle in oracles:
-        L = np.minimum(oracle(W, cands)[0], limit)
-        penalized = np.logical_and(eligible, np.greater_equal(L, allowed))
-        out.append(Prediction(np.where(penalized, L, 0).reshape(1, -1), penalized.reshape(1, -1), ran, rep))
-    return out
+    L = np.minimum(np.concatenate([oracle(W, cands) for oracle in oracles]), limit)  # (oracles, C)
+    penalized = eligible & np.greater_equal(L, allowed)
+    L = np.where(penalized, L, 0)
+    return [Prediction(L[i:i + 1], penalized[i:i + 1], ran, rep) for i in range(len(oracles))]
+
+
+def _eligible(window: np.ndarray, c: np.ndarray, breaker_heads: tuple) -> np.ndarray:
+    """Per candidate: it follows some position (Step 3 reads window[1:]) and is not a single-token breaker."""
+    if np.count_nonzero(np.right_shift(c, 8)) or np.count_nonzero(np.right_shift(window, 8)):
+        if np.count_nonzero(np.less(c, 0)):
+            raise ValueError("candidate ids must be non-negative")
+        top = max(int(window.max()), int(c.max()), 255) + 1  # ids past a byte: a table that holds them
+    else:
+        top = 256
+    if breaker_heads and breaker_heads[-1] >= top:  # sorted ids
+        top = breaker_heads[-1] + 1
+    follows = np.zeros(top, dtype=bool)
+    follows[window[1:]] = True
+    follows[list(breaker_heads)] = False
+    return follows[c]
 
 
 # -- Step 4 arithmetic, as the C++ computes it -------------------------------------------------------
