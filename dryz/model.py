@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -67,20 +66,17 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
     c = np.asarray(cands, dtype=np.int64)
     if w < 2 or not len(c):
         return np.zeros(len(c), dtype=np.int64)
-    P = np.full(2 * w, np.nan)                 # float64 holds every id exactly (ids are far below 2^53)
+    P = np.empty(2 * w)                        # float64 holds every id exactly (ids are far below 2^53)
     P[:w] = window[::-1]
+    P[w:] = np.nan
     R = P[:w]
     width = min(64, w)
     step = P.itemsize
     E = np.not_equal(np.ndarray((w - 1, width), dtype=P.dtype, buffer=P, offset=step, strides=(step, step)),
                      R[:width])                # row s - 1 holds P[s:s + width]: a view, no copy
-    if w <= width:
-        Z = E.argmax(axis=1)                   # Z[s - 1], s = 1..w-1
-    else:
-        Z = np.zeros(w - 1, dtype=np.int64)
-        found = E.any(axis=1)
-        Z[found] = E[found].argmax(axis=1)
-        todo = np.flatnonzero(np.logical_not(found)) + 1
+    Z = E.argmax(axis=1)                       # Z[s - 1], s = 1..w-1: the first mismatch in each row
+    if w > width:                              # rows without one within the width are widened
+        todo = np.flatnonzero(np.logical_not(E[np.arange(w - 1), Z])) + 1
         width *= 4
         while todo.size:
             width = min(width, w)
@@ -90,14 +86,15 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
             Z[todo[found] - 1] = first[found]
             todo = todo[np.logical_not(found)]
             width *= 4
-    # M_z: the largest Z over the positions holding z (the token at position j = w - s is R[s - 1]); as one
-    # candidates x positions table when that is small, else through a per-id maximum.
-    if len(c) * w <= 4096:
-        return np.where(np.equal(R[None, :w - 1], c[:, None]), Z[None, :], 0).max(axis=1)
+    # M_z: the largest Z over the positions holding z (the token at position j = w - s is R[s - 1]), through
+    # a per-id maximum (sized to a byte when every id fits one: no min/max reductions then).
     tokens = np.asarray(window[-1:0:-1], dtype=np.int64)  # R[:w - 1] as ids
-    if int(tokens.min()) < 0 or int(c.min()) < 0:
-        raise ValueError("token ids must be non-negative")
-    best = np.zeros(max(int(tokens.max()), int(c.max())) + 1, dtype=np.int64)
+    if np.count_nonzero(np.right_shift(tokens, 8)) or np.count_nonzero(np.right_shift(c, 8)):
+        if int(tokens.min()) < 0 or int(c.min()) < 0:
+            raise ValueError("token ids must be non-negative")
+        best = np.zeros(max(int(tokens.max()), int(c.max())) + 1, dtype=np.int64)
+    else:
+        best = np.zeros(256, dtype=np.int64)
     np.maximum.at(best, tokens, Z)
     return best[c]
 
@@ -148,7 +145,7 @@ def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
 def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
     """The same extended-string search for one window, with bytes.find. If the suffix of length m+1 of
     the extended string occurs in the window, so does every shorter one: search the longest. Length 2 is
-    tested for every candidate at once (the bytes that follow an occurrence of the window's last token);
+    tested for every candidate at once (the bytes right after each occurrence of the window's last byte);
     only candidates that pass it are searched further, one bytes.find per length tried."""
     text = _as_bytes(window)
     w = len(text)
@@ -158,8 +155,9 @@ def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
         return out  # a suffix of length 2 of w + [z] cannot occur in fewer than 2 tokens: M = 0
     if _bytes_or_none(c) is None:
         raise ValueError("the single-window oracles need candidate ids in 0..255")
+    t = np.frombuffer(text, dtype=np.uint8)
     follows = np.zeros(256, dtype=bool)
-    follows[np.frombuffer(b"".join(_follower(text[-1]).findall(text)), dtype=np.uint8)] = True
+    follows[t[1:][np.equal(t[:-1], t[-1])]] = True  # the bytes right after an occurrence of the last one
     for ci in np.flatnonzero(follows[c]).tolist():
         extended = text + bytes([int(c[ci])])
         # The suffix of length lo occurs, hi is an upper bound; gallop (most lengths are short), then bisect.
@@ -179,12 +177,6 @@ def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
                 hi = mid - 1
         out[ci] = lo - 1
     return out
-
-
-@lru_cache(maxsize=256)
-def _follower(x: int) -> re.Pattern:
-    """Matches each byte that follows an x (a lookbehind, so overlapping occurrences all count)."""
-    return re.compile(b"(?<=" + re.escape(bytes([x])) + b").", re.DOTALL)
 
 
 # -- restart sequences (Step 1) and the configuration model -----------------------------------------
