@@ -426,8 +426,8 @@ def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracl
 def _eligible(window: np.ndarray, c: np.ndarray, breaker_heads: tuple) -> np.ndarray:
     """Per candidate: it follows some position (Step 3 reads window[1:]) and is not a single-token breaker."""
     if np.count_nonzero(np.right_shift(c, 8)) or np.count_nonzero(np.right_shift(window, 8)):
-        if np.count_nonzero(np.less(c, 0)):
-            raise ValueError("candidate ids must be non-negative")
+        if np.count_nonzero(np.less(c, 0)) or np.count_nonzero(np.less(window, 0)):
+            raise ValueError("token ids must be non-negative")
         top = max(int(window.max()), int(c.max()), 255) + 1  # ids past a byte: a table that holds them
     else:
         top = 256

@@ -161,7 +161,7 @@ def test_restart_sequences_cached_per_string_equal_uncached():
 
 
 def test_one_window_clamping_equals_the_batch_clamping():
-    """shipped_lengths_each takes a list-based path for a batch of one window; it must give what the array
+    """shipped_lengths_each takes a one-window path for a batch of one window; it must give what the array
     path gives for the same windows inside a larger batch (random windows, caps, breakers incl. multi-token,
     allowed lengths, candidate sets)."""
     from dryz.check import case_config
@@ -207,3 +207,18 @@ def test_penalty_arithmetic_rounds_as_a_float_cast():
             with np.errstate(over="ignore"):
                 want = np.array([np.float32(np.float64(m) * _pow(b, float(e))) for e in exp], dtype=np.float32)
             assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (m, b)
+
+
+def test_one_window_paths_refuse_negative_ids():
+    """The one-window layouts index tables by token id; a negative id would wrap around silently, so they
+    refuse it (Cases never hold one: validate() keeps ids in the vocabulary)."""
+    import pytest
+    from dryz.case import Case
+    from dryz.check import case_config
+    from dryz.model import _match_lengths_A_single, shipped_lengths_each
+    cfg = case_config(Case(history=(0, 1), alphabet=2, penalty_last_n=8, allowed_length=0))
+    for H, cands in ((np.array([[0, -1, 0, 1]]), np.array([0, 1])), (np.array([[0, 1, 0, 1]]), np.array([-1, 0]))):
+        with pytest.raises(ValueError):
+            shipped_lengths_each(H, cands, cfg, (match_lengths_A, match_lengths_B))
+    with pytest.raises(ValueError):
+        _match_lengths_A_single(np.array([300, -2, 300]), np.array([300]))
