@@ -26,7 +26,15 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-UNINSTRUMENTED = ("case", "corpus", "symbols")  # as fuzz/dry_fuzz.py
+HARNESS = REPO / "fuzz" / "dry_fuzz.py"
+
+
+def uninstrumented() -> list[str]:
+    """The dryz modules the harness leaves uninstrumented, read from its instrument_imports(exclude=...)."""
+    m = re.search(r"instrument_imports\([^)]*exclude=\[([^\]]*)\]", HARNESS.read_text())
+    if m is None:
+        sys.exit("fuzz_ab: cannot find instrument_imports(..., exclude=[...]) in fuzz/dry_fuzz.py")
+    return [name.split(".", 1)[1] for name in re.findall(r'"(dryz\.[\w.]+)"', m.group(1))]
 
 
 def materialize(spec: str, into: Path, name: str) -> None:
@@ -59,7 +67,7 @@ def load(name: str, instrumented: bool):
     if not instrumented:
         return importlib.import_module(name + ".fuzzing")
     import atheris
-    with atheris.instrument_imports(include=[name], exclude=[f"{name}.{m}" for m in UNINSTRUMENTED]):
+    with atheris.instrument_imports(include=[name], exclude=[f"{name}.{m}" for m in uninstrumented()]):
         return importlib.import_module(name + ".fuzzing")
 
 
