@@ -8,11 +8,10 @@ Usage: python bench/fuzz_ab.py X Y [--instrumented] [--band LO HI]
   X, Y: a git revision of this repository (e.g. HEAD~3) or a directory holding a dryz/ package.
   --instrumented: each build instrumented by atheris as fuzz/dry_fuzz.py instruments dryz.
   --band: histories LO..HI-1 tokens (default 0 257).
-The compiled dryz/_drive extension is copied from the installed build into both (the C source must match).
+Each build's dryz/_drive.c is compiled for it with setuptools (as pip builds it).
 """
 
 import argparse
-import filecmp
 import importlib
 import os
 import re
@@ -50,17 +49,23 @@ def materialize(spec: str, into: Path, name: str) -> None:
         src = tmp
     dst = into / name
     shutil.copytree(src / "dryz", dst, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    import dryz
-    built = next(Path(dryz.__file__).parent.glob("_drive*.so"), None)
-    if built is not None and (dst / "_drive.c").exists():  # (without it the build uses its ctypes path)
-        if not filecmp.cmp(Path(dryz.__file__).parent / "_drive.c", dst / "_drive.c", shallow=False):
-            sys.exit(f"fuzz_ab: {spec}'s dryz/_drive.c differs from the built extension's source")
-        shutil.copy(built, dst)
+    if (dst / "_drive.c").exists():  # (without it the build uses its ctypes path)
+        build_drive(dst / "_drive.c", into, name)
     for p in dst.glob("*.py"):
         text = re.sub(r"\b(from|import) dryz\b", rf"\1 {name}", p.read_text())
         p.write_text(text)
     if tmp:
         shutil.rmtree(tmp)
+
+
+def build_drive(source: Path, into: Path, package: str) -> None:
+    """Compile a build's call sequencer to into/package/_drive*.so, with the flags pip's build uses."""
+    from setuptools import Distribution, Extension
+    dist = Distribution({"ext_modules": [Extension(f"{package}._drive", [str(source)])]})
+    cmd = dist.get_command_obj("build_ext")
+    cmd.build_lib, cmd.build_temp = str(into), str(into / f"build-{package}")
+    cmd.ensure_finalized()
+    cmd.run()
 
 
 def load(name: str, instrumented: bool):

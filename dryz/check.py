@@ -193,7 +193,7 @@ def check(case: Case, lib=None) -> Verdict:
                 expected_sorted=expected_sorted, observed_sorted=out.sorted,
                 multi_token=cfg.multi_token)
 
-    if out.size != len(cands) or out.ids != v.candidates:
+    if out.size != len(cands) or out.ids != case.ids:
         v.status, v.detail = HARNESS_ERROR, "the sampler changed the candidate array's size or ids"
         return v
     if case.invertible():

@@ -42,7 +42,7 @@ class SubjectError(RuntimeError):
 
 @dataclass
 class Output:
-    ids: list[int]
+    ids: tuple[int, ...]
     logits: np.ndarray  # float32, in array order
     sorted: bool
     size: int
@@ -79,6 +79,14 @@ def import_bindings():
     return importlib.import_module("llama_cpp.llama_cpp")
 
 
+def bindings_layout(L) -> tuple[int, ...]:
+    """llama_token_data and llama_token_data_array as llama-cpp-python's ctypes declare them, in the order
+    dryz._drive.layout() reports its own: sizes and field offsets."""
+    T, A = L.llama_token_data, L.llama_token_data_array
+    return (ctypes.sizeof(T), T.id.offset, T.logit.offset, T.p.offset, ctypes.sizeof(A), A.data.offset,
+            A.size.offset, A.selected.offset, A.sorted.offset)
+
+
 def _distribution_version() -> str:
     try:
         return importlib.metadata.version("llama_cpp_python")
@@ -109,6 +117,9 @@ class Subject:
         n = llama_cpp.llama_vocab_n_tokens(self.vocab)
         if n != MAX_ALPHABET:
             raise SubjectError(f"vocabulary has {n} tokens, expected {MAX_ALPHABET}")
+        if _DRIVE is not None and _DRIVE.layout() != bindings_layout(llama_cpp):
+            raise SubjectError(f"dryz._drive assumes the llama.h struct layout {_DRIVE.layout()}, the bindings "
+                               f"have {bindings_layout(llama_cpp)}: rebuild dryz against this llama-cpp-python")
         self._init = llama_cpp.llama_sampler_init_dry
         self.clone = llama_cpp.llama_sampler_clone
         self.accept = llama_cpp.llama_sampler_accept
@@ -159,41 +170,47 @@ class Subject:
         return self.new_sampler(case.multiplier, case.base, case.allowed_length, case.penalty_last_n,
                                 case.breakers)
 
-    PROTOTYPES = 256  # empty-history samplers kept per configuration
-
-    def run(self, case, fresh: bool = False) -> Output:
-        """A sampler for the case's configuration, the whole history accepted, one apply on the case's
-        candidate array. The sampler is a clone of a cached empty-history one made by llama_sampler_init_dry
-        (breaker processing costs up to ~30 us per init; the clone copies its result), or with fresh=True
-        a new one. The clone-accept-apply-free sequence runs in dryz._drive (one call from Python) unless
-        DRYZ_DRIVE=ctypes or the extension is not built; both make the same libllama calls."""
-        ids, logits = case.ids, case.logits
-        if fresh or _DRIVE is None:
-            s = self.sampler_for(case) if fresh else self.clone(self._prototype(case)[0])
+    def run(self, case) -> Output:
+        """A new sampler for the case's configuration (llama_sampler_init_dry), the whole history accepted,
+        one apply on the case's candidate array, the sampler freed. The sequence runs in dryz._drive (one call
+        from Python, which also fills and reads the candidate array) unless DRYZ_DRIVE=ctypes or the extension
+        is not built; both make the same libllama calls."""
+        if _DRIVE is None:
+            s = self.sampler_for(case)
             try:
                 for t in case.history:
                     self.accept(s, t)
-                return self.apply_once(s, ids, logits, case.sorted)
+                return self.apply_once(s, case.ids, case.logits, case.sorted)
             finally:
                 self.free(s)
-        buf = self._buffer(len(ids))
-        buf.fill(ids, logits, case.sorted)
-        clone, accept, apply, free = self.addresses
-        _DRIVE.run(clone, accept, apply, free, self._prototype(case)[1], array.array("i", case.history),
-                   buf.arr_addr)
-        return buf.output()
+        ids, logits, sorted_flag = _DRIVE.run(*self.addresses, self.vocab_address, case.multiplier, case.base,
+                                              case.allowed_length, case.penalty_last_n, case.breakers,
+                                              case.history, case.ids, case.logits, case.sorted)
+        return Output(tuple(array.array("i", ids)), np.frombuffer(logits, dtype=np.float32), sorted_flag,
+                      len(ids) // 4)
 
     @cached_property
     def addresses(self) -> tuple[int, int, int, int]:
-        """Addresses of llama_sampler_{clone,accept,apply,free} in the loaded libllama (for dryz._drive)."""
-        return tuple(ctypes.cast(f, ctypes.c_void_p).value for f in self.raw_calls)
+        """Addresses of llama_sampler_init_dry, llama_sampler_{accept,apply,free} in the loaded libllama (for
+        dryz._drive)."""
+        return tuple(ctypes.cast(getattr(self._handle, name), ctypes.c_void_p).value
+                     for name in ("llama_sampler_init_dry", "llama_sampler_accept", "llama_sampler_apply",
+                                  "llama_sampler_free"))
+
+    @cached_property
+    def _handle(self):
+        return ctypes.CDLL(self.L._lib._name)  # dlopen of a loaded path: the same handle as the bindings'
+
+    @cached_property
+    def vocab_address(self) -> int:
+        return self.vocab if isinstance(self.vocab, int) else ctypes.cast(self.vocab, ctypes.c_void_p).value
 
     @cached_property
     def raw_calls(self):
         """llama_sampler_{clone,accept,apply,free} of the loaded libllama with address-sized arguments
         (c_void_p in and out), so a call makes no ctypes pointer objects. The same symbols of the same
         handle as llama-cpp-python's bindings."""
-        self._raw_lib = lib = ctypes.CDLL(self.L._lib._name)  # dlopen of a loaded path: the same handle
+        lib = self._handle
         vp = ctypes.c_void_p
         fns = []
         for name, args, res in (("llama_sampler_clone", [vp], vp),
@@ -203,18 +220,6 @@ class Subject:
             f.argtypes, f.restype = args, res
             fns.append(f)
         return tuple(fns)
-
-    def _prototype(self, case):
-        """(sampler, its address) for the case's configuration, made once and kept (the oldest of
-        PROTOTYPES is freed first)."""
-        protos = self.__dict__.setdefault("_prototypes", {})
-        key = (case.multiplier, case.base, case.allowed_length, case.penalty_last_n, case.breakers)
-        if key not in protos:
-            if len(protos) >= self.PROTOTYPES:
-                self.free(protos.pop(next(iter(protos)))[0])
-            s = self.sampler_for(case)
-            protos[key] = (s, ctypes.cast(s, ctypes.c_void_p).value)
-        return protos[key]
 
     def apply_once(self, smpl, ids, logits, sorted_flag) -> Output:
         buf = self._buffer(len(ids))
@@ -316,7 +321,7 @@ class CandidateBuffer:
         if data != self.data_addr or size != self.n:
             # The sampler swapped the data pointer or resized (DRY never should): read what it points to.
             view = np.frombuffer((self.L.llama_token_data * size).from_address(data), dtype=TOKEN_DATA)
-        return Output(view["id"].tolist(), view["logit"].copy(), bool(sorted_flag), int(size))
+        return Output(tuple(view["id"].tolist()), view["logit"].copy(), bool(sorted_flag), int(size))
 
 
 class TreeBuffer:
