@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from .case import Case
+from .symbols import MAX_ALPHABET
 from .model import (Config, Prediction, match_lengths_A, match_lengths_B, output_logits, restart_sequences,
                     restart_sequences_one, tokens_by_char,
                     shipped_lengths_each, symbol_texts)
@@ -73,6 +74,17 @@ def config_of(multiplier, base, allowed_length, penalty_last_n, breakers) -> Con
 
 def case_config(case: Case) -> Config:
     return config_of(case.multiplier, case.base, case.allowed_length, case.penalty_last_n, case.breakers)
+
+
+if MAX_ALPHABET > 256:
+    raise ImportError("case_arrays holds token ids in uint8: the alphabet must fit a byte")
+
+
+def case_arrays(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    """(candidate ids, history as a (1, n) batch), as uint8 arrays: every id is below MAX_ALPHABET <= 256, and
+    the one-window model reads uint8 ids without the conversions and range checks wider ids need."""
+    return (np.frombuffer(bytes(case.ids), dtype=np.uint8),
+            np.frombuffer(bytes(case.history), dtype=np.uint8).reshape(1, -1))
 
 
 # -- shared comparison ------------------------------------------------------------------------------
@@ -174,8 +186,7 @@ def check(case: Case, lib=None) -> Verdict:
     """Run the case through the shipped library and both oracles; the one verdict everything uses."""
     lib = lib or subject()
     cfg = case_config(case)
-    cands = np.array(case.ids, dtype=np.int64)
-    H = np.array(case.history, dtype=np.int64).reshape(1, -1)
+    cands, H = case_arrays(case)
     pa, pb = predict_both(H, cands, cfg)
     planted = fault()
     if planted == "off-by-one":

@@ -63,7 +63,7 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
     itself included) stops every row at j. Rows are compared up to 64 columns wide first (for w <= 64 every
     row then reaches the sentinel) and widened only where no mismatch was found yet."""
     w = len(window)
-    c = np.asarray(cands, dtype=np.int64)
+    c = np.asarray(cands)
     if w < 2 or not len(c):
         return np.zeros(len(c), dtype=np.int64)
     P = np.empty(2 * w)                        # float64 holds every id exactly (ids are far below 2^53)
@@ -88,8 +88,8 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
             width *= 4
     # M_z: the largest Z over the positions holding z (the token at position j = w - s is R[s - 1]), through
     # a per-id maximum (sized to a byte when every id fits one: no min/max reductions then).
-    tokens = np.asarray(window[-1:0:-1], dtype=np.int64)  # R[:w - 1] as ids
-    if np.count_nonzero(np.right_shift(tokens, 8)) or np.count_nonzero(np.right_shift(c, 8)):
+    tokens = np.asarray(window[-1:0:-1])  # R[:w - 1] as ids
+    if not (_all_bytes(tokens) and _all_bytes(c)):
         if int(tokens.min()) < 0 or int(c.min()) < 0:
             raise ValueError("token ids must be non-negative")
         best = np.zeros(max(int(tokens.max()), int(c.max())) + 1, dtype=np.int64)
@@ -99,11 +99,20 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
     return best[c]
 
 
+def _all_bytes(a: np.ndarray) -> bool:
+    """Every id in the integer array a is in 0..255: uint8 (check() makes its arrays so), or ids >> 8 all 0
+    (one elementwise pass and a count, ~4x cheaper than numpy's min and max reductions, in per-input code;
+    a negative id shifts to -1)."""
+    return a.dtype == np.uint8 or not np.count_nonzero(np.right_shift(a, 8))
+
+
 def _bytes_or_none(ids) -> bytes | None:
-    """The ids as bytes when every one is in 0..255, else None. (ids >> 8 is 0 exactly for those: one
-    elementwise pass and a count, ~4x cheaper than numpy's min and max reductions, in per-input code.)"""
-    a = np.asarray(ids, dtype=np.int64)
-    if np.count_nonzero(np.right_shift(a, 8)):
+    """The ids as bytes when every one is in 0..255, else None."""
+    a = np.asarray(ids)
+    if a.dtype == np.uint8:
+        return a.tobytes()
+    a = a.astype(np.int64, copy=False)
+    if not _all_bytes(a):
         return None
     return a.astype(np.uint8).tobytes()
 
@@ -149,7 +158,7 @@ def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
     only candidates that pass it are searched further, one bytes.find per length tried."""
     text = _as_bytes(window)
     w = len(text)
-    c = np.asarray(cands, dtype=np.int64)
+    c = np.asarray(cands)
     out = np.zeros(len(c), dtype=np.int64)
     if w < 2 or not len(c):
         return out  # a suffix of length 2 of w + [z] cannot occur in fewer than 2 tokens: M = 0
@@ -410,7 +419,7 @@ def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracl
     reach the output."""
     limit, allowed = int(rep[0]), cfg.allowed_length
     ran = np.array([limit >= allowed])
-    c = np.asarray(cands, dtype=np.int64)
+    c = np.asarray(cands)
     eligible = None
     if ran[0] and len(c) and W.shape[1] > 1:
         eligible = _eligible(W[0], c, cfg.single_token_heads)
@@ -425,7 +434,7 @@ def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracl
 
 def _eligible(window: np.ndarray, c: np.ndarray, breaker_heads: tuple) -> np.ndarray:
     """Per candidate: it follows some position (Step 3 reads window[1:]) and is not a single-token breaker."""
-    if np.count_nonzero(np.right_shift(c, 8)) or np.count_nonzero(np.right_shift(window, 8)):
+    if not (_all_bytes(c) and _all_bytes(window)):
         if np.count_nonzero(np.less(c, 0)) or np.count_nonzero(np.less(window, 0)):
             raise ValueError("token ids must be non-negative")
         top = max(int(window.max()), int(c.max()), 255) + 1  # ids past a byte: a table that holds them
