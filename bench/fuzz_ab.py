@@ -28,11 +28,11 @@ REPO = Path(__file__).resolve().parent.parent
 HARNESS = REPO / "fuzz" / "dry_fuzz.py"
 
 
-def uninstrumented() -> list[str]:
-    """The dryz modules the harness leaves uninstrumented, read from its instrument_imports(exclude=...)."""
-    m = re.search(r"instrument_imports\([^)]*exclude=\[([^\]]*)\]", HARNESS.read_text())
+def instrumented() -> list[str]:
+    """The dryz modules the harness instruments, read from its INSTRUMENTED = (...)."""
+    m = re.search(r"^INSTRUMENTED = \(([^)]*)\)", HARNESS.read_text(), re.M)
     if m is None:
-        sys.exit("fuzz_ab: cannot find instrument_imports(..., exclude=[...]) in fuzz/dry_fuzz.py")
+        sys.exit("fuzz_ab: cannot find INSTRUMENTED = (...) in fuzz/dry_fuzz.py")
     return [name.split(".", 1)[1] for name in re.findall(r'"(dryz\.[\w.]+)"', m.group(1))]
 
 
@@ -72,7 +72,11 @@ def load(name: str, instrumented: bool):
     if not instrumented:
         return importlib.import_module(name + ".fuzzing")
     import atheris
-    with atheris.instrument_imports(include=[name], exclude=[f"{name}.{m}" for m in uninstrumented()]):
+    import pkgutil
+    package = importlib.import_module(name)
+    keep = {f"{name}.{m}" for m in instrumented()}
+    with atheris.instrument_imports(include=[name], exclude=[
+            f"{name}.{m.name}" for m in pkgutil.iter_modules(package.__path__) if f"{name}.{m.name}" not in keep]):
         return importlib.import_module(name + ".fuzzing")
 
 

@@ -194,7 +194,7 @@ def validate(c: Case) -> None:
     (this runs once per fuzz input); only a Case that fails them is walked field by field for the message."""
     h, m, b = c.history, c.multiplier, c.base
     if (isinstance(c.alphabet, int) and 1 <= c.alphabet <= MAX_ALPHABET and len(h) <= MAX_HISTORY
-            and (not h or (min(h) >= 0 and max(h) < c.alphabet))
+            and _ids_below(h, c.alphabet)
             and INT32_MIN <= c.penalty_last_n <= MAX_PENALTY_LAST_N
             and -MAX_ABS_ALLOWED <= c.allowed_length <= MAX_ABS_ALLOWED
             and math.isfinite(m) and math.isfinite(b) and f32(m) == m and f32(b) == b
@@ -214,8 +214,20 @@ def _candidates_ok(candidates) -> bool:
     if shapes != {2}:
         return False
     ids, logits = zip(*candidates)
-    return (min(ids) >= 0 and max(ids) < MAX_ALPHABET and len(set(ids)) == len(ids)
-            and _float32_logits(list(logits)))
+    return _ids_below(ids, MAX_ALPHABET) and len(set(ids)) == len(ids) and _float32_logits(list(logits))
+
+
+# Per k, the bytes 0..k-1: deleting them from ids-as-bytes leaves nothing iff every id is below k.
+_BELOW = [bytes(range(k)) for k in range(MAX_ALPHABET + 1)]
+
+
+def _ids_below(ids, k: int) -> bool:
+    """Every id is an integer in 0..k-1 (k <= MAX_ALPHABET), checked in C: bytes() refuses anything outside
+    0..255, translate deletes the ids below k."""
+    try:
+        return not bytes(ids).translate(None, _BELOW[k])
+    except (TypeError, ValueError):
+        return False
 
 
 def _refuse(c: Case) -> None:

@@ -19,6 +19,8 @@ def test_json_round_trip():
 @pytest.mark.parametrize("patch,fragment", [
     ({"alphabet": 0}, "alphabet must be an integer in 1..64"),
     ({"history": [0, 5]}, "outside the alphabet"),
+    ({"history": [0, -1]}, "outside the alphabet"),
+    ({"history": [300]}, "outside the alphabet"),
     ({"history": "abc"}, "'history' must be a list"),
     ({"multiplier": 0.1}, "is not a float32 value"),
     ({"base": float("inf")}, "must be finite"),
@@ -27,6 +29,8 @@ def test_json_round_trip():
     ({"allowed_length": 1 << 30}, "allowed_length must be within"),
     ({"breakers": ["a?"]}, "outside the dryz alphabet"),
     ({"candidates": [[0, 0.0], [0, 1.0]]}, "appears twice"),
+    ({"candidates": [[64, 0.0]]}, "outside the vocabulary"),
+    ({"candidates": [[-1, 0.0]]}, "outside the vocabulary"),
     ({"candidates": [[0, "nan"]]}, "must be a number"),
     ({"history_symbols": "zz"}, "does not spell"),
     ({"schema": "other/9"}, "unknown case schema"),
