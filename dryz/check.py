@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -120,18 +120,39 @@ def predict_both(H: np.ndarray, cands: np.ndarray, cfg: Config) -> tuple[Predict
 class Verdict:
     case: Case
     status: str
-    candidates: list[int]
-    oracle_L: list[int]
-    oracle_B_L: list[int]
-    library_L: list | None   # None when the configuration does not invert to L; None entries: overflow
-    expected_logits: list[float]
-    observed_logits: list[float]
+    # Per candidate, in array order, as arrays; the list forms below are made when first read (most fuzz
+    # inputs' verdicts are only classified).
+    oracle_L_array: np.ndarray    # int64
+    oracle_B_L_array: np.ndarray  # int64
+    expected_array: np.ndarray    # float32
+    observed_array: np.ndarray    # float32
     expected_sorted: bool
     observed_sorted: bool
+    library_L: list | None = None  # None when the configuration does not invert to L; None entries: overflow
     detail: str = ""
     multi_token: bool = False
     differing: list[dict] = field(default_factory=list)  # per differing candidate: id, expected, observed
     broken_promises: list[str] = field(default_factory=list)  # promises the shipped output breaks
+
+    @cached_property
+    def candidates(self) -> list[int]:
+        return list(self.case.ids)
+
+    @cached_property
+    def oracle_L(self) -> list[int]:
+        return self.oracle_L_array.tolist()
+
+    @cached_property
+    def oracle_B_L(self) -> list[int]:
+        return self.oracle_B_L_array.tolist()
+
+    @cached_property
+    def expected_logits(self) -> list[float]:
+        return self.expected_array.tolist()
+
+    @cached_property
+    def observed_logits(self) -> list[float]:
+        return self.observed_array.tolist()
 
     @property
     def klass(self) -> str:
@@ -198,11 +219,9 @@ def check(case: Case, lib=None) -> Verdict:
     expected_sorted = False if pa.ran[0] else case.sorted
     out = lib.run(case)
 
-    v = Verdict(case=case, status=AGREE, candidates=list(case.ids),
-                oracle_L=pa.L[0].tolist(), oracle_B_L=pb.L[0].tolist(), library_L=None,
-                expected_logits=expected.tolist(), observed_logits=out.logits.tolist(),
-                expected_sorted=expected_sorted, observed_sorted=out.sorted,
-                multi_token=cfg.multi_token)
+    v = Verdict(case=case, status=AGREE, oracle_L_array=pa.L[0], oracle_B_L_array=pb.L[0],
+                expected_array=expected, observed_array=out.logits,
+                expected_sorted=expected_sorted, observed_sorted=out.sorted, multi_token=cfg.multi_token)
 
     if out.size != len(cands) or out.ids != case.ids:
         v.status, v.detail = HARNESS_ERROR, "the sampler changed the candidate array's size or ids"

@@ -42,9 +42,10 @@ def decode(data: bytes) -> Case:
     multiplier = _positive_float(fdp)
     base = _positive_float(fdp)
     candidates, sorted_flag = _candidates(fdp)
+    # Valid by construction (tests/test_decode.py validates decoded cases), so not validated again here.
     return Case(history=tuple(history), alphabet=k, penalty_last_n=last_n, breakers=breakers,
                 multiplier=multiplier, base=base, allowed_length=allowed, candidates=candidates,
-                sorted=sorted_flag)
+                sorted=sorted_flag, skip_validation=True)
 
 
 # Byte -> token id (b % k) and byte -> symbol character (SYMBOLS[b % k]), per alphabet size, for bytes.translate.

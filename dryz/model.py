@@ -23,6 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from .case import f32
+from .idbytes import all_bytes, as_bytes, bytes_or_none, cached_when_hashable
 from .symbols import SYMBOLS
 
 # -- oracle A ------------------------------------------------------------------------------------
@@ -89,7 +90,7 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
     # M_z: the largest Z over the positions holding z (the token at position j = w - s is R[s - 1]), through
     # a per-id maximum (sized to a byte when every id fits one: no min/max reductions then).
     tokens = np.asarray(window[-1:0:-1])  # R[:w - 1] as ids
-    if not (_all_bytes(tokens) and _all_bytes(c)):
+    if not (all_bytes(tokens) and all_bytes(c)):
         if int(tokens.min()) < 0 or int(c.min()) < 0:
             raise ValueError("token ids must be non-negative")
         best = np.zeros(max(int(tokens.max()), int(c.max())) + 1, dtype=np.int64)
@@ -97,31 +98,6 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
         best = np.zeros(256, dtype=np.int64)
     np.maximum.at(best, tokens, Z)
     return best[c]
-
-
-def _all_bytes(a: np.ndarray) -> bool:
-    """Every id in the integer array a is in 0..255: uint8 (check() makes its arrays so), or ids >> 8 all 0
-    (one elementwise pass and a count, ~4x cheaper than numpy's min and max reductions, in per-input code;
-    a negative id shifts to -1)."""
-    return a.dtype == np.uint8 or not np.count_nonzero(np.right_shift(a, 8))
-
-
-def _bytes_or_none(ids) -> bytes | None:
-    """The ids as bytes when every one is in 0..255, else None."""
-    a = np.asarray(ids)
-    if a.dtype == np.uint8:
-        return a.tobytes()
-    a = a.astype(np.int64, copy=False)
-    if not _all_bytes(a):
-        return None
-    return a.astype(np.uint8).tobytes()
-
-
-def _as_bytes(window: np.ndarray) -> bytes:
-    text = _bytes_or_none(window)
-    if text is None:
-        raise ValueError("the single-window oracles need token ids in 0..255")
-    return text
 
 
 def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
@@ -156,13 +132,13 @@ def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
     the extended string occurs in the window, so does every shorter one: search the longest. Length 2 is
     tested for every candidate at once (the bytes right after each occurrence of the window's last byte);
     only candidates that pass it are searched further, one bytes.find per length tried."""
-    text = _as_bytes(window)
+    text = as_bytes(window)
     w = len(text)
     c = np.asarray(cands)
     out = np.zeros(len(c), dtype=np.int64)
     if w < 2 or not len(c):
         return out  # a suffix of length 2 of w + [z] cannot occur in fewer than 2 tokens: M = 0
-    if _bytes_or_none(c) is None:
+    if bytes_or_none(c) is None:
         raise ValueError("the single-window oracles need candidate ids in 0..255")
     t = np.frombuffer(text, dtype=np.uint8)
     follows = np.zeros(256, dtype=bool)
@@ -292,20 +268,7 @@ def _completes(W: np.ndarray, i: int, head: int, tail: tuple) -> np.ndarray:
     return hit
 
 
-def _cached_when_hashable(fn):
-    """lru_cache for a function of restart sequences, which are a tuple in check() (cached) or a list of
-    pairs from tests and ad-hoc callers (computed directly)."""
-    cached = lru_cache(maxsize=4096)(fn)
-
-    def call(seqs):
-        try:
-            return cached(seqs)
-        except TypeError:
-            return fn(seqs)
-    return call
-
-
-@_cached_when_hashable
+@cached_when_hashable
 def _sequence_bytes(seqs) -> tuple | None:
     """Each restart sequence as bytes, head then tail; None when some id is outside 0..255."""
     try:
@@ -321,7 +284,7 @@ def _sequence_bytes(seqs) -> tuple | None:
 def _rep_limit_single(window, seqs) -> int | None:
     """rep_limits for one window: the head nearest the end that completes a sequence (the largest start of
     any sequence), the longest sequence starting there; rep_limit = i0 - k0."""
-    text, seq_bytes = _bytes_or_none(window), _sequence_bytes(seqs)
+    text, seq_bytes = bytes_or_none(window), _sequence_bytes(seqs)
     if text is None or seq_bytes is None:
         return None
     starts = list(map(text.rfind, seq_bytes))
@@ -335,7 +298,7 @@ def _rep_limit_single(window, seqs) -> int | None:
 def _promised_rep_limit_single(window, seqs) -> int | None:
     """promised_rep_limits for one window: the fewest tokens after the end of an occurrence, i.e. over each
     sequence's rightmost occurrence, w - (start + length)."""
-    text, seq_bytes = _bytes_or_none(window), _sequence_bytes(seqs)
+    text, seq_bytes = bytes_or_none(window), _sequence_bytes(seqs)
     if text is None or seq_bytes is None:
         return None
     w = len(text)
@@ -367,7 +330,7 @@ class Config:
         return set(self.single_token_heads)
 
 
-@_cached_when_hashable
+@cached_when_hashable
 def _sequence_facts(seqs) -> tuple[tuple[int, ...], bool]:
     return tuple(sorted({h for h, t in seqs if not t})), any(tail for _, tail in seqs)
 
@@ -434,7 +397,7 @@ def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracl
 
 def _eligible(window: np.ndarray, c: np.ndarray, breaker_heads: tuple) -> np.ndarray:
     """Per candidate: it follows some position (Step 3 reads window[1:]) and is not a single-token breaker."""
-    if not (_all_bytes(c) and _all_bytes(window)):
+    if not (all_bytes(c) and all_bytes(window)):
         if np.count_nonzero(np.less(c, 0)) or np.count_nonzero(np.less(window, 0)):
             raise ValueError("token ids must be non-negative")
         top = max(int(window.max()), int(c.max()), 255) + 1  # ids past a byte: a table that holds them

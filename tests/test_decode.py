@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from dryz.case import Case, f32
+from dryz.case import Case, f32, validate
 from dryz.decode import MAX_FUZZ_HISTORY, decode
 
 
@@ -31,6 +31,18 @@ def test_every_input_decodes_to_a_case_in_bounds():
         if c.candidates is not None:
             ids = [t for t, _ in c.candidates]
             assert len(set(ids)) == len(ids) and all(0 <= t < 64 for t in ids)
+
+
+def test_decoded_cases_pass_validation():
+    """The decoder skips Case validation because its cases are valid by construction: validate every one
+    here, on random inputs and on inputs whose float bytes are NaN, +-inf or huge (0xff.., 0x7f.., 0x80..)."""
+    rng = np.random.default_rng(10)
+    inputs = [rng.integers(0, 256, int(rng.integers(0, 3000))).astype(np.uint8).tobytes() for _ in range(3000)]
+    inputs += [bytes([b]) * n for b in (0x00, 0x7f, 0x80, 0xff, 0x7b) for n in (0, 1, 5, 64, 700, 3000)]
+    inputs += [rng.choice(np.array([0x00, 0x7f, 0x80, 0xff], dtype=np.uint8), int(rng.integers(0, 3000))).tobytes()
+               for _ in range(500)]
+    for data in inputs:
+        validate(decode(data))
 
 
 def test_decoder_reaches_the_structure_it_promises():
