@@ -6,7 +6,7 @@ each chunk keeps its best time, so a slow spell hits both builds alike.
 
 Usage: python bench/fuzz_ab.py X Y [--instrumented] [--band LO HI]
   X, Y: a git revision of this repository (e.g. HEAD~3) or a directory holding a dryz/ package.
-  --instrumented: each build instrumented by atheris as fuzz/dry_fuzz.py instruments dryz.
+  --instrumented: each build instrumented as fuzz/dry_fuzz.py instruments dryz (its instrument()).
   --band: histories LO..HI-1 tokens (default 0 257).
 Each build's dryz/_drive.c is compiled for it with setuptools (as pip builds it).
 """
@@ -26,14 +26,6 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 HARNESS = REPO / "fuzz" / "dry_fuzz.py"
-
-
-def instrumented() -> list[str]:
-    """The dryz modules the harness instruments, read from its INSTRUMENTED = (...)."""
-    m = re.search(r"^INSTRUMENTED = \(([^)]*)\)", HARNESS.read_text(), re.M)
-    if m is None:
-        sys.exit("fuzz_ab: cannot find INSTRUMENTED = (...) in fuzz/dry_fuzz.py")
-    return [name.split(".", 1)[1] for name in re.findall(r'"(dryz\.[\w.]+)"', m.group(1))]
 
 
 def materialize(spec: str, into: Path, name: str) -> None:
@@ -69,15 +61,15 @@ def build_drive(source: Path, into: Path, package: str) -> None:
 
 
 def load(name: str, instrumented: bool):
-    if not instrumented:
-        return importlib.import_module(name + ".fuzzing")
-    import atheris
-    import pkgutil
-    package = importlib.import_module(name)
-    keep = {f"{name}.{m}" for m in instrumented()}
-    with atheris.instrument_imports(include=[name], exclude=[
-            f"{name}.{m.name}" for m in pkgutil.iter_modules(package.__path__) if f"{name}.{m.name}" not in keep]):
-        return importlib.import_module(name + ".fuzzing")
+    module = importlib.import_module(name + ".fuzzing")
+    if instrumented:  # the harness's own instrument(), on this build's copies of the modules it names
+        from importlib import util as importlib_util
+        os.environ["DRYZ_INSTRUMENT"] = "0"  # loading the harness must not instrument the installed dryz
+        spec = importlib_util.spec_from_file_location("dry_fuzz_harness", HARNESS)
+        harness = importlib_util.module_from_spec(spec)
+        spec.loader.exec_module(harness)
+        harness.instrument([importlib.import_module(m.replace("dryz", name, 1)) for m in harness.INSTRUMENTED])
+    return module
 
 
 def main():

@@ -134,10 +134,12 @@ for site, n in found.items():
 
 
 def test_instrumented_harness_compares_no_arrays():
-    """atheris 3.0 replaces every comparison operator in instrumented code with _trace_cmp, which leaks the
-    result when it is not a bool (a numpy array): a campaign grew ~7 KB of memory per input until killed.
-    The per-input code therefore compares arrays with ufuncs; here every comparison the instrumented
-    harness makes on the corpus and 1,500 random inputs is watched, and none may yield a non-bool."""
+    """atheris 3.0 replaces every comparison operator in code instrumented with data-flow tracing by
+    _trace_cmp, which leaks the result when it is not a bool (a numpy array): a campaign grew ~7 KB of memory
+    per input until killed. fuzz/dry_fuzz.py traces branches only, but the per-input code still compares
+    arrays with ufuncs, so that any atheris instrumentation of dryz is safe: here all of dryz is instrumented
+    with data-flow tracing, every comparison on the corpus and 1,500 random inputs is watched, and none may
+    yield a non-bool."""
     p = subprocess.run([sys.executable, "-c", ARRAY_COMPARISON_SCAN], capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
