@@ -62,7 +62,11 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
     reversed, the tokens before position j = w - s read backwards are R[s:], so Z_j is the common prefix of
     R[s:] and R: the first mismatch in a row of comparisons. A NaN sentinel after R (unequal to every id,
     itself included) stops every row at j. Rows are compared up to 64 columns wide first (for w <= 64 every
-    row then reaches the sentinel) and widened only where no mismatch was found yet."""
+    row then reaches the sentinel). Rows with no mismatch within 64 (long repeats: most rows of a periodic
+    window) are compared in full, nearest the end first (smallest s), 16 at a time, and a row is skipped when
+    it cannot raise its token's maximum (Z <= w - s): in a periodic window the first full repeat decides its
+    token, where comparing every row in full made the work quadratic (6.8 ms for 1,000 tokens of one
+    symbol)."""
     w = len(window)
     c = np.asarray(cands)
     if w < 2 or not len(c):
@@ -71,32 +75,36 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
     P[:w] = window[::-1]
     P[w:] = np.nan
     R = P[:w]
-    width = min(64, w)
     step = P.itemsize
-    E = np.not_equal(np.ndarray((w - 1, width), dtype=P.dtype, buffer=P, offset=step, strides=(step, step)),
-                     R[:width])                # row s - 1 holds P[s:s + width]: a view, no copy
+
+    def rows(width: int) -> np.ndarray:        # row s - 1 holds P[s:s + width]: a view, no copy
+        return np.ndarray((w - 1, width), dtype=P.dtype, buffer=P, offset=step, strides=(step, step))
+
+    width = min(64, w)
+    E = np.not_equal(rows(width), R[:width])
     Z = E.argmax(axis=1)                       # Z[s - 1], s = 1..w-1: the first mismatch in each row
-    if w > width:                              # rows without one within the width are widened
-        todo = np.flatnonzero(np.logical_not(E[np.arange(w - 1), Z])) + 1
-        width *= 4
-        while todo.size:
-            width = min(width, w)
-            E = np.not_equal(P[todo[:, None] + np.arange(width)], R[None, :width])
-            first = E.argmax(axis=1)
-            found = E[np.arange(todo.size), first]
-            Z[todo[found] - 1] = first[found]
-            todo = todo[np.logical_not(found)]
-            width *= 4
     # M_z: the largest Z over the positions holding z (the token at position j = w - s is R[s - 1]), through
     # a per-id maximum (sized to a byte when every id fits one: no min/max reductions then).
-    tokens = np.asarray(window[-1:0:-1])  # R[:w - 1] as ids
+    tokens = np.asarray(window[-1:0:-1])       # R[:w - 1] as ids
     if not (all_bytes(tokens) and all_bytes(c)):
         if int(tokens.min()) < 0 or int(c.min()) < 0:
             raise ValueError("token ids must be non-negative")
         best = np.zeros(max(int(tokens.max()), int(c.max())) + 1, dtype=np.int64)
     else:
         best = np.zeros(256, dtype=np.int64)
-    np.maximum.at(best, tokens, Z)
+    if w > width:
+        todo = np.logical_not(E[np.arange(w - 1), Z])  # rows with no mismatch yet: Z >= 64, not known
+        Z[todo] = 0
+        todo = np.flatnonzero(todo) + 1        # their s, ascending
+        np.maximum.at(best, tokens, Z)
+        full = rows(w)
+        while todo.size:
+            todo = todo[np.greater(w - todo, best[tokens[todo - 1]])]  # rows that could raise their token's
+            batch, todo = todo[:16], todo[16:]
+            if batch.size:
+                np.maximum.at(best, tokens[batch - 1], np.not_equal(full[batch - 1], R).argmax(axis=1))
+    else:
+        np.maximum.at(best, tokens, Z)
     return best[c]
 
 
@@ -521,7 +529,12 @@ def restart_divergence(window, seqs):
     """Where Step 1 as shipped and as promised part, for one window: None when they agree, else
     (shipped occurrence, promised occurrence), each (i, k, seq), the promised one with the fewest tokens
     after it (the most recent head among ties)."""
-    occ = restart_occurrences(window, seqs)
+    occ = _rightmost_occurrences(window, seqs)
+    return divergence_of(restart_occurrences(window, seqs) if occ is None else occ)
+
+
+def divergence_of(occ):
+    """restart_divergence from a list of occurrences (i, k, seq)."""
     if not occ:
         return None
     i0 = min(i for i, _, _ in occ)
@@ -530,3 +543,17 @@ def restart_divergence(window, seqs):
     if promised[0] - promised[1] == shipped[0] - shipped[1]:
         return None
     return shipped, promised
+
+
+def _rightmost_occurrences(window, seqs) -> list | None:
+    """Each restart sequence's occurrence nearest the end (bytes.rfind), as (i, k, seq); None when some id is
+    outside 0..255. They decide restart_divergence as every occurrence would: a sequence's rightmost occurrence
+    has both its smallest distance i and its fewest tokens after the end (as in _rep_limit_single), where
+    listing every occurrence is a Python loop over the window (~2 ms for 800 tokens, quadratic in events
+    under the fuzz harness's instrumentation)."""
+    text, seq_bytes = bytes_or_none(window), _sequence_bytes(seqs)
+    if text is None or seq_bytes is None:
+        return None
+    w = len(text)
+    return [(w - 1 - p, len(tail), (head,) + tuple(tail))
+            for (head, tail), b, p in zip(seqs, seq_bytes, map(text.rfind, seq_bytes)) if p >= 0]

@@ -146,6 +146,48 @@ def test_single_window_paths_equal_batch_paths():
             assert rep_limits(W, seqs).tolist() == [_rep_limit_single(r.tolist(), seqs) for r in W]
 
 
+def _brute_force_A(window, cands):
+    """Oracle A's definition, letter by letter: M_z = max over positions j holding z of the common suffix
+    length of window[:j] and window."""
+    w, best = len(window), {}
+    for j in range(1, w):
+        m = 0
+        while m < j and window[j - 1 - m] == window[w - 1 - m]:
+            m += 1
+        best[window[j]] = max(best.get(window[j], 0), m)
+    return [best.get(z, 0) for z in cands]
+
+
+def test_one_window_A_on_long_repeats_equals_its_definition():
+    """The one-window A skips rows that cannot raise their token's maximum once repeats pass 64 tokens:
+    periodic windows (with and without flipped tokens), repeated blocks and repeats ending at different places,
+    up to 700 tokens, against the definition computed letter by letter."""
+    from dryz.model import _match_lengths_A_single
+    rng = np.random.default_rng(41)
+    windows = []
+    for w in (65, 130, 700):
+        for p in (1, 2, 3, 5, 12):
+            base = [int(x) for x in np.resize(rng.integers(0, 6, p), w)]
+            windows.append(base)
+            for _ in range(3):
+                r = list(base)
+                for at in rng.integers(0, w, int(rng.integers(1, 4))):
+                    r[int(at)] = int(rng.integers(0, 8))
+                windows.append(r)
+        block = [int(x) for x in rng.integers(0, 3, w // 3)]
+        windows.append((block + [7] + block + [6] + block)[:w])
+        windows.append(([0] * (w // 2) + [1] + [0] * (w // 2 - 1))[:w])
+        windows.append([int(x) for x in rng.integers(0, 2, w)])
+    # 30 tokens, each right after a copy of one 80-token block: 30 rows with long matches, every one its
+    # token's maximum (more than one batch of them).
+    block = [int(x) for x in rng.integers(0, 2, 80)]
+    windows.append([t for tag in range(2, 32) for t in block + [tag]] + block)
+    cands = np.arange(64)
+    for win in windows:
+        got = _match_lengths_A_single(np.array(win, dtype=np.uint8), cands).tolist()
+        assert got == _brute_force_A(win, cands.tolist()), (len(win), win[:20])
+
+
 def test_restart_sequences_cached_per_string_equal_uncached():
     """check() builds restart sequences from a per-breaker-string cache and a by-character token index;
     the result equals the direct scan over the whole vocabulary, duplicates and order included."""

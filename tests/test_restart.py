@@ -10,7 +10,8 @@ import pytest
 from dryz.case import Case
 from dryz.check import check, config_of, restart_promise_class
 from dryz.model import (_promised_rep_limit_single, _rep_limit_single, promised_lengths, promised_rep_limits,
-                        rep_limits, restart_divergence, restart_occurrences, shipped_lengths)
+                        rep_limits, restart_divergence, restart_occurrences, shipped_lengths,
+                        divergence_of)
 from dryz.restart import (CONFIGS, admits_difference, admits_difference_seqs, case_of, histories,
                           model_differences, sweep)
 from dryz.symbols import SYMBOLS, from_symbols, to_symbols
@@ -53,6 +54,19 @@ def test_promised_batch_equals_single_and_never_exceeds_shipped():
         for w, pv in zip(W[:50], p[:50]):
             occ = restart_occurrences(w.tolist(), seqs)
             assert pv == min((i - k for i, k, _ in occ), default=9)
+
+
+def test_divergence_from_rightmost_occurrences_equals_every_occurrence():
+    """restart_divergence reads each sequence's rightmost occurrence (bytes.rfind); it equals the selection
+    over every occurrence on random windows and breaker sets, the documented pattern included."""
+    rng = np.random.default_rng(5)
+    sets = [("abc", "b"), ("aba", "b", "ca"), ("ab", "bc"), ("a",), ("abcb", "bc", "c"), ("aab", "aa", "a", "a")]
+    for breakers in sets:
+        seqs = config_of(1.0, 2.0, 1, 64, breakers).seqs
+        for w in rng.integers(0, 3, (400, int(rng.integers(1, 40)))):
+            assert restart_divergence(w, seqs) == divergence_of(restart_occurrences(w.tolist(), seqs)), breakers
+    assert sum(restart_divergence(w, config_of(1.0, 2.0, 1, 64, ("abc", "b")).seqs) is not None
+               for w in rng.integers(0, 3, (400, 12))) > 0
 
 
 # -- the promise check -------------------------------------------------------------------------------------
