@@ -121,6 +121,11 @@ def predict_both(H: np.ndarray, cands: np.ndarray, cfg: Config) -> tuple[Predict
 # -- the verdict -------------------------------------------------------------------------------------
 
 
+def _list_of(array_field: str) -> cached_property:
+    """A Verdict field's list form, made when first read."""
+    return cached_property(lambda v: getattr(v, array_field).tolist())
+
+
 @dataclass
 class Verdict:
     case: Case
@@ -143,21 +148,10 @@ class Verdict:
     def candidates(self) -> list[int]:
         return list(self.case.ids)
 
-    @cached_property
-    def oracle_L(self) -> list[int]:
-        return self.oracle_L_array.tolist()
-
-    @cached_property
-    def oracle_B_L(self) -> list[int]:
-        return self.oracle_B_L_array.tolist()
-
-    @cached_property
-    def expected_logits(self) -> list[float]:
-        return self.expected_array.tolist()
-
-    @cached_property
-    def observed_logits(self) -> list[float]:
-        return self.observed_array.tolist()
+    oracle_L = _list_of("oracle_L_array")
+    oracle_B_L = _list_of("oracle_B_L_array")
+    expected_logits = _list_of("expected_array")
+    observed_logits = _list_of("observed_array")
 
     @property
     def klass(self) -> str:
