@@ -34,8 +34,6 @@ typedef void (*accept_fn)(void *, int32_t);
 typedef void (*apply_fn)(void *, void *);
 typedef void (*free_fn)(void *);
 
-#define MAX_BREAKERS 64
-
 /* run(init_dry, accept, apply, free, vocab, multiplier, base, allowed_length, penalty_last_n, breakers,
  *     history, ids, logits, sorted) -> (ids bytes, logits bytes, sorted)
  *
@@ -57,7 +55,7 @@ static PyObject *drive_run(PyObject *self, PyObject *args) {
     PyObject *breakers = NULL, *history = NULL, *ids = NULL, *logits = NULL, *result = NULL;
     token_data *data = NULL;
     void *s = NULL;
-    const char *texts[MAX_BREAKERS];
+    const char **texts = NULL;
 
     if (!(breakers = PySequence_Fast(breakers_o, "breakers must be a sequence")) ||
         !(history = PySequence_Fast(history_o, "history must be a sequence")) ||
@@ -66,8 +64,8 @@ static PyObject *drive_run(PyObject *self, PyObject *args) {
         goto done;
     Py_ssize_t nb = PySequence_Fast_GET_SIZE(breakers), nh = PySequence_Fast_GET_SIZE(history);
     Py_ssize_t n = PySequence_Fast_GET_SIZE(ids);
-    if (nb > MAX_BREAKERS) {
-        PyErr_Format(PyExc_ValueError, "at most %d breakers", MAX_BREAKERS);
+    if (!(texts = malloc((nb ? nb : 1) * sizeof(const char *)))) {
+        PyErr_NoMemory();
         goto done;
     }
     if (PySequence_Fast_GET_SIZE(logits) != n) {
@@ -132,6 +130,7 @@ static PyObject *drive_run(PyObject *self, PyObject *args) {
     }
 
 done:
+    free(texts);
     free(data);
     Py_XDECREF(breakers);
     Py_XDECREF(history);

@@ -103,6 +103,8 @@ def test_call_sequencer_is_built_and_equals_the_ctypes_path(lib, monkeypatch):
     rng = np.random.default_rng(12)
     cases = [decode(rng.integers(0, 256, int(rng.integers(0, 1500))).astype(np.uint8).tobytes())
              for _ in range(300)]
+    cases.append(Case(history=tuple(from_symbols("abcabcab")), alphabet=3, penalty_last_n=8,
+                      breakers=tuple("c" * (1 + i % 3) for i in range(100)) + ("ab",)))  # many breakers
     native = [lib.run(c) for c in cases]
     monkeypatch.setattr(subject_mod, "_DRIVE", None)
     for c, a in zip(cases, native):
