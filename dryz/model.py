@@ -99,7 +99,7 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
         np.maximum.at(best, tokens, Z)
         full = rows(w)
         while todo.size:
-            todo = todo[np.greater(w - todo, best[tokens[todo - 1]])]  # rows that could raise their token's
+            todo = todo[np.greater(w - todo, best[tokens[todo - 1]])]  # those that could raise their maximum
             batch, todo = todo[:16], todo[16:]
             if batch.size:
                 np.maximum.at(best, tokens[batch - 1], np.not_equal(full[batch - 1], R).argmax(axis=1))
