@@ -328,11 +328,12 @@ class Config:
         enabled = self.multiplier != 0.0 and self.base >= 1.0 and max(self.penalty_last_n, 0) != 0
         heads, multi = _sequence_facts(self.seqs)
         object.__setattr__(self, "enabled", enabled)
+        object.__setattr__(self, "window_cap", max(self.penalty_last_n, 0) if enabled else 0)
         object.__setattr__(self, "single_token_heads", heads)  # sorted ids of the single-token sequences
         object.__setattr__(self, "multi_token", multi)          # some restart sequence has a tail
 
     def window_length(self, n: int) -> int:
-        return min(n, max(self.penalty_last_n, 0)) if self.enabled else 0
+        return min(n, self.window_cap)  # the last penalty_last_n tokens; none when disabled
 
     def single_token_breakers(self) -> set[int]:
         return set(self.single_token_heads)
