@@ -13,10 +13,9 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from .case import Case
-from .symbols import MAX_ALPHABET
-from .model import (Config, Prediction, match_lengths_A, match_lengths_B, output_logits, restart_sequences,
-                    restart_sequences_one, tokens_by_char,
-                    shipped_lengths_each, symbol_texts)
+from .breakers import restart_sequences, restart_sequences_one, tokens_by_char
+from .symbols import MAX_ALPHABET, symbol_texts
+from .model import Config, Prediction, match_lengths_A, match_lengths_B, output_logits, shipped_lengths_each
 from .model import is_interior_factor, promised_lengths, promised_rep_limits, rep_limits, restart_divergence
 
 AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"

@@ -18,7 +18,8 @@ import numpy as np
 
 from .check import (AGREE, HARNESS_ERROR, MISMATCH, ORACLE_DISAGREEMENT, PROMISE_CLASSES, compare_lengths,
                     config_of, invert_deltas, predict_both, restart_promise_class)
-from .model import (promised_lengths, promised_rep_limits, rep_limits, restart_divergence, restart_sequences,
+from .breakers import restart_sequences
+from .model import (promised_lengths, promised_rep_limits, rep_limits, restart_divergence,
                     shipped_lengths)
 from .symbols import from_symbols, to_symbols
 

@@ -6,6 +6,11 @@ MAX_ALPHABET = len(SYMBOLS)
 _INDEX = {s: i for i, s in enumerate(SYMBOLS)}
 
 
+def symbol_texts(n: int = MAX_ALPHABET) -> list[str]:
+    """The token texts of the first n ids."""
+    return list(SYMBOLS[:n])
+
+
 def to_symbols(tokens) -> str:
     return "".join(SYMBOLS[t] for t in tokens)
 

@@ -192,7 +192,8 @@ def test_restart_sequences_cached_per_string_equal_uncached():
     """check() builds restart sequences from a per-breaker-string cache and a by-character token index;
     the result equals the direct scan over the whole vocabulary, duplicates and order included."""
     from dryz.check import restart_sequences_of, symbol_tokenize
-    from dryz.model import restart_sequences, symbol_texts
+    from dryz.breakers import restart_sequences
+    from dryz.symbols import symbol_texts
     from dryz.symbols import SYMBOLS
     rng = np.random.default_rng(13)
     for _ in range(300):
