@@ -1,9 +1,9 @@
 """Restart sequences from breaker strings, as llama_sampler_init_dry builds them (get_overlapping_token_sequences).
 
 Built once per breaker set (check() caches them). Kept out of model.py, whose branches the fuzz harness
-traces, because here they saturate at once: in the symbol vocabulary (one character per token) a string of
-one character is a head without a tail and a longer one a head with a tail, so tracing guides nothing, and it
-cost ~72,000 instructions per fuzz input with new breakers (bench/fuzz_instructions.py).
+traces, because here they saturate at once: in the symbol vocabulary (one character per token) an input can
+steer them down only a few paths (a breaker of one character or of more, repeated or not), which the first
+inputs take; tracing them cost ~72,000 instructions per fuzz input with new breakers (bench/fuzz_instructions.py).
 """
 
 from __future__ import annotations
