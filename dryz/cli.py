@@ -340,7 +340,7 @@ def minimize(path, corpus_dir, isolate):
     first = signature_isolated(case)
     crashed = first[0] == "crash"
     if first[0] == "agree":
-        _fail(f"{path}: the case agrees with the oracles; nothing to minimize")
+        _fail(f"{path} (read as a {kind}): the case agrees with the oracles; nothing to minimize")
     isolated = crashed if isolate is None else isolate
     sig = signature_isolated if isolated else signature_in_process
     click.echo(f"minimizing {path} ({kind}): class {first[0]}, {len(case.history)} tokens"

@@ -91,3 +91,13 @@ def test_minimize_rejects_agreeing_input(tmp_path):
     p = subprocess.run([sys.executable, "-m", "dryz", "minimize", str(f), "--corpus", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "nothing to minimize" in p.stderr
+    assert "(read as a case JSON)" in p.stderr
+
+
+def test_minimize_says_how_it_read_a_broken_json(tmp_path):
+    """Bytes that are not JSON are a fuzz input (libFuzzer writes any bytes), and the error says so."""
+    f = tmp_path / "typo.json"
+    f.write_text('{"history": [0, 1], "alphabet": 2')
+    p = subprocess.run([sys.executable, "-m", "dryz", "minimize", str(f), "--corpus", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "(read as a fuzz input)" in p.stderr
