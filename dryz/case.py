@@ -196,7 +196,8 @@ class Case:
 
 def validate(c: Case) -> None:
     """Refuse a Case outside what dryz can run, with a one-line reason. The checks are first made in bulk
-    (this runs once per fuzz input); only a Case that fails them is walked field by field for the message."""
+    (this runs for every Case made, minimizer candidates included); only a Case that fails them is walked
+    field by field for the message."""
     h, m, b = c.history, c.multiplier, c.base
     if (isinstance(c.alphabet, int) and 1 <= c.alphabet <= MAX_ALPHABET and len(h) <= MAX_HISTORY
             and _ids_below(h, c.alphabet)
@@ -241,6 +242,8 @@ def _refuse(c: Case) -> None:
         raise CaseError(f"alphabet must be an integer in 1..{MAX_ALPHABET}, got {c.alphabet!r}")
     if len(c.history) > MAX_HISTORY:
         raise CaseError(f"history has {len(c.history)} tokens; at most {MAX_HISTORY} are supported")
+    if not all(_is_int(t) for t in c.history):
+        raise CaseError(f"history token {next(t for t in c.history if not _is_int(t))!r} is not an integer")
     if c.history and (min(c.history) < 0 or max(c.history) >= c.alphabet):
         t = next(t for t in c.history if not (0 <= t < c.alphabet))
         raise CaseError(f"history token {t} is outside the alphabet 0..{c.alphabet - 1}")
@@ -274,6 +277,8 @@ def _refuse(c: Case) -> None:
                 if not isinstance(entry, (tuple, list)) or len(entry) != 2:
                     raise CaseError("candidates must be (token id, logit) pairs")
                 t, lg = entry
+                if not _is_int(t):
+                    raise CaseError(f"candidate id {t!r} is not an integer")
                 if not (0 <= t < MAX_ALPHABET):
                     raise CaseError(f"candidate id {t} is outside the vocabulary 0..{MAX_ALPHABET - 1}")
                 if t in seen:

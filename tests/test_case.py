@@ -49,3 +49,15 @@ def test_missing_field():
         Case.from_json({"history": [], "penalty_last_n": 3})
     with pytest.raises(CaseError, match="not valid JSON"):
         Case.loads("{")
+
+
+@pytest.mark.parametrize("fields,fragment", [
+    ({"history": (0, 1.0)}, "history token 1.0 is not an integer"),
+    ({"history": (0, 9)}, "history token 9 is outside the alphabet"),
+    ({"candidates": ((1.0, 0.0),)}, "candidate id 1.0 is not an integer"),
+])
+def test_constructor_names_what_it_refuses(fields, fragment):
+    """Cases built in Python (not from JSON) are refused with the same one-line reasons."""
+    with pytest.raises(CaseError) as e:
+        Case(**{"history": (0, 1), "alphabet": 2, "penalty_last_n": 4, **fields})
+    assert fragment in str(e.value) and "\n" not in str(e.value)
