@@ -161,7 +161,8 @@ def _brute_force_A(window, cands):
 def test_one_window_A_on_long_repeats_equals_its_definition():
     """The one-window A skips rows that cannot raise their token's maximum once repeats pass 64 tokens:
     periodic windows (with and without flipped tokens), repeated blocks and repeats ending at different places,
-    up to 700 tokens, against the definition computed letter by letter."""
+    up to 700 tokens, and a 2,510-token window of one block repeated 31 times, against the definition computed
+    letter by letter."""
     from dryz.model import _match_lengths_A_single
     rng = np.random.default_rng(41)
     windows = []
@@ -193,8 +194,7 @@ def test_restart_sequences_cached_per_string_equal_uncached():
     the result equals the direct scan over the whole vocabulary, duplicates and order included."""
     from dryz.check import restart_sequences_of, symbol_tokenize
     from dryz.breakers import restart_sequences
-    from dryz.symbols import symbol_texts
-    from dryz.symbols import SYMBOLS
+    from dryz.symbols import SYMBOLS, symbol_texts
     rng = np.random.default_rng(13)
     for _ in range(300):
         k = int(rng.integers(1, 8))
