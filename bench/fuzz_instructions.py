@@ -35,14 +35,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 SMALL, LARGE = 100, 600
 
-BUILD_DRIVE = """
+# Run by the measured Python (its headers and ABI): fuzz_ab.build_drive, as pip builds dryz/_drive.c.
+BUILD_DRIVE = f"""
 import sys
-from setuptools import Distribution, Extension
-dist = Distribution({"ext_modules": [Extension("dryz._drive", [sys.argv[1] + "/dryz/_drive.c"])]})
-cmd = dist.get_command_obj("build_ext")
-cmd.build_lib, cmd.build_temp = sys.argv[1], sys.argv[1] + "/build-drive"
-cmd.ensure_finalized()
-cmd.run()
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+from pathlib import Path
+from fuzz_ab import build_drive
+build_drive(Path(sys.argv[1]) / "dryz" / "_drive.c", Path(sys.argv[1]), "dryz")
 """
 
 
