@@ -1,14 +1,14 @@
-"""`dryz fuzz`: a libFuzzer campaign over fuzz/dry_fuzz.py, with progress, a summary, and artifacts kept.
+"""`dryz fuzz`: a libFuzzer campaign over dryz.fuzz.harness, with progress, a summary, and artifacts kept.
 
 Fork mode (-fork=JOBS -ignore_crashes=1) runs the target in child processes, so a campaign survives a
-subject crash or abort and keeps every crash file. With --native the children load an instrumented libllama
-(LD_PRELOAD'ed libFuzzer, LLAMA_CPP_LIB_PATH); every finding is then re-checked on the shipped library.
+subject crash or abort and keeps every crash file. The jobs audit the selected subject (DRYZ_LIB, which
+--lib sets); with --native they load an instrumented libllama built from the pinned sdist instead
+(LD_PRELOAD'ed libFuzzer). Every finding is then re-checked in a clean process on the selected subject.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -18,9 +18,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-HARNESS = REPO / "fuzz" / "dry_fuzz.py"
-BUILD_NATIVE = REPO / "fuzz" / "build_native.py"
+# libFuzzer's fork mode re-executes argv[0]: a launcher script, written into the work directory, runs the
+# harness with this interpreter (works from an installed dryz, no checkout needed).
+LAUNCHER = """#!{python}
+from dryz.fuzz.harness import main
+main()
+"""
 
 _STAT = re.compile(r"(cov|ft|corp|exec/s|rss):? ?(\d+)")
 _EXECS = re.compile(r"^#(\d+)")
@@ -72,16 +75,33 @@ class Campaign:
     seed_dir: Path | None = None
     log=print
 
-    def env(self) -> dict:
+    def subject_env(self) -> dict:
+        """The environment that selects the audited subject: DRYZ_LIB, resolved now (a relative path or a
+        folder means the same file in every child), with the campaign's fault if any."""
+        from .subject import selected_library
         env = dict(os.environ)
-        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-        env.pop("DRYZ_FAULT", None)
+        for k in ("LD_PRELOAD", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT"):
+            env.pop(k, None)
+        env["DRYZ_LIB"] = str(selected_library())
         if self.fault:
             env["DRYZ_FAULT"] = self.fault
-        if self.native:
-            nb = load_build_native().build_native(log=lambda m: self.log(f"native: {m}"))
-            env.update(nb.env())
         return env
+
+    def env(self) -> dict:
+        env = self.subject_env()
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        if self.native:
+            from .fuzz.native import build_native
+            nb = build_native(log=lambda m: self.log(f"native: {m}"))
+            env.update(nb.env())
+            env["DRYZ_LIB"] = str(nb.libllama)
+        return env
+
+    def launcher(self) -> Path:
+        path = self.workdir / "dryz-fuzz-harness"
+        path.write_text(LAUNCHER.format(python=sys.executable))
+        path.chmod(0o755)
+        return path
 
     def seed(self) -> Path:
         """Write every corpus entry's Case JSON as a seed input (the decoder reads '{...}' as that Case)."""
@@ -101,14 +121,12 @@ class Campaign:
         return seeds
 
     def command(self, seeds: Path) -> list[str]:
-        if not HARNESS.exists():
-            raise CampaignError(f"fuzz harness {HARNESS} not found (run dryz from a checkout: pip install -e .)")
         work = self.workdir / "corpus"
         work.mkdir(parents=True, exist_ok=True)
         self.artifacts.mkdir(parents=True, exist_ok=True)
         # Fork mode re-runs argv[0] for every job: the harness is executable (#!/usr/bin/env python3) and
         # env() puts this interpreter's directory first on PATH.
-        cmd = [str(HARNESS), f"-max_total_time={self.seconds}",
+        cmd = [str(self.launcher()), f"-max_total_time={self.seconds}",
                f"-artifact_prefix={self.artifacts}/", "-print_final_stats=1", "-max_len=4096",
                f"-fork={self.jobs}", "-ignore_crashes=1", "-ignore_timeouts=1", "-ignore_ooms=1",
                "-timeout=30"]
@@ -158,7 +176,7 @@ class Campaign:
 
     def probe_counters(self, env) -> str:
         """Fork mode's parent does not print the modules it loaded: ask a one-off, non-fork process."""
-        p = subprocess.run([str(HARNESS), "-runs=1"], env=env, capture_output=True, text=True, timeout=300,
+        p = subprocess.run([str(self.launcher()), "-runs=1"], env=env, capture_output=True, text=True, timeout=300,
                            cwd=self.workdir)
         for ln in (p.stdout + p.stderr).splitlines():
             m = re.search(r"Loaded (\d+) modules\s+\((\d+) inline 8-bit counters\)", ln)
@@ -167,29 +185,18 @@ class Campaign:
         return ""
 
     def recheck(self, artifact: Path) -> dict:
-        """Re-judge a crash file in a clean process on the shipped (pip) library."""
-        env = dict(os.environ)
-        for k in ("LD_PRELOAD", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT"):
-            env.pop(k, None)
-        if self.fault:
-            env["DRYZ_FAULT"] = self.fault
+        """Re-judge a crash file in a clean process on the selected subject (the one --lib / DRYZ_LIB names;
+        with --native, the uninstrumented library the user selected, not the instrumented copy)."""
+        env = self.subject_env()
+        base = {"file": str(artifact), "subject": env["DRYZ_LIB"]}
         try:
-            p = subprocess.run([sys.executable, "-m", "dryz", "check", str(artifact)], env=env,
+            p = subprocess.run([sys.executable, "-m", "dryz", "check", "--as", "bytes", str(artifact)], env=env,
                                capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired:
-            return {"file": str(artifact), "shipped_class": "crash", "reproduces": True}
+            return dict(base, klass="hang", reproduces=True)
+        if p.returncode < 0:
+            return dict(base, klass="crash", reproduces=True, signal=-p.returncode)
         if p.returncode not in (0, 1):
-            return {"file": str(artifact), "shipped_class": "crash" if p.returncode < 0 else "error",
-                    "reproduces": p.returncode < 0, "stderr": p.stderr.strip()[-300:]}
+            return dict(base, klass="error", reproduces=False, stderr=p.stderr.strip()[-300:])
         klass = json.loads(p.stdout)["verdict"]["class"]
-        return {"file": str(artifact), "shipped_class": klass, "reproduces": klass != "agree"}
-
-
-def load_build_native():
-    if not BUILD_NATIVE.exists():
-        raise CampaignError(f"{BUILD_NATIVE} not found")
-    spec = importlib.util.spec_from_file_location("dryz_build_native", BUILD_NATIVE)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+        return dict(base, klass=klass, reproduces=klass != "agree")

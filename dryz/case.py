@@ -23,6 +23,7 @@ INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 # L - allowed_length is computed in C int; keep it far from overflow.
 MAX_ABS_ALLOWED = 1 << 20
 MAX_PENALTY_LAST_N = 1 << 20
+N_CTX_TRAIN = 4096  # Case.n_ctx_train's default
 
 
 class CaseError(ValueError):
@@ -54,6 +55,9 @@ class Case:
     # Initial candidate array in array order: (token id, logit). None = every symbol of the alphabet, logit 0.
     candidates: tuple[tuple[int, float], ...] | None = None
     sorted: bool = False
+    # The 8-argument init_dry (llama.cpp before PR #26524) takes the model's training context; it is the window
+    # when penalty_last_n is -1. Ignored by the 7-argument ABI. Written to JSON only when not the default.
+    n_ctx_train: int = 4096
     # Provenance-free annotations never enter the verdict; kept out of equality.
     note: str = field(default="", compare=False)
     # Not a field: True only from the fuzz decoder, whose cases are valid by construction (validating each
@@ -97,7 +101,7 @@ class Case:
     def config_key(self) -> tuple:
         """Everything but the history: cases with equal keys can be evaluated as one batch."""
         return (self.alphabet, self.penalty_last_n, self.breakers, self.multiplier, self.base,
-                self.allowed_length, self.candidates, self.sorted)
+                self.allowed_length, self.candidates, self.sorted, self.n_ctx_train)
 
     def with_history(self, history) -> "Case":
         return replace(self, history=tuple(int(t) for t in history))
@@ -124,6 +128,8 @@ class Case:
             d["sorted"] = self.sorted
         elif self.sorted:
             d["sorted"] = True
+        if self.n_ctx_train != N_CTX_TRAIN:
+            d["n_ctx_train"] = self.n_ctx_train
         if self.note:
             d["note"] = self.note
         return d
@@ -139,7 +145,7 @@ class Case:
         if schema != CASE_SCHEMA:
             raise CaseError(f"unknown case schema {schema!r} (this dryz reads {CASE_SCHEMA!r})")
         known = {"schema", "history", "history_symbols", "alphabet", "penalty_last_n", "breakers",
-                 "multiplier", "base", "allowed_length", "candidates", "sorted", "note"}
+                 "multiplier", "base", "allowed_length", "candidates", "sorted", "note", "n_ctx_train"}
         extra = sorted(set(d) - known)
         if extra:
             raise CaseError(f"unknown case field(s): {', '.join(extra)}")
@@ -165,7 +171,7 @@ class Case:
         breakers = d.get("breakers", [])
         if not isinstance(breakers, list) or not all(isinstance(b, str) for b in breakers):
             raise CaseError("'breakers' must be a list of strings")
-        for key in ("alphabet", "penalty_last_n", "allowed_length"):
+        for key in ("alphabet", "penalty_last_n", "allowed_length", "n_ctx_train"):
             if key in d and not _is_int(d[key]):
                 raise CaseError(f"'{key}' must be an integer")
         for key in ("multiplier", "base"):
@@ -183,6 +189,7 @@ class Case:
             allowed_length=int(d.get("allowed_length", 1)),
             candidates=cands,
             sorted=bool(d.get("sorted", False)),
+            n_ctx_train=int(d.get("n_ctx_train", N_CTX_TRAIN)),
             note=str(d.get("note", "")),
         )
 
@@ -202,6 +209,7 @@ def validate(c: Case) -> None:
     if (isinstance(c.alphabet, int) and 1 <= c.alphabet <= MAX_ALPHABET and len(h) <= MAX_HISTORY
             and _ids_below(h, c.alphabet)
             and INT32_MIN <= c.penalty_last_n <= MAX_PENALTY_LAST_N
+            and INT32_MIN <= c.n_ctx_train <= MAX_PENALTY_LAST_N
             and -MAX_ABS_ALLOWED <= c.allowed_length <= MAX_ABS_ALLOWED
             and math.isfinite(m) and math.isfinite(b) and f32(m) == m and f32(b) == b
             and (not c.breakers or (max(map(len, c.breakers)) <= MAX_BREAKER_CHARS
@@ -253,6 +261,9 @@ def _refuse(c: Case) -> None:
         # libllama allocates two arrays of penalty_last_n ints per sampler: refuse gigabytes up front.
         raise CaseError(f"penalty_last_n {c.penalty_last_n} is above {MAX_PENALTY_LAST_N:,} "
                         f"(libllama would allocate {8 * c.penalty_last_n:,} bytes per sampler)")
+    if not (_is_int(c.n_ctx_train) and INT32_MIN <= c.n_ctx_train <= MAX_PENALTY_LAST_N):
+        raise CaseError(f"n_ctx_train must be an integer in {INT32_MIN}..{MAX_PENALTY_LAST_N:,} (it becomes the "
+                        f"window when penalty_last_n is -1 on the 8-argument init_dry), got {c.n_ctx_train!r}")
     if not (-MAX_ABS_ALLOWED <= c.allowed_length <= MAX_ABS_ALLOWED):
         raise CaseError(f"allowed_length must be within +-{MAX_ABS_ALLOWED}, got {c.allowed_length}")
     for name in ("multiplier", "base"):

@@ -40,12 +40,21 @@ def space_json(alphabet, max_length, specs, canonical: bool) -> dict:
 
 
 def judge(r: dict) -> tuple[str, dict]:
-    """(verdict, checks) from a results dict: void when a control fails or a count differs from the space's
-    formula (counts are not judged on an unmerged shard); mismatch; partial (a clean shard); certified."""
+    """(verdict, checks) from a results dict.
+
+    `checks` are the harness's own: the oracles reproduce the periodic closed forms, the off-by-one reference
+    is flagged (non-vacuity), multiplier 0 leaves every logit untouched, and the counts equal the space's
+    formula (not judged on an unmerged shard). Any of them false: void (exit 2), the harness is in doubt.
+    Otherwise a mismatch, an oracle self-disagreement or a periodic closed form the library misses is a
+    finding: mismatch (exit 1). Then partial (a clean shard) or certified."""
     space, configs, controls = r["space"], r["configs"], r["controls"]
     shard = r.get("shard")
+    periodic = controls["periodic"]
     flagged = sum(c["off_by_one_flagged"] for c in configs)
-    checks = {"periodic": controls["periodic"]["passed"], "off_by_one": flagged > 0,
+    penalized = sum(c["penalized_cases"] for c in configs)
+    # A space (or shard) without a penalized case cannot show the control; the periodic cases always can.
+    off_by_one = flagged > 0 or (penalized == 0 and periodic.get("off_by_one_flagged", 0) > 0)
+    checks = {"periodic_oracles": periodic.get("oracles_passed", periodic["passed"]), "off_by_one": off_by_one,
               "multiplier_zero": controls["multiplier_zero"]["passed"]}
     if shard is None:
         if space["expected_cases"] is not None:
@@ -58,7 +67,7 @@ def judge(r: dict) -> tuple[str, dict]:
     dis = sum(c["oracle_disagreements"] for c in configs)
     if not all(checks.values()):
         return "void", checks
-    if mism or dis:
+    if mism or dis or not periodic["passed"]:
         return "mismatch", checks
     return ("partial" if shard is not None else "certified"), checks
 
@@ -110,12 +119,15 @@ def merge(results: list[dict], names: list[str]) -> dict:
             raise MergeError(f"{n}: not a shard (run with --shard I/N)")
     first, fname = results[0], names[0]
     sha = first["subject"].get("libllama_sha256")
+    abi = first["subject"].get("init_dry_abi")
     count, total, slicing = (first["shard"][k] for k in ("count", "total_tasks", "slicing"))
     seen: dict[int, str] = {}
     for r, n in zip(results, names):
         if r["subject"].get("libllama_sha256") != sha:
             raise MergeError(f"{n}: different subject (libllama_sha256 {r['subject'].get('libllama_sha256')} "
                              f"vs {sha} in {fname})")
+        if r["subject"].get("init_dry_abi") != abi:
+            raise MergeError(f"{n}: different init_dry ABI ({r['subject'].get('init_dry_abi')} vs {abi} in {fname})")
         if r["space"] != first["space"]:
             raise MergeError(f"{n}: different space from {fname}")
         s = r["shard"]
@@ -134,7 +146,8 @@ def merge(results: list[dict], names: list[str]) -> dict:
     configs = [dict(c) for c in first["configs"]]
     for r in results[1:]:
         configs = [_merge_config(a, b) for a, b in zip(configs, r["configs"])]
-    periodic = dict(first["controls"]["periodic"], passed=all(r["controls"]["periodic"]["passed"] for r in results))
+    periodic = dict(first["controls"]["periodic"], passed=all(r["controls"]["periodic"]["passed"] for r in results),
+                    oracles_passed=all(r["controls"]["periodic"].get("oracles_passed", True) for r in results))
     mz = dict(first["controls"]["multiplier_zero"])
     mz["passed"] = all(r["controls"]["multiplier_zero"]["passed"] for r in results)
     mz["nonzero_deltas"] = sum(r["controls"]["multiplier_zero"]["nonzero_deltas"] for r in results)

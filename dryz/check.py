@@ -40,11 +40,10 @@ def _inject(p: Prediction) -> Prediction:
     return replace(p, L=p.L + bump)
 
 
-@lru_cache(maxsize=1)
 def subject():
-    """The process's one loaded library (loading costs ~0.1 s; every check shares it)."""
-    from .subject import Subject
-    return Subject()
+    """The process's one subject (dryz.subject.current(): the library --lib / DRYZ_LIB selects)."""
+    from .subject import current
+    return current()
 
 
 def symbol_tokenize(text: str) -> list[int]:
@@ -76,8 +75,20 @@ def _config(multiplier, base, allowed_length, penalty_last_n, breakers: tuple) -
     return Config(multiplier, base, allowed_length, penalty_last_n, restart_sequences_of(breakers))
 
 
-def case_config(case: Case) -> Config:
-    return config_of(case.multiplier, case.base, case.allowed_length, case.penalty_last_n, case.breakers)
+def effective_last_n(penalty_last_n: int, n_ctx_train: int, abi: int = 7) -> int:
+    """The penalty_last_n the shipped model sees. The 8-argument init_dry (llama.cpp before PR #26524) reads -1
+    as the training context; the 7-argument one clamps every negative value to 0 (DRY off). Other negative
+    values on the 8-argument ABI are modelled as the 7-argument release does them (DRY off): that release
+    enables DRY with a zero-capacity ring buffer instead and aborts on the first accept, which the verdict then
+    reports as a crash."""
+    if abi == 8 and penalty_last_n == -1:
+        return n_ctx_train
+    return penalty_last_n
+
+
+def case_config(case: Case, abi: int = 7) -> Config:
+    return config_of(case.multiplier, case.base, case.allowed_length,
+                     effective_last_n(case.penalty_last_n, case.n_ctx_train, abi), case.breakers)
 
 
 if MAX_ALPHABET > 256:
@@ -204,7 +215,7 @@ def _bits(a) -> np.ndarray:
 def check(case: Case, lib=None) -> Verdict:
     """Run the case through the shipped library and both oracles; the one verdict everything uses."""
     lib = lib or subject()
-    cfg = case_config(case)
+    cfg = case_config(case, lib.abi)
     cands, H = case_arrays(case)
     pa, pb = predict_both(H, cands, cfg)
     planted = fault()
@@ -222,17 +233,17 @@ def check(case: Case, lib=None) -> Verdict:
                 expected_sorted=expected_sorted, observed_sorted=out.sorted, multi_token=cfg.multi_token)
 
     if out.size != len(cands) or out.ids != case.ids:
-        v.status, v.detail = HARNESS_ERROR, "the sampler changed the candidate array's size or ids"
+        # DRY only changes logits: a changed array is the library's doing (reading it is checked at load).
+        v.status, v.detail = MISMATCH, "the sampler changed the candidate array's size or ids"
+        v.differing.append({"id": -1, "expected": "unchanged ids and size", "observed": "changed",
+                            "direction": "array"})
         return v
     if case.invertible():
         delta = -out.logits
         L, bad = invert_deltas(delta)
-        overflow = np.isinf(delta) & np.greater(delta, 0)  # 2^(L-1) past float range: the model judges it
-        if (bad & ~overflow).any():
-            v.status = HARNESS_ERROR
-            v.detail = f"delta {float(delta[bad & ~overflow][0])!r} is neither 0 nor a power of two"
-            return v
-        v.library_L = [None if o else int(x) for x, o in zip(L, overflow)]
+        # None: not 0 nor 2^(L-1) (past the float range, or not a power of two at all); the bit-exact
+        # comparison below judges it.
+        v.library_L = [None if b else int(x) for x, b in zip(L, bad)]
     if pa.L.tobytes() != pb.L.tobytes() or pa.penalized.tobytes() != pb.penalized.tobytes():
         v.status, v.detail = ORACLE_DISAGREEMENT, "oracles A and B disagree; the library is not judged"
         return v

@@ -38,8 +38,66 @@ def _writable(path) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dryz")
-def cli():
+@click.option("--lib", "lib_path", default=None, metavar="PATH", envvar="DRYZ_LIB",
+              help="The libllama.so under audit (a file, or a folder holding libllama.so and its libggml*.so), "
+                   "for every command and every process it starts. [env: DRYZ_LIB; default: llama-cpp-python's]")
+def cli(lib_path):
     """Audit llama.cpp's DRY sampler against independent oracles."""
+    if lib_path:
+        from .subject.binding import SubjectError, resolve
+        try:
+            os.environ["DRYZ_LIB"] = str(resolve(lib_path))  # children (workers, fuzz jobs, re-checks) inherit it
+        except SubjectError as e:
+            _fail(str(e))
+
+
+def load_subject():
+    """The selected subject, loaded; a library that cannot be loaded or driven is one line and exit 2."""
+    from .subject import SubjectError, current
+    try:
+        return current()
+    except SubjectError as e:
+        _fail(f"subject: {e}")
+
+
+@cli.group()
+def subject():
+    """The library under audit: show it, or build one (a release, optionally patched)."""
+
+
+@subject.command("show")
+def subject_show():
+    """Load the selected library and print its identity as JSON (path, sha256, commit, init_dry ABI)."""
+    import json
+    lib = load_subject()
+    click.echo(json.dumps(lib.identity, indent=2))
+
+
+@subject.command("build")
+@click.option("--version", "version", default=None, metavar="V",
+              help="llama-cpp-python sdist version whose vendored llama.cpp is built. [default: the pinned one]")
+@click.option("--patch", "patch", default=None, type=click.Path(dir_okay=False), metavar="FILE.diff",
+              help="A patch applied to vendor/llama.cpp (patch -p1) before building.")
+@click.option("-j", "--jobs", type=int, default=None, help="Build jobs. [default: all cores]")
+@click.option("--force", is_flag=True, help="Rebuild even when cached.")
+def subject_build(version, patch, jobs, force):
+    """Build libllama (the `llama` target only) into the cache and print the folder to pass to --lib."""
+    import re
+
+    from .subject.build import BuildError, build
+    from .subject.libllama import PINNED_VERSION
+    version = version or PINNED_VERSION
+    if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+        _fail(f"--version must look like 0.3.36, got {version!r}")
+    if patch is not None and not os.path.isfile(patch):
+        _fail(f"--patch {patch}: no such file")
+    if jobs is not None and not 1 <= jobs <= 64:
+        _fail(f"--jobs must be in 1..64, got {jobs}")
+    try:
+        out = build(version, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force)
+    except BuildError as e:
+        _fail(f"subject build: {e}")
+    click.echo(str(out))
 
 
 @cli.command()
@@ -161,12 +219,16 @@ def _print_certificate(result, json_path):
     if result.get("merged_from"):
         click.echo(f"merged    {len(result['merged_from'])} shards of {result['shards']}")
     click.echo(f"results   {json_path}")
+    from .case import Case
     for c in result["configs"]:
         for ex in c["examples"]:
-            from .case import Case
             click.echo(f"{ex['kind']} ({c['name']}): {Case.from_json(ex['case']).dumps()}")
+    for ex in result["controls"]["periodic"].get("findings", []):
+        click.echo(f"{ex['kind']} (periodic control, the library misses its closed form): "
+                   f"{Case.from_json(ex['case']).dumps()}")
     if result["verdict"] == "void":
-        click.echo("dryz: error: a control did not show what it must; the run is void", err=True)
+        failed = ", ".join(k for k, ok in result["checks"].items() if not ok)
+        click.echo(f"dryz: error: the harness is in doubt, the run is void: failed {failed}", err=True)
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDING if result["verdict"] == "mismatch" else EXIT_OK)
 
@@ -176,13 +238,13 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
     """alphabet None: every alphabet size (canonical). shard (I, N): only that deterministic slice.
     scheduler: a Dask scheduler address or distributed.Client that runs the slices (dryz.dask_exec)."""
     from . import certificate as cert
-    from .check import check, subject
+    from .check import check
     from .exhaustive import (config_slices, multiplier_zero_control, periodic_control, run_configs,
                              shard_slicing, shard_tasks)
     from .report import Progress, environment, write_json
 
     t0 = time.perf_counter()
-    lib = subject()
+    lib = load_subject()
     ident = lib.identity
     slicing = shard_slicing(shard[1]) if shard else workers
     tasks = [(ci, sl) for ci, spec in enumerate(specs)
@@ -265,8 +327,12 @@ def merge(paths, json_path):
 # -- single cases, minimizer, corpus ---------------------------------------------------------------------
 
 
-def load_case_file(path: str):
-    """A Case from a Case JSON, a corpus entry, or a libFuzzer crash file (the fuzz harness's decoder)."""
+def load_case_file(path: str, read_as: str = "auto"):
+    """A Case from a Case JSON, a corpus entry, or a libFuzzer crash file (the fuzz harness's decoder).
+
+    A file that starts like JSON (after whitespace or a BOM) is JSON: a parse or schema error is one line with
+    where it is, never a silent fallback to fuzz bytes. Bytes are decoded as the harness decodes them only
+    when the file does not start like JSON (libFuzzer's crash files), or with read_as="bytes"."""
     import json
 
     from .case import Case, CaseError
@@ -276,37 +342,64 @@ def load_case_file(path: str):
         raw = open(path, "rb").read()
     except OSError as e:
         _fail(f"cannot read {path}: {e.strerror}")
-    if raw[:1] == b"{":
+    import re
+    start = raw.lstrip(b" \t\r\n")
+    looks_json = not start or start[:1] in b'{["-0123456789' or start.startswith(
+        (b"\xef\xbb\xbf", b"true", b"false", b"null"))
+    artifact = re.fullmatch(r"(crash|timeout|oom|leak|slow-unit)-[0-9a-f]{8,}", os.path.basename(path))
+    if read_as == "bytes" or (read_as == "auto" and (artifact or not looks_json)):
         try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            data = None
-        if isinstance(data, dict) and data.get("schema") == CORPUS_SCHEMA:
-            try:
-                return validate_entry(data, path), "corpus entry"
-            except CorpusError as e:
-                _fail(str(e))
-        if isinstance(data, dict) and "history" in data:
-            try:
-                return Case.from_json(data), "case JSON"
-            except CaseError as e:
-                _fail(f"{path}: {e}")
+            return decode(raw), "fuzz input"
+        except CaseError as e:
+            _fail(f"{path}: decodes to an invalid case: {e}")
+    data = parse_json_file(path, raw)
+    if isinstance(data, dict) and data.get("schema") == CORPUS_SCHEMA:
+        try:
+            return validate_entry(data, path), "corpus entry"
+        except CorpusError as e:
+            _fail(str(e))
+    if isinstance(data, dict) and "schema" in data and data["schema"] != "dryz.case/1":
+        _fail(f"{path}: unknown schema {data['schema']!r} (this dryz reads dryz.case/1 and {CORPUS_SCHEMA})")
     try:
-        return decode(raw), "fuzz input"
+        return Case.from_json(data), "case JSON"
     except CaseError as e:
-        _fail(f"{path}: decodes to an invalid case: {e}")
+        _fail(f"{path}: {e}")
+
+
+def parse_json_file(path: str, raw: bytes):
+    """JSON from a file's bytes, or one line saying where it is not JSON (line and column)."""
+    import json
+    if not raw.strip():
+        _fail(f"{path}: empty file (a Case JSON object was expected; use --as bytes for a fuzz input)")
+    if raw.startswith(b"\xef\xbb\xbf"):
+        _fail(f"{path}: starts with a UTF-8 byte-order mark; save it without one")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        _fail(f"{path}: not UTF-8 (byte {e.start}); a Case JSON is UTF-8 text (use --as bytes for a fuzz input)")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        _fail(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")
+    except RecursionError:
+        _fail(f"{path}: JSON nested too deeply")
 
 
 @cli.command("check")
 @click.argument("path", type=click.Path(dir_okay=False))
-def check_cmd(path):
+@click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
+              help="How to read the file: auto (JSON when it starts like JSON), json, or bytes (a fuzz input, "
+                   "decoded as the harness decodes it).")
+def check_cmd(path, read_as):
     """Judge one case (Case JSON, corpus entry or crash file); print the verdict as JSON."""
     import json
 
     from .check import check
-    case, kind = load_case_file(path)
-    v = check(case)
-    click.echo(json.dumps({"input": kind, "case": case.to_json(), "verdict": v.to_json()}, indent=2))
+    case, kind = load_case_file(path, read_as)
+    lib = load_subject()
+    v = check(case, lib)
+    click.echo(json.dumps({"input": kind, "case": case.to_json(), "verdict": v.to_json(),
+                           "subject": lib.identity}, indent=2))
     sys.exit(EXIT_OK if v.ok else EXIT_FINDING)
 
 
@@ -332,7 +425,7 @@ def signature_cmd():
               help="Evaluate every candidate in a subprocess. [default: only when the input crashes]")
 def minimize(path, corpus_dir, isolate):
     """Shrink a failing case (crash file, Case JSON or corpus entry) to a shortest reproducer in corpus/."""
-    from .check import fault, subject
+    from .check import fault
     from .corpus import DEFAULT_DIR, entry_json, write_entry
     from .reduce import reduce_case, signature_in_process, signature_isolated
     case, kind = load_case_file(path)
@@ -355,7 +448,7 @@ def minimize(path, corpus_dir, isolate):
     else:
         from .check import check
         verdict = check(reduced)
-    lib = subject()
+    lib = load_subject()
     provenance = {"found_by": "minimize", "minimized_from": str(path), "input_kind": kind,
                   "original_length": len(case.history), "predicate_calls": calls,
                   "seconds": round(seconds, 2), "fault": fault()}
@@ -441,22 +534,38 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_
                     artifacts=Path(artifacts).resolve() if artifacts else work / "artifacts",
                     native=native, fault=fault, extra=list(libfuzzer_flags))
     camp.log = click.echo
+    lib = load_subject()
+    click.echo(f"subject: {lib.label()}\n         {lib.identity['libllama_path']} (sha256 "
+               f"{lib.identity['libllama_sha256'][:16]}...)")
     try:
         summary = camp.run()
     except CampaignError as e:
         _fail(str(e))
-    except SystemExit as e:  # build_native reports a missing toolchain this way
+    except SystemExit as e:  # the native build reports a missing toolchain this way
         _fail(f"native build unavailable (exit {e.code}); run without --native for Python coverage only")
+    except Exception as e:
+        from .fuzz.native import NativeBuildError
+        if isinstance(e, NativeBuildError):
+            _fail(f"native build: {e}")
+        raise
     click.echo(f"summary: {summary['execs']:,} execs in {summary['seconds']} s, cov {summary['cov']}, "
                f"ft {summary['ft']}, corpus {summary['corpus']}, findings {len(summary['findings'])}")
     if summary["counters"]:
         click.echo(f"coverage counters: {summary['counters']}")
     for f in summary["findings"]:
-        click.echo(f"finding: {f['file']} (on the shipped library: {f['shipped_class']})")
+        again = "reproduces" if f["reproduces"] else "does NOT reproduce"
+        click.echo(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
+    summary["subject"] = lib.identity
     if json_path:
         write_json(json_path, summary)
     real = [f for f in summary["findings"] if f["reproduces"]]
-    sys.exit(EXIT_FINDING if real else EXIT_OK)
+    if real:
+        sys.exit(EXIT_FINDING)
+    if summary["findings"]:
+        click.echo(f"dryz: error: {len(summary['findings'])} crash file(s) that do not reproduce on the subject: "
+                   "the harness is in doubt", err=True)
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_OK)
 
 
 @cli.command()

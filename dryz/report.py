@@ -57,11 +57,23 @@ def write_json(path: str | Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def subject_line(s: dict) -> str:
+    """The subject's one-line name: provider version, patch, commit, init_dry ABI."""
+    who = f"llama-cpp-python {s['llama_cpp_python']}" if s.get("llama_cpp_python") else "libllama"
+    b = s.get("built_by_dryz") or {}
+    if b.get("patch_sha256"):
+        who += f" + patch {b.get('patch')} (sha256 {b['patch_sha256'][:12]})"
+    elif b:
+        who += " (built by dryz subject build)"
+    abi = f", init_dry ABI {s['init_dry_abi']} arguments" if s.get("init_dry_abi") else ""
+    return f"{who} (llama.cpp {s.get('llama_cpp_commit') or '?'}{abi})"
+
+
 def certificate_text(r: dict) -> str:
     s = r["subject"]
     lines = [
         f"dryz exhaustive: {r['verdict'].upper()}",
-        f"subject   llama-cpp-python {s['llama_cpp_python']} (llama.cpp {s.get('llama_cpp_commit') or '?'})",
+        f"subject   {subject_line(s)}",
         f"          libllama {s['libllama_path']}",
         f"          sha256 {s['libllama_sha256']}",
         f"space     every history of length {r['space']['min_length']}..{r['space']['max_length']} over "
@@ -76,8 +88,11 @@ def certificate_text(r: dict) -> str:
     lines.append(f"  {'total':<9} {'':<10} cases {t['cases']:>11,}  mismatches {t['mismatches']}  "
                  f"oracle disagreements {t['oracle_disagreements']}")
     c = r["controls"]
-    lines.append(f"controls  periodic {'passed' if c['periodic']['passed'] else 'FAILED'} "
-                 f"({len(c['periodic']['cases'])} closed forms); off-by-one reference flagged "
+    per = c["periodic"]
+    lines.append(f"controls  periodic {'passed' if per['passed'] else 'MISSED BY THE LIBRARY'} "
+                 f"({len(per['cases'])} closed forms"
+                 f"{'' if per.get('oracles_passed', True) else '; the ORACLES miss one: harness in doubt'}); "
+                 f"off-by-one reference flagged "
                  f"{c['off_by_one']['flagged']:,} cases; multiplier 0: {c['multiplier_zero']['nonzero_deltas']} "
                  f"non-zero deltas in {c['multiplier_zero']['cases']:,} cases")
     lines.append(f"wall      {r['wall_seconds']:.2f} s")

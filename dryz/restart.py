@@ -148,7 +148,7 @@ def sweep_config(lib, name: str, breakers, k: int = 3, max_len: int = 7) -> Swee
         rep_row = rep_limits(H, cfg.seqs) != promised_rep_limits(H, cfg.seqs)
         res.rep_only += int((rep_row & ~prom_row).sum())
         for r in np.nonzero(bad_row)[0]:
-            res.add(HARNESS_ERROR, to_symbols(H[r]))
+            res.add(MISMATCH, to_symbols(H[r]))  # not 0 nor 2^(L-1): the library's doing
         for r in np.nonzero(dis_row & ~bad_row)[0]:
             res.add(ORACLE_DISAGREEMENT, to_symbols(H[r]))
         for r in np.nonzero(mis_row)[0]:

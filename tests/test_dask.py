@@ -45,7 +45,7 @@ def test_dask_matches_single_process(tmp_path, cluster):
     # The slices ran in the workers' own processes, each with its own subject.
     pids = client.run(lambda: __import__("os").getpid())
     assert len(set(pids.values())) == 2 and all(p != __import__("os").getpid() for p in pids.values())
-    loaded = client.run(lambda: __import__("dryz.check").check.subject.cache_info().currsize)
+    loaded = client.run(lambda: __import__("dryz.subject").subject.current.cache_info().currsize)
     assert set(loaded.values()) == {1}
     # A worker with another libllama is refused before any slice runs.
     from dryz.dask_exec import SchedulerError, require_subject

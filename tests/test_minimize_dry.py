@@ -94,10 +94,12 @@ def test_minimize_rejects_agreeing_input(tmp_path):
     assert "(read as a case JSON)" in p.stderr
 
 
-def test_minimize_says_how_it_read_a_broken_json(tmp_path):
-    """Bytes that are not JSON are a fuzz input (libFuzzer writes any bytes), and the error says so."""
+def test_minimize_refuses_a_broken_json_with_where(tmp_path):
+    """A file that starts like JSON is JSON: a typo is one line with line and column, exit 2, never read as
+    fuzz bytes and judged as an unrelated case."""
     f = tmp_path / "typo.json"
     f.write_text('{"history": [0, 1], "alphabet": 2')
     p = subprocess.run([sys.executable, "-m", "dryz", "minimize", str(f), "--corpus", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "(read as a fuzz input)" in p.stderr
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0
+    assert "not valid JSON" in p.stderr and "line 1 column" in p.stderr

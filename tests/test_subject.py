@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from dryz.case import Case
-from dryz.check import AGREE, HARNESS_ERROR, check, invert_deltas
+from dryz.check import AGREE, MISMATCH, check, invert_deltas
 from dryz.symbols import SYMBOLS, from_symbols
 
 
@@ -58,18 +58,21 @@ def test_multiplier_zero_leaves_logits(lib):
     assert v.status == AGREE and v.observed_logits == [0.0, 0.0, 0.0] and v.observed_sorted is False
 
 
-def test_harness_error_on_uninvertible_delta(lib, monkeypatch):
-    """A delta that is not a power of two is reported, never rounded."""
-    from dryz import subject as subject_mod
-    real = subject_mod.Subject.run
+def test_uninvertible_delta_is_the_librarys_mismatch(lib, monkeypatch):
+    """A delta that is not a power of two is the library's doing: a mismatch (exit 1), never rounded to an L
+    and never a void 'harness error'."""
+    from dryz.subject import LibLlama
+    real = LibLlama.run
 
     def perturbed(self, case):
         out = real(self, case)
         out.logits = out.logits * np.float32(1.5)
         return out
-    monkeypatch.setattr(subject_mod.Subject, "run", perturbed)
+    monkeypatch.setattr(LibLlama, "run", perturbed)
     case = Case(history=tuple(from_symbols("abab")), alphabet=3, penalty_last_n=64)
-    assert check(case, lib).status == HARNESS_ERROR
+    v = check(case, lib)
+    assert v.status == MISMATCH and v.library_L == [None, 0, 0]  # a: L = 2, delta 2 * 1.5 = 3
+    assert [(d["id"], d["direction"]) for d in v.differing] == [(0, "more")]
 
 
 def test_library_tokenizer_splits_symbol_strings_into_characters(lib):
@@ -96,10 +99,10 @@ def test_call_sequencer_is_built_and_equals_the_ctypes_path(lib, monkeypatch):
     """dryz._drive (the C sequence of libllama's init_dry/accept/apply/free) is installed, assumes the
     bindings' struct layout, and its output is bit-identical to making the same calls one by one through
     ctypes, on fuzz-decoded cases (random windows, breakers, parameters and candidate arrays)."""
-    import dryz.subject as subject_mod
+    import dryz.subject.libllama as subject_mod
     from dryz.decode import decode
-    assert subject_mod._DRIVE is not None, "dryz._drive is not built (pip install -e . compiles it)"
-    assert subject_mod._DRIVE.layout() == subject_mod.bindings_layout(lib.L) == (12, 0, 4, 8, 32, 0, 8, 16, 24)
+    assert subject_mod._DRIVE is not None, "dryz.subject._drive is not built (pip install -e . compiles it)"
+    assert subject_mod._DRIVE.layout() == subject_mod.layout() == (12, 0, 4, 8, 32, 0, 8, 16, 24)
     rng = np.random.default_rng(12)
     cases = [decode(rng.integers(0, 256, int(rng.integers(0, 1500))).astype(np.uint8).tobytes())
              for _ in range(300)]

@@ -1,4 +1,4 @@
-"""The subject: the shipped libllama, driven through llama-cpp-python's ctypes bindings.
+"""The libllama subject: a libllama.so (the pip build, or any file --lib names), driven through dryz's own binding.
 
 Nothing of the sampler is re-implemented here: a sampler is made with llama_sampler_init_dry, fed with
 llama_sampler_accept, shared between histories with llama_sampler_clone, and run with llama_sampler_apply.
@@ -8,44 +8,33 @@ from __future__ import annotations
 
 import array
 import ctypes
-import importlib
 import importlib.metadata
 import importlib.util
+import json
 import os
-import sys
-import types
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 
-from .symbols import MAX_ALPHABET, SYMBOLS
-from .vocab import sha256_file, symbol_vocab_path
+from ..symbols import MAX_ALPHABET
+from ..vocab import sha256_file, symbol_vocab_path
+from .binding import Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
+from .interface import Output, Subject
 
 try:
-    from . import _drive as _DRIVE  # the C call sequencer (dryz/_drive.c), built by pip install
+    from . import _drive as _DRIVE  # the C call sequencer (dryz/subject/_drive.c), built by pip install
 except ImportError:
     _DRIVE = None
 if os.environ.get("DRYZ_DRIVE") == "ctypes":
     _DRIVE = None
 
-EXPECTED_VERSION = "0.3.36"
-EXPECTED_COMMIT = "0c1e57098"  # llama-cpp-python 0.3.36's vendor/llama.cpp (its CHANGELOG)
-
+PINNED_VERSION = "0.3.36"  # llama-cpp-python, the default subject's provider (pyproject.toml)
+N_CTX_TRAIN_DEFAULT = 4096  # what the 8-argument init_dry gets when a Case does not say
+BUILD_INFO = "dryz-subject.json"  # written by `dryz subject build` beside the libraries it built
 
 TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
-
-
-class SubjectError(RuntimeError):
-    """The library could not be loaded or did something the harness cannot interpret."""
-
-
-@dataclass
-class Output:
-    ids: tuple[int, ...]
-    logits: np.ndarray  # float32, in array order
-    sorted: bool
-    size: int
 
 
 def _loaded_path(fragment: str) -> str | None:
@@ -60,31 +49,47 @@ def _loaded_path(fragment: str) -> str | None:
     return None
 
 
-def import_bindings():
-    """llama-cpp-python's ctypes bindings module, llama_cpp.llama_cpp (which loads libllama, honouring
-    LLAMA_CPP_LIB_PATH). When the package is not imported yet, its __init__ is skipped: it imports the
-    high-level Llama class, chat formats and jinja2 (~0.15 s per process) that dryz never uses."""
-    if "llama_cpp" not in sys.modules:
-        spec = importlib.util.find_spec("llama_cpp")
-        if spec is None or not spec.submodule_search_locations:
-            raise ImportError("llama-cpp-python is not installed")
-        pkg = types.ModuleType("llama_cpp")
-        pkg.__path__, pkg.__spec__, pkg.__file__ = list(spec.submodule_search_locations), spec, spec.origin
-        sys.modules["llama_cpp"] = pkg
-        try:
-            return importlib.import_module("llama_cpp.llama_cpp")
-        except BaseException:
-            del sys.modules["llama_cpp"]
-            raise
-    return importlib.import_module("llama_cpp.llama_cpp")
+def _mapped(path: Path) -> bool:
+    """The file is mapped into this process (its sha256 then names what actually runs)."""
+    real = str(path.resolve())
+    try:
+        with open("/proc/self/maps") as f:
+            return any(line.rstrip().endswith(real) for line in f)
+    except OSError:
+        return False
 
 
-def bindings_layout(L) -> tuple[int, ...]:
-    """llama_token_data and llama_token_data_array as llama-cpp-python's ctypes declare them, in the order
-    dryz._drive.layout() reports its own: sizes and field offsets."""
-    T, A = L.llama_token_data, L.llama_token_data_array
+def layout() -> tuple[int, ...]:
+    """llama_token_data and llama_token_data_array as dryz's binding declares them, in the order
+    dryz.subject._drive.layout() reports its own: sizes and field offsets."""
+    T, A = llama_token_data, llama_token_data_array
     return (ctypes.sizeof(T), T.id.offset, T.logit.offset, T.p.offset, ctypes.sizeof(A), A.data.offset,
             A.size.offset, A.selected.offset, A.sorted.offset)
+
+
+def pip_library() -> Path | None:
+    """The libllama llama-cpp-python installed (found without importing its bindings)."""
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for d in spec.submodule_search_locations:
+        p = Path(d) / "lib" / "libllama.so"
+        if p.exists():
+            return p.resolve()
+    return None
+
+
+def selected_library() -> Path:
+    """The library under audit: DRYZ_LIB (what --lib sets), else LLAMA_CPP_LIB_PATH (a folder), else the pip
+    build's."""
+    for var in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH"):
+        v = os.environ.get(var)
+        if v:
+            return resolve(v)
+    p = pip_library()
+    if p is None:
+        raise SubjectError("no libllama selected (--lib PATH or DRYZ_LIB) and llama-cpp-python is not installed")
+    return p
 
 
 def _distribution_version() -> str:
@@ -94,87 +99,88 @@ def _distribution_version() -> str:
         return "unknown"
 
 
-class Subject:
+class LibLlama(Subject):
     """One loaded libllama plus the symbol vocabulary."""
 
-    def __init__(self):
-        try:
-            llama_cpp = import_bindings()
-        except Exception as e:  # ImportError, or OSError when the shared library fails to load
-            raise SubjectError(f"cannot import llama_cpp (llama-cpp-python): {e}") from None
-        self.L = llama_cpp
-        # libllama logs to stderr on load; keep a reference so the callback outlives this call.
-        self._log_cb = llama_cpp.llama_log_callback(lambda level, text, user: None)
-        llama_cpp.llama_log_set(self._log_cb, ctypes.c_void_p())
-        llama_cpp.llama_backend_init()
+    kind = "libllama"
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = resolve(path) if path is not None else selected_library()
+        self.L = Binding(self.path)
         self.vocab_path = symbol_vocab_path()
-        params = llama_cpp.llama_model_default_params()
-        params.vocab_only = True
-        self.model = llama_cpp.llama_model_load_from_file(str(self.vocab_path).encode(), params)
-        if not self.model:
-            raise SubjectError(f"libllama could not load the vocabulary {self.vocab_path}")
-        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
-        n = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self.model, self.vocab = self.L.load_vocab(self.vocab_path)
+        n = self.L.llama_vocab_n_tokens(self.vocab)
         if n != MAX_ALPHABET:
             raise SubjectError(f"vocabulary has {n} tokens, expected {MAX_ALPHABET}")
-        if _DRIVE is not None and _DRIVE.layout() != bindings_layout(llama_cpp):
-            raise SubjectError(f"dryz._drive assumes the llama.h struct layout {_DRIVE.layout()}, the bindings "
-                               f"have {bindings_layout(llama_cpp)}: rebuild dryz against this llama-cpp-python")
-        self._init = llama_cpp.llama_sampler_init_dry
-        self.clone = llama_cpp.llama_sampler_clone
-        self.accept = llama_cpp.llama_sampler_accept
-        self.apply = llama_cpp.llama_sampler_apply
-        self.free = llama_cpp.llama_sampler_free
+        self.abi = self.L.detect_abi(self.vocab)
+        if _DRIVE is not None and _DRIVE.layout() != layout():
+            raise SubjectError(f"dryz.subject._drive assumes the llama.h struct layout {_DRIVE.layout()}, the "
+                               f"binding declares {layout()}: rebuild dryz")
+        self.clone = self.L.llama_sampler_clone
+        self.accept = self.L.llama_sampler_accept
+        self.apply = self.L.llama_sampler_apply
+        self.free = self.L.llama_sampler_free
+        self.reset = self.L.llama_sampler_reset
 
     # -- identity -------------------------------------------------------------------------------
     @cached_property
     def identity(self) -> dict:
-        path = _loaded_path("libllama") or ""
-        if not path:
-            raise SubjectError("cannot find the loaded libllama in /proc/self/maps")
-        return {
-            "llama_cpp_python": _distribution_version(),
-            "llama_cpp_commit": self._ggml_commit(),
-            "libllama_path": path,
-            "libllama_sha256": sha256_file(path),
+        if not _mapped(self.path):
+            raise SubjectError(f"{self.path} is not mapped into this process")
+        ident = {
+            "kind": self.kind,
+            "libllama_path": str(self.path),
+            "libllama_sha256": sha256_file(self.path),
+            "llama_cpp_commit": self.L.commit(),
+            "init_dry_abi": self.abi,
             "vocab_path": str(self.vocab_path),
             "vocab_sha256": sha256_file(self.vocab_path),
         }
+        if self.path == pip_library():
+            ident["llama_cpp_python"] = _distribution_version()
+        info = self.path.parent / BUILD_INFO
+        if info.exists():
+            try:
+                built = json.loads(info.read_text())
+            except (OSError, ValueError):
+                built = {"unreadable": str(info)}
+            ident["built_by_dryz"] = {k: built.get(k) for k in (
+                "llama_cpp_python", "vendored_commit", "patch", "patch_sha256", "build_seconds")}
+            ident.setdefault("llama_cpp_python", built.get("llama_cpp_python"))
+        return ident
 
-    @staticmethod
-    def _ggml_commit() -> str | None:
-        """The commit ggml was built from, as the loaded libggml-base reports it (ggml_commit())."""
-        path = _loaded_path("libggml-base")
-        if not path:
-            return None
-        try:
-            fn = ctypes.CDLL(path).ggml_commit
-        except (OSError, AttributeError):
-            return None
-        fn.restype = ctypes.c_char_p
-        return fn().decode(errors="replace")
+    def label(self) -> str:
+        """One line naming the subject, for reports."""
+        i = self.identity
+        who = f"llama-cpp-python {i['llama_cpp_python']}" if i.get("llama_cpp_python") else "libllama"
+        b = i.get("built_by_dryz") or {}
+        if b.get("patch_sha256"):
+            who += f" + patch {b.get('patch')} ({b['patch_sha256'][:12]})"
+        return f"{who} (llama.cpp {i.get('llama_cpp_commit') or '?'}, init_dry ABI {i['init_dry_abi']} arguments)"
 
     # -- samplers ---------------------------------------------------------------------------------
-    def new_sampler(self, multiplier, base, allowed_length, penalty_last_n, breakers=(), vocab=None):
+    def new_sampler(self, multiplier, base, allowed_length, penalty_last_n, breakers=(), vocab=None,
+                    n_ctx_train=N_CTX_TRAIN_DEFAULT):
         if breakers:
             arr = (ctypes.c_char_p * len(breakers))(*[b.encode() for b in breakers])
         else:
             arr = None
         vocab = self.vocab if vocab is None else vocab  # vocab: a second vocabulary (merges_vocab())
-        s = self._init(vocab, multiplier, base, allowed_length, penalty_last_n, arr, len(breakers))
+        s = self.L.init_dry(vocab, multiplier, base, allowed_length, penalty_last_n, arr, len(breakers),
+                            n_ctx_train=n_ctx_train)
         if not s:
             raise SubjectError("llama_sampler_init_dry returned NULL")
         return s
 
     def sampler_for(self, case):
         return self.new_sampler(case.multiplier, case.base, case.allowed_length, case.penalty_last_n,
-                                case.breakers)
+                                case.breakers, n_ctx_train=case.n_ctx_train)
 
     def run(self, case) -> Output:
         """A new sampler for the case's configuration (llama_sampler_init_dry), the whole history accepted,
-        one apply on the case's candidate array, the sampler freed. The sequence runs in dryz._drive (one call
-        from Python, which also fills and reads the candidate array) unless DRYZ_DRIVE=ctypes or the extension
-        is not built; both make the same libllama calls."""
+        one apply on the case's candidate array, the sampler freed. The sequence runs in dryz.subject._drive
+        (one call from Python, which also fills and reads the candidate array) unless DRYZ_DRIVE=ctypes or the
+        extension is not built; both make the same libllama calls."""
         if _DRIVE is None:
             s = self.sampler_for(case)
             try:
@@ -183,23 +189,19 @@ class Subject:
                 return self.apply_once(s, case.ids, case.logits, case.sorted)
             finally:
                 self.free(s)
-        ids, logits, sorted_flag = _DRIVE.run(*self.addresses, self.vocab_address, case.multiplier, case.base,
-                                              case.allowed_length, case.penalty_last_n, case.breakers,
-                                              case.history, case.ids, case.logits, case.sorted)
+        ids, logits, sorted_flag = _DRIVE.run(*self.addresses, self.vocab_address, self.abi, case.n_ctx_train,
+                                              case.multiplier, case.base, case.allowed_length,
+                                              case.penalty_last_n, case.breakers, case.history, case.ids,
+                                              case.logits, case.sorted)
         return Output(tuple(array.array("i", ids)), np.frombuffer(logits, dtype=np.float32), sorted_flag,
                       len(ids) // 4)
 
     @cached_property
     def addresses(self) -> tuple[int, int, int, int]:
         """Addresses of llama_sampler_init_dry, llama_sampler_{accept,apply,free} in the loaded libllama (for
-        dryz._drive)."""
-        return tuple(ctypes.cast(getattr(self._handle, name), ctypes.c_void_p).value
-                     for name in ("llama_sampler_init_dry", "llama_sampler_accept", "llama_sampler_apply",
-                                  "llama_sampler_free"))
-
-    @cached_property
-    def _handle(self):
-        return ctypes.CDLL(self.L._lib._name)  # dlopen of a loaded path: the same handle as the bindings'
+        dryz.subject._drive)."""
+        return tuple(self.L.address(name) for name in ("llama_sampler_init_dry", "llama_sampler_accept",
+                                                       "llama_sampler_apply", "llama_sampler_free"))
 
     @cached_property
     def vocab_address(self) -> int:
@@ -207,24 +209,15 @@ class Subject:
 
     @cached_property
     def raw_calls(self):
-        """llama_sampler_{clone,accept,apply,free} of the loaded libllama with address-sized arguments
-        (c_void_p in and out), so a call makes no ctypes pointer objects. The same symbols of the same
-        handle as llama-cpp-python's bindings."""
-        lib = self._handle
-        vp = ctypes.c_void_p
-        fns = []
-        for name, args, res in (("llama_sampler_clone", [vp], vp),
-                                ("llama_sampler_accept", [vp, ctypes.c_int32], None),
-                                ("llama_sampler_apply", [vp, vp], None), ("llama_sampler_free", [vp], None)):
-            f = getattr(lib, name)
-            f.argtypes, f.restype = args, res
-            fns.append(f)
-        return tuple(fns)
+        """llama_sampler_{clone,accept,apply,free} with address-sized arguments (c_void_p in and out), so a
+        call makes no ctypes pointer objects."""
+        return (self.L.llama_sampler_clone, self.L.llama_sampler_accept, self.L.llama_sampler_apply,
+                self.L.llama_sampler_free)
 
     def apply_once(self, smpl, ids, logits, sorted_flag) -> Output:
         buf = self._buffer(len(ids))
         buf.fill(ids, logits, sorted_flag)
-        self.apply(smpl, ctypes.byref(buf.arr))
+        self.apply(smpl, buf.arr_addr)
         return buf.output()
 
     def _buffer(self, n: int) -> "CandidateBuffer":
@@ -238,14 +231,9 @@ class Subject:
         """The richer vocabulary (vocab.merges_vocab_path: tokens a b c ab bc abc with real merges), loaded
         once, vocab_only, beside the symbol one. Returns its llama_vocab pointer."""
         if "_merges_vocab" not in self.__dict__:
-            from .vocab import MERGES_TOKENS, merges_vocab_path
-            params = self.L.llama_model_default_params()
-            params.vocab_only = True
+            from ..vocab import MERGES_TOKENS, merges_vocab_path
             path = merges_vocab_path()
-            model = self.L.llama_model_load_from_file(str(path).encode(), params)
-            if not model:
-                raise SubjectError(f"libllama could not load the vocabulary {path}")
-            vocab = self.L.llama_model_get_vocab(model)
+            model, vocab = self.L.load_vocab(path)
             n = self.L.llama_vocab_n_tokens(vocab)
             if n != len(MERGES_TOKENS):
                 raise SubjectError(f"vocabulary {path} has {n} tokens, expected {len(MERGES_TOKENS)}")
@@ -343,7 +331,7 @@ class TreeBuffer:
             {"names": ["data", "size"], "formats": [np.uint64, np.uint64], "offsets": [0, 8],
              "itemsize": ctypes.sizeof(L.llama_token_data_array)}))
         self.expected_ptrs = self.arrs_np["data"].copy()
-        self.ptrs = [ctypes.pointer(self.arrs[i]) for i in range(B)]
+        self.ptrs = [ctypes.addressof(self.arrs[i]) for i in range(B)]  # addresses: apply takes c_void_p
 
 
 class TreeRunner:

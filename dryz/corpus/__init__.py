@@ -12,13 +12,17 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .case import Case, CaseError
+from ..case import Case, CaseError
 
 CORPUS_SCHEMA = "dryz.corpus/1"
 SHORTEST = ("proven", "1-minimal", "not-minimized")
 KNOWN_CLASSES = ("agree", "mismatch", "mismatch-multi-token", "oracle-disagreement", "harness-error",
                  "promise-finite-penalty", "crash", "documented-contained-restart")
-DEFAULT_DIR = Path(__file__).resolve().parent.parent / "corpus"
+# The project's own corpus ships inside the package (installed with it, replayed by default);
+# what a user's command writes goes to ./corpus (the working directory), never here.
+PROJECT_DIR = Path(__file__).resolve().parent
+DEFAULT_DIR = PROJECT_DIR
+USER_DIR = Path("corpus")
 
 
 class CorpusError(ValueError):
@@ -60,14 +64,22 @@ def entry_json(case: Case, verdict, *, expect: str, shortest: str, provenance: d
                     "expected_sorted": verdict.expected_sorted, "observed_sorted": verdict.observed_sorted,
                     "broken_promises": verdict.broken_promises, "differing": verdict.differing},
         "candidates": per_candidate,
-        "subject": {"llama_cpp_python": subject.get("llama_cpp_python"),
-                    "libllama_sha256": subject.get("libllama_sha256")},
+        "subject": subject_json(subject),
         "provenance": provenance,
     }
 
 
+SUBJECT_KEYS = ("llama_cpp_python", "libllama_sha256", "libllama_path", "llama_cpp_commit", "init_dry_abi",
+                "built_by_dryz")
+
+
+def subject_json(identity: dict) -> dict:
+    """What a corpus entry records of the subject it was made on (None fields left out)."""
+    return {k: identity[k] for k in SUBJECT_KEYS if identity.get(k) is not None}
+
+
 def _sym(cid: int) -> str:
-    from .symbols import SYMBOLS
+    from ..symbols import SYMBOLS
     return SYMBOLS[cid] if 0 <= cid < len(SYMBOLS) else "?"
 
 
@@ -82,9 +94,14 @@ def file_name(data: dict) -> str:
 
 
 def write_entry(directory: Path, data: dict) -> Path:
-    """Atomic: a temp file in the same directory, then rename, so a corpus never holds half an entry."""
+    """Atomic: a temp file in the same directory, then rename, so a corpus never holds half an entry.
+    A reproducer made under an injected fault is refused by the project's own corpus."""
     validate_entry(data, "<new entry>")
     directory = Path(directory)
+    fault = (data.get("provenance") or {}).get("fault")
+    if fault and directory.resolve() == PROJECT_DIR:
+        raise CorpusError(f"a reproducer made under DRYZ_FAULT={fault} does not belong in the project corpus "
+                          f"({PROJECT_DIR}); give --corpus DIR")
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / file_name(data)
     tmp = directory / f".{path.name}.tmp{os.getpid()}"
@@ -127,9 +144,13 @@ def validate_entry(data, where: str) -> Case:
 
 def load_entry(path: Path) -> Entry:
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
     except json.JSONDecodeError as e:
-        raise CorpusError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+        raise CorpusError(f"{path}: not valid JSON ({e.msg}, line {e.lineno} column {e.colno})") from None
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{path}: not UTF-8 (byte {e.start})") from None
+    except RecursionError:
+        raise CorpusError(f"{path}: JSON nested too deeply") from None
     except OSError as e:
         raise CorpusError(f"{path}: cannot read ({e.strerror})") from None
     case = validate_entry(data, str(path))
@@ -158,7 +179,7 @@ class ReplayRow:
 def replay(directory: Path, check_fn=None) -> list[ReplayRow]:
     """Every entry through check_fn(case, expect) -> class (default: check()); a changed verdict in
     either direction is a failure."""
-    from .check import check
+    from ..check import check
     check_fn = check_fn or (lambda case, expect: check(case).klass)
     rows = []
     for p in entries(directory):

@@ -1,9 +1,9 @@
 /* dryz._drive: call libllama's sampler functions in a loop without a Python round trip per call.
  *
  * Nothing of the sampler is here: every function pointer is taken from the libllama that llama-cpp-python
- * loaded (passed in as integers by dryz/subject.py), and this module only sequences the calls and fills and
+ * loaded (passed in as integers by dryz/subject/libllama.py), and this module only sequences the calls and fills and
  * reads the candidate array. A llama_sampler_accept through ctypes costs ~0.8 us; here it costs what
- * libllama's own code costs. dryz/subject.py keeps a pure-ctypes path doing the same calls
+ * libllama's own code costs. dryz/subject/libllama.py keeps a pure-ctypes path doing the same calls
  * (DRYZ_DRIVE=ctypes), and a test checks both give identical output.
  */
 #define PY_SSIZE_T_CLEAN
@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* llama.h's public structs (llama_token_data, llama_token_data_array). dryz/subject.py compares layout()
- * with llama-cpp-python's ctypes definitions when it loads the library and refuses to use this module if
+/* llama.h's public structs (llama_token_data, llama_token_data_array). dryz/subject/libllama.py compares layout()
+ * with dryz's ctypes definitions when it loads the library and refuses to use this module if
  * they differ. */
 typedef struct {
     int32_t id;
@@ -30,14 +30,18 @@ typedef struct {
 } token_data_array;
 
 typedef void *(*init_dry_fn)(const void *, float, float, int32_t, int32_t, const char **, size_t);
+/* before llama.cpp PR #26524 (llama-cpp-python <= 0.3.34): n_ctx_train after the vocab */
+typedef void *(*init_dry8_fn)(const void *, int32_t, float, float, int32_t, int32_t, const char **, size_t);
 typedef void (*accept_fn)(void *, int32_t);
 typedef void (*apply_fn)(void *, void *);
 typedef void (*free_fn)(void *);
 
-/* run(init_dry, accept, apply, free, vocab, multiplier, base, allowed_length, penalty_last_n, breakers,
- *     history, ids, logits, sorted) -> (ids bytes, logits bytes, sorted)
+/* run(init_dry, accept, apply, free, vocab, abi, n_ctx_train, multiplier, base, allowed_length, penalty_last_n,
+ *     breakers, history, ids, logits, sorted) -> (ids bytes, logits bytes, sorted)
  *
- * s = llama_sampler_init_dry(vocab, multiplier, base, allowed_length, penalty_last_n, breakers);
+ * s = llama_sampler_init_dry(vocab, multiplier, base, allowed_length, penalty_last_n, breakers) (abi 7), or
+ * llama_sampler_init_dry(vocab, n_ctx_train, multiplier, ...) (abi 8: the library's own ABI, which
+ * dryz/subject/binding.py detected);
  * llama_sampler_accept(s, t) for every t in history; llama_sampler_apply(s, array) on the candidate array
  * {ids[i], logits[i], p = 0}, selected -1, sorted; llama_sampler_free(s). Returns what the array holds
  * afterwards, read through the data pointer and size the sampler left: ids as int32 bytes, logits as float32
@@ -46,10 +50,11 @@ typedef void (*free_fn)(void *);
 static PyObject *drive_run(PyObject *self, PyObject *args) {
     unsigned long long f_init, f_accept, f_apply, f_free, vocab;
     float multiplier, base;
-    int allowed, last_n, sorted_flag;
+    int abi, n_ctx_train, allowed, last_n, sorted_flag;
     PyObject *breakers_o, *history_o, *ids_o, *logits_o;
-    if (!PyArg_ParseTuple(args, "KKKKKffiiOOOOp", &f_init, &f_accept, &f_apply, &f_free, &vocab, &multiplier,
-                          &base, &allowed, &last_n, &breakers_o, &history_o, &ids_o, &logits_o, &sorted_flag))
+    if (!PyArg_ParseTuple(args, "KKKKKiiffiiOOOOp", &f_init, &f_accept, &f_apply, &f_free, &vocab, &abi,
+                          &n_ctx_train, &multiplier, &base, &allowed, &last_n, &breakers_o, &history_o, &ids_o,
+                          &logits_o, &sorted_flag))
         return NULL;
 
     PyObject *breakers = NULL, *history = NULL, *ids = NULL, *logits = NULL, *result = NULL;
@@ -100,8 +105,12 @@ static PyObject *drive_run(PyObject *self, PyObject *args) {
         }
     }
 
-    s = ((init_dry_fn)(uintptr_t)f_init)((const void *)(uintptr_t)vocab, multiplier, base, allowed, last_n,
-                                         nb ? texts : NULL, (size_t)nb);
+    if (abi == 8)
+        s = ((init_dry8_fn)(uintptr_t)f_init)((const void *)(uintptr_t)vocab, n_ctx_train, multiplier, base,
+                                              allowed, last_n, nb ? texts : NULL, (size_t)nb);
+    else
+        s = ((init_dry_fn)(uintptr_t)f_init)((const void *)(uintptr_t)vocab, multiplier, base, allowed, last_n,
+                                             nb ? texts : NULL, (size_t)nb);
     if (!s) {
         free(tokens);
         PyErr_SetString(PyExc_RuntimeError, "llama_sampler_init_dry returned NULL");

@@ -1,0 +1,234 @@
+"""`dryz subject build`: a libllama from a llama-cpp-python sdist's vendored llama.cpp, optionally patched.
+
+One unpacked source tree and one CMake build directory are kept per sdist version, so a patch rebuilds only
+what it touches (a change to src/llama-sampler.cpp: seconds); the patch is applied, the `llama` target built,
+the libraries copied out into a folder keyed by version and patch sha256, and the patch reverted. The folder
+holds libllama.so, the libggml*.so it needs (RUNPATH $ORIGIN) and dryz-subject.json (version, vendored
+commit, patch, build time), which the subject's identity reports. Pass the folder (or its libllama.so) to
+--lib.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from ..vocab import cache_dir
+from .libllama import BUILD_INFO, PINNED_VERSION
+
+RECIPE = 1  # bump when the flags below change
+CMAKE_OPTIONS = {
+    "CMAKE_BUILD_TYPE": "Release",
+    "BUILD_SHARED_LIBS": "ON",
+    "CMAKE_BUILD_WITH_INSTALL_RPATH": "ON",
+    "CMAKE_INSTALL_RPATH": "$ORIGIN",
+    "GGML_NATIVE": "OFF",
+    "GGML_OPENMP": "OFF",
+    "GGML_CCACHE": "OFF",
+    "GGML_BACKEND_DL": "OFF",
+    "LLAMA_BUILD_COMMON": "OFF",
+    "LLAMA_BUILD_TESTS": "OFF",
+    "LLAMA_BUILD_TOOLS": "OFF",
+    "LLAMA_BUILD_EXAMPLES": "OFF",
+    "LLAMA_BUILD_SERVER": "OFF",
+    "LLAMA_BUILD_APP": "OFF",
+    "LLAMA_OPENSSL": "OFF",
+    "LLAMA_CURL": "OFF",
+}
+TAIL_LINES = 25
+
+
+class BuildError(Exception):
+    """A step failed; the message carries the last lines of its output and where the whole log is."""
+
+
+def subjects_dir() -> Path:
+    return cache_dir() / "subjects"
+
+
+def _sha256_bytes(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").rstrip().splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-TAIL_LINES:])
+
+
+def _run(cmd, log_file: Path, what: str, cwd: Path | None = None, stdin: bytes | None = None) -> None:
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    with open(log_file, "ab") as fh:
+        fh.write(("\n$ " + " ".join(map(str, cmd)) + "\n").encode())
+        fh.flush()
+        proc = subprocess.run([str(c) for c in cmd], cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                              input=stdin)
+    if proc.returncode != 0:
+        raise BuildError(f"{what} failed (exit {proc.returncode}); full log: {log_file}\n{_tail(log_file)}")
+
+
+@contextlib.contextmanager
+def _locked(path: Path, log):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for another build holding {path}")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def sdist(version: str, log, log_file: Path) -> Path:
+    """The llama-cpp-python sdist of `version`: from DRYZ_SDIST_DIR or the cache, else pip download."""
+    name = f"llama_cpp_python-{version}.tar.gz"
+    for d in filter(None, [os.environ.get("DRYZ_SDIST_DIR"), str(cache_dir() / "sdists")]):
+        if (Path(d) / name).is_file():
+            return Path(d) / name
+    dl = cache_dir() / "sdists"
+    dl.mkdir(parents=True, exist_ok=True)
+    log(f"downloading the llama-cpp-python=={version} sdist with pip")
+    _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+          "--disable-pip-version-check", "-q", f"llama-cpp-python=={version}", "-d", dl], log_file,
+         f"pip download llama-cpp-python=={version}")
+    if not (dl / name).is_file():
+        raise BuildError(f"pip download gave no {name} (see {log_file})")
+    return dl / name
+
+
+def _unpack(tgz: Path, work: Path, version: str, log) -> Path:
+    """The sdist unpacked once into work/src (kept for incremental rebuilds); returns vendor/llama.cpp."""
+    top = work / "src" / f"llama_cpp_python-{version}"
+    stamp = work / "src" / ".unpacked"
+    if not stamp.exists():
+        shutil.rmtree(work / "src", ignore_errors=True)
+        (work / "src").mkdir(parents=True)
+        log(f"unpacking {tgz.name}")
+        with tarfile.open(tgz, "r:gz") as tf:
+            tf.extractall(work / "src", filter="data")
+        stamp.write_text(tgz.name)
+    vendor = top / "vendor" / "llama.cpp"
+    if not (vendor / "CMakeLists.txt").is_file():
+        raise BuildError(f"{tgz} has no vendor/llama.cpp/CMakeLists.txt")
+    return vendor
+
+
+def vendored_commit(vendor: Path) -> str | None:
+    """The commit the sdist vendored, from its git metadata (vendor/llama.cpp/.git points into the sdist's
+    .git/modules)."""
+    git = vendor / ".git"
+    try:
+        if git.is_file():
+            target = git.read_text().strip().removeprefix("gitdir:").strip()
+            git = (vendor / target).resolve()
+        head = (git / "HEAD").read_text().strip()
+        if head.startswith("ref:"):
+            head = (git / head.split(None, 1)[1]).read_text().strip()
+        return head
+    except OSError:
+        return None
+
+
+def dry_fingerprint(vendor: Path) -> str | None:
+    """sha256 of the DRY section of the sampler source (from its `// DRY` heading to the next sampler's), so
+    two releases with the same DRY code share a fingerprint whatever else changed."""
+    for rel in ("src/llama-sampler.cpp", "src/llama-sampling.cpp"):
+        p = vendor / rel
+        if not p.is_file():
+            continue
+        text = p.read_text(errors="replace")
+        start = text.find("// DRY")
+        if start < 0:
+            continue
+        nxt = text.find("\n// ", text.find("\n", start) + 1)
+        while nxt >= 0 and text[nxt + 4:nxt + 8].strip() == "":
+            nxt = text.find("\n// ", nxt + 1)
+        section = text[start:nxt if nxt >= 0 else len(text)]
+        return _sha256_bytes(section.encode())[:16]
+    return None
+
+
+def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | None = None, log=print,
+          force: bool = False) -> Path:
+    """Build (or reuse) libllama for `version` with an optional patch; returns the folder holding it."""
+    patch_bytes = Path(patch).read_bytes() if patch else b""
+    patch_sha = _sha256_bytes(patch_bytes) if patch else None
+    key = f"{version}-{patch_sha[:16] if patch_sha else 'pristine'}-r{RECIPE}"
+    out = subjects_dir() / key
+    if not force and (out / "libllama.so").exists() and (out / BUILD_INFO).exists():
+        log(f"cached: {out}")
+        return out
+    work = cache_dir() / "work" / version
+    with _locked(cache_dir() / "work" / f"{version}.lock", log):
+        if not force and (out / "libllama.so").exists() and (out / BUILD_INFO).exists():
+            return out
+        work.mkdir(parents=True, exist_ok=True)
+        log_file = work / "build.log"
+        log_file.write_text("")
+        t0 = time.monotonic()
+        tgz = sdist(version, log, log_file)
+        vendor = _unpack(tgz, work, version, log)
+        applied = False
+        try:
+            if patch:
+                for args, what in ((["--dry-run"], "the patch does not apply to vendor/llama.cpp"), ([], "patch")):
+                    _run(["patch", "-p1", "--forward", "--batch", *args], log_file, what, cwd=vendor,
+                         stdin=patch_bytes)
+                applied = True
+            fingerprint = dry_fingerprint(vendor)
+            bdir = work / "build"
+            if not (bdir / "build.ninja").exists() and not (bdir / "Makefile").exists():
+                cmd = ["cmake", "-S", vendor, "-B", bdir]
+                if shutil.which("ninja"):
+                    cmd += ["-G", "Ninja"]
+                cmd += [f"-D{k}={v}" for k, v in CMAKE_OPTIONS.items()]
+                log(f"cmake configure (log: {log_file})")
+                _run(cmd, log_file, "cmake configure")
+            jobs = jobs or os.cpu_count() or 2
+            log(f"building the llama target with {jobs} jobs (the first build of a version takes minutes)")
+            _run(["cmake", "--build", bdir, "--target", "llama", f"-j{jobs}"], log_file, "the build")
+            tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            libs = sorted((bdir / "bin").glob("lib*.so*"))
+            if not any(p.name == "libllama.so" for p in libs):
+                raise BuildError(f"the build produced no libllama.so in {bdir / 'bin'}")
+            for p in libs:
+                if p.is_symlink():
+                    os.symlink(os.readlink(p), tmp / p.name)
+                else:
+                    shutil.copy2(p, tmp / p.name)
+            info = {"llama_cpp_python": version, "vendored_commit": vendored_commit(vendor),
+                    "dry_fingerprint": fingerprint, "patch": Path(patch).name if patch else None,
+                    "patch_sha256": patch_sha, "build_seconds": round(time.monotonic() - t0, 1),
+                    "recipe": RECIPE, "cmake_options": CMAKE_OPTIONS,
+                    "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            (tmp / BUILD_INFO).write_text(json.dumps(info, indent=2) + "\n")
+            if patch:
+                (tmp / "patch.diff").write_bytes(patch_bytes)
+            shutil.rmtree(out, ignore_errors=True)
+            os.replace(tmp, out)
+        finally:
+            if applied:
+                try:
+                    _run(["patch", "-p1", "-R", "--batch"], log_file, "reverting the patch", cwd=vendor,
+                         stdin=patch_bytes)
+                except BuildError:
+                    shutil.rmtree(work / "src", ignore_errors=True)  # unpacked afresh next time
+        log(f"built in {time.monotonic() - t0:.1f} s")
+    return out
