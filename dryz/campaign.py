@@ -190,7 +190,8 @@ class Campaign:
         env = self.subject_env()
         base = {"file": str(artifact), "subject": env["DRYZ_LIB"]}
         try:
-            p = subprocess.run([sys.executable, "-m", "dryz", "check", "--as", "bytes", str(artifact)], env=env,
+            p = subprocess.run([sys.executable, "-m", "dryz", "check", "--no-isolate", "--as", "bytes",
+                                str(artifact)], env=env,
                                capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired:
             return dict(base, klass="hang", reproduces=True)

@@ -390,12 +390,36 @@ def parse_json_file(path: str, raw: bytes):
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
               help="How to read the file: auto (JSON when it starts like JSON), json, or bytes (a fuzz input, "
                    "decoded as the harness decodes it).")
-def check_cmd(path, read_as):
+@click.option("--isolate/--no-isolate", default=True, show_default=True,
+              help="Run the case in a child process, so a case that crashes the library is reported as class "
+                   "crash (exit 1) instead of taking dryz down with it.")
+def check_cmd(path, read_as, isolate):
     """Judge one case (Case JSON, corpus entry or crash file); print the verdict as JSON."""
     import json
+    import signal
+    import subprocess
 
     from .check import check
     case, kind = load_case_file(path, read_as)
+    if isolate:
+        p = subprocess.run([sys.executable, "-m", "dryz", "check", "--no-isolate", "--as", "json", "/dev/stdin"],
+                           input=case.dumps(), capture_output=True, text=True)
+        if p.returncode < 0:
+            sig = -p.returncode
+            click.echo(json.dumps({"input": kind, "case": case.to_json(),
+                                   "verdict": {"class": "crash", "status": "crash", "signal": sig,
+                                               "detail": f"the process running the library died of "
+                                                         f"{signal.Signals(sig).name}",
+                                               "stderr": p.stderr.strip()[-500:]},
+                                   "subject": os.environ.get("DRYZ_LIB") or "default"}, indent=2))
+            sys.exit(EXIT_FINDING)
+        if p.returncode not in (EXIT_OK, EXIT_FINDING):
+            sys.stderr.write(p.stderr)
+            sys.exit(p.returncode)
+        out = json.loads(p.stdout)
+        out["input"] = kind
+        click.echo(json.dumps(out, indent=2))
+        sys.exit(p.returncode)
     lib = load_subject()
     v = check(case, lib)
     click.echo(json.dumps({"input": kind, "case": case.to_json(), "verdict": v.to_json(),
@@ -420,13 +444,14 @@ def signature_cmd():
 
 @cli.command()
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--corpus", "corpus_dir", default=None, help="Where to store the reproducer. [default: corpus/]")
+@click.option("--corpus", "corpus_dir", default=None,
+              help="Where to store the reproducer. [default: ./corpus, in the working directory]")
 @click.option("--isolate/--no-isolate", default=None,
               help="Evaluate every candidate in a subprocess. [default: only when the input crashes]")
 def minimize(path, corpus_dir, isolate):
-    """Shrink a failing case (crash file, Case JSON or corpus entry) to a shortest reproducer in corpus/."""
+    """Shrink a failing case (crash file, Case JSON or corpus entry) to a shortest reproducer in ./corpus."""
     from .check import fault
-    from .corpus import DEFAULT_DIR, entry_json, write_entry
+    from .corpus import USER_DIR, CorpusError, entry_json, write_entry
     from .reduce import reduce_case, signature_in_process, signature_isolated
     case, kind = load_case_file(path)
     t0 = time.perf_counter()
@@ -457,47 +482,56 @@ def minimize(path, corpus_dir, isolate):
     else:
         data = entry_json(reduced, verdict, expect=verdict.klass, shortest=shortest, provenance=provenance,
                           subject=lib.identity)
-    out = write_entry(corpus_dir or DEFAULT_DIR, data)
+    try:
+        out = write_entry(corpus_dir or USER_DIR, data)
+    except CorpusError as e:
+        _fail(str(e))
     click.echo(f"reproducer: {len(reduced.history)} tokens {reduced.symbols!r}, shortest: {shortest}, "
                f"{calls} predicate calls, {seconds:.1f} s")
     click.echo(f"written: {out}")
 
 
 def crash_entry(case, shortest, provenance, identity) -> dict:
-    from .corpus import CORPUS_SCHEMA
+    from .corpus import CORPUS_SCHEMA, subject_json
     return {"schema": CORPUS_SCHEMA, "expect": "crash", "class": "crash", "shortest": shortest,
             "history_symbols": case.symbols, "note": "", "case": case.to_json(),
-            "subject": {"llama_cpp_python": identity.get("llama_cpp_python"),
-                        "libllama_sha256": identity.get("libllama_sha256")},
-            "provenance": provenance}
+            "subject": subject_json(identity), "provenance": provenance}
 
 
 @cli.command()
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
 def replay(directory):
-    """Re-run every corpus entry through check(); exit 1 if any verdict changed."""
+    """Re-run every corpus entry through check() on the selected subject; exit 1 if any verdict changed.
+    Default: the project's own corpus (shipped inside the package)."""
     from .corpus import DEFAULT_DIR, CorpusError, replay as replay_dir
     from .reduce import signature_isolated
     d = directory or str(DEFAULT_DIR)
+    lib = load_subject()
+    here = lib.identity
+    click.echo(f"subject: {lib.label()}\n         {here['libllama_path']} (sha256 {here['libllama_sha256'][:16]}...)")
 
     def judge(case, expect):
         if expect == "crash":
             return signature_isolated(case)[0]
         from .check import check
-        return check(case).klass
+        return check(case, lib).klass
     try:
         rows = replay_dir(d, judge)
     except CorpusError as e:
         _fail(str(e))
     bad = [r for r in rows if not r.ok]
     for r in rows:
+        made_on = (r.subject or {}).get("libllama_sha256")
+        where = "" if not made_on or made_on == here["libllama_sha256"] else \
+            f" (recorded on libllama {made_on[:12]}, {(r.subject or {}).get('llama_cpp_python') or '?'})"
         if r.error:
             click.echo(f"INVALID {r.path}: {r.error}")
         elif r.ok:
             click.echo(f"ok      {r.path.name}: {r.expect}")
         else:
-            click.echo(f"CHANGED {r.path}: expected {r.expect}, now {r.got}")
-    click.echo(f"replayed {len(rows)} entries: {len(rows) - len(bad)} as expected, {len(bad)} changed or invalid")
+            click.echo(f"CHANGED {r.path}: expected {r.expect}, now {r.got}{where}")
+    click.echo(f"replayed {len(rows)} entries: {len(rows) - len(bad)} as expected, "
+               f"{sum(1 for r in bad if not r.error)} changed, {sum(1 for r in rows if r.error)} invalid")
     if any(r.error for r in rows):
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDING if bad else EXIT_OK)

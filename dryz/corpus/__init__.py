@@ -170,6 +170,7 @@ class ReplayRow:
     expect: str
     got: str | None
     error: str = ""
+    subject: dict | None = None  # what the entry says it was recorded on
 
     @property
     def ok(self) -> bool:
@@ -188,5 +189,10 @@ def replay(directory: Path, check_fn=None) -> list[ReplayRow]:
         except CorpusError as err:
             rows.append(ReplayRow(p, "?", None, str(err)))
             continue
-        rows.append(ReplayRow(p, e.expect, check_fn(e.case, e.expect)))
+        fault = (e.data.get("provenance") or {}).get("fault")
+        if fault and os.environ.get("DRYZ_FAULT") != fault:
+            rows.append(ReplayRow(p, e.expect, None, f"made under DRYZ_FAULT={fault}: replay it with that fault "
+                                                     "set, or remove it"))
+            continue
+        rows.append(ReplayRow(p, e.expect, check_fn(e.case, e.expect), subject=e.data.get("subject")))
     return rows

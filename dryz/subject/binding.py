@@ -189,14 +189,14 @@ class Binding:
     def detect_abi(self, vocab) -> int:
         """7 or 8 arguments, from what the library does with one probe call, then confirmed.
 
-        The probe passes the 8-argument form (vocab, 1, 1.0, 2.0, 0, 64, NULL, 0). Under the 7-argument ABI
-        the same registers read allowed_length 1, penalty_last_n 0 (DRY off: an empty sampler), seq_breakers
-        64 (never read) and num_breakers 0. Under the 8-argument ABI: n_ctx_train 1, allowed_length 0,
-        penalty_last_n 64, no breakers: DRY on. After accepting `0 0` an apply on candidate 0 leaves its
+        The probe passes the 8-argument form (vocab, 64, 1.0, 2.0, 0, 64, NULL, 0). Under the 7-argument ABI
+        the same registers read allowed_length 64, penalty_last_n 0 (DRY off: an empty sampler), seq_breakers
+        64 (never read) and num_breakers 0. Under the 8-argument ABI: n_ctx_train 64 (which also caps the
+        window), allowed_length 0, penalty_last_n 64, no breakers: DRY on. After accepting `0 0` an apply on candidate 0 leaves its
         logit at 0 (7) or lowers it by 1 * 2^(1 - 0) = 2 (8)."""
         f = self.llama_sampler_init_dry
         f.argtypes = ARGS8
-        s = f(vocab, 1, 1.0, 2.0, 0, 64, None, 0)
+        s = f(vocab, 64, 1.0, 2.0, 0, 64, None, 0)
         seen = self._probe(s)
         abi = {0.0: 7, -2.0: 8}.get(seen)
         if abi is None:

@@ -1,0 +1,179 @@
+"""Real libllama builds as subjects: the old init_dry ABI (llama-cpp-python 0.3.34) and two builds of the pinned
+sdist with bugs planted in llama_sampler_dry_apply (tests/patches/), against the pristine rebuild.
+
+Each build is made by `dryz subject build` into the cache (minutes for a version's first build, seconds for a
+patch after it). Without a compiler, cmake or PyPI these tests skip, unless DRYZ_REQUIRE_BUILDS=1 (CI sets it),
+where they fail.
+
+- restart-limit-plus-one.diff: Step 1 sets rep_limit one too large (`i - longest_match + 1`). Visible in the
+  default space's `breaker` configuration.
+- naive-match-cap-12.diff: the Z-algorithm's naive extension stops at 12 tokens (`n < 12`). Invisible in the
+  default space (histories <= 11 tokens); the periodic control's 23- and 40-token histories and long fuzz
+  inputs show it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PATCHES = Path(__file__).parent / "patches"
+REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
+
+
+def _build(version: str, patch: str | None = None) -> Path:
+    from dryz.subject.build import BuildError, build
+    try:
+        return build(version, PATCHES / patch if patch else None, log=lambda m: None)
+    except (BuildError, OSError) as e:
+        if REQUIRE:
+            raise
+        pytest.skip(f"cannot build libllama {version} {patch or ''}: {str(e).splitlines()[0]}")
+
+
+@pytest.fixture(scope="session")
+def old_abi():
+    return _build("0.3.34")
+
+
+@pytest.fixture(scope="session")
+def pristine():
+    return _build("0.3.36")
+
+
+@pytest.fixture(scope="session", params=["restart-limit-plus-one.diff", "naive-match-cap-12.diff"])
+def buggy(request):
+    return request.param, _build("0.3.36", request.param)
+
+
+def dryz(lib: Path, *args, timeout=600, **kw):
+    env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT")}
+    return subprocess.run([sys.executable, "-m", "dryz", "--lib", str(lib), *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, **kw)
+
+
+def write_case(tmp_path, name, **fields) -> Path:
+    from dryz.case import Case
+    f = tmp_path / name
+    f.write_text(Case(**fields).dumps())
+    return f
+
+
+# -- both ABIs ------------------------------------------------------------------------------------------
+
+
+def test_old_abi_is_detected_and_driven(old_abi, tmp_path):
+    """0.3.34's init_dry has 8 arguments: detected from the loaded file, and the source's example agrees."""
+    p = dryz(old_abi, "subject", "show")
+    assert p.returncode == 0, p.stderr
+    ident = json.loads(p.stdout)
+    assert ident["init_dry_abi"] == 8 and ident["llama_cpp_commit"].startswith("e3546c7")
+    assert ident["built_by_dryz"]["llama_cpp_python"] == "0.3.34"
+    f = write_case(tmp_path, "ex.json", history=(0, 1, 2, 2, 1, 2, 24, 0, 1, 2), alphabet=26, penalty_last_n=64)
+    p = dryz(old_abi, "check", str(f))
+    assert p.returncode == 0, p.stdout + p.stderr
+    v = json.loads(p.stdout)["verdict"]
+    assert {i: L for i, L in enumerate(v["library_L"]) if L} == {1: 1, 2: 3, 24: 2}
+
+
+def test_window_minus_one_is_n_ctx_train_on_the_old_abi_only(old_abi, pristine, tmp_path):
+    """penalty_last_n -1: the training context on the 8-argument ABI (n_ctx_train 3 caps L at 2 for `aaaa`),
+    DRY off on the 7-argument one; both agree with the model of their own ABI."""
+    f = write_case(tmp_path, "m1.json", history=(0, 0, 0, 0), alphabet=1, penalty_last_n=-1, n_ctx_train=3)
+    old = dryz(old_abi, "check", str(f))
+    new = dryz(pristine, "check", str(f))
+    assert old.returncode == 0 and new.returncode == 0, old.stdout + new.stdout
+    assert json.loads(old.stdout)["verdict"]["library_L"] == [2]
+    assert json.loads(new.stdout)["verdict"]["library_L"] == [0]
+
+
+def test_negative_window_crashes_the_old_abi(old_abi, pristine, tmp_path):
+    """penalty_last_n -2 on 0.3.34 enables DRY with a zero-capacity ring buffer; the first accept throws and
+    kills the process. `dryz check` reports it as class crash (exit 1); on 0.3.36 it is DRY off."""
+    f = write_case(tmp_path, "m2.json", history=(0, 0), alphabet=1, penalty_last_n=-2)
+    old = dryz(old_abi, "check", str(f))
+    assert old.returncode == 1, old.stdout + old.stderr
+    v = json.loads(old.stdout)["verdict"]
+    assert v["class"] == "crash" and v["signal"] == 6 and "capacity is zero" in v["stderr"]
+    assert dryz(pristine, "check", str(f)).returncode == 0
+
+
+def test_a_file_without_dry_is_one_line(tmp_path):
+    import ctypes.util
+    libm = ctypes.util.find_library("m")
+    path = next(p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6")
+                if os.path.exists(p)) if libm else None
+    if path is None:
+        pytest.skip("no libm")
+    p = dryz(Path(path), "subject", "show")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert "does not export llama_sampler_init_dry" in p.stderr
+    p = dryz(tmp_path / "nowhere.so", "exhaustive", "-n", "3")
+    assert p.returncode == 2 and "no such file" in p.stderr and p.stderr.count("\n") == 1
+
+
+# -- planted bugs are findings, never void ---------------------------------------------------------------
+
+
+def test_exhaustive_on_a_buggy_build_is_a_finding(buggy, tmp_path):
+    name, lib = buggy
+    p = dryz(lib, "exhaustive", "--json", str(tmp_path / "r.json"))
+    assert p.returncode == 1, p.stdout + p.stderr
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["verdict"] == "mismatch" and all(r["checks"].values())
+    assert r["subject"]["built_by_dryz"]["patch"] == name
+    if name.startswith("restart"):
+        by = {c["name"]: c["mismatches"] for c in r["configs"]}
+        assert by["base"] == 0 and by["window4"] == 0 and by["breaker"] > 0
+    else:  # invisible in the space; the periodic control's long histories show it
+        assert r["totals"]["mismatches"] == 0 and not r["controls"]["periodic"]["passed"]
+        assert r["controls"]["periodic"]["oracles_passed"] and r["controls"]["periodic"]["library_failures"] > 0
+        assert "periodic control, the library misses its closed form" in p.stdout
+
+
+def test_fuzz_minimize_replay_on_a_buggy_build(buggy, tmp_path):
+    """fuzz finds it and its findings reproduce on the same subject; minimize gives a proven-shortest
+    reproducer made on that subject; replay of the project corpus on it flags changed verdicts."""
+    name, lib = buggy
+    work = tmp_path / "w"
+    p = dryz(lib, "fuzz", "--time", "30", "--jobs", "1", "--workdir", str(work), "--json", str(tmp_path / "f.json"))
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-2000:]
+    summary = json.loads((tmp_path / "f.json").read_text())
+    assert summary["findings"] and all(f["reproduces"] for f in summary["findings"][:20])
+    assert all(f["subject"] == str(lib / "libllama.so") for f in summary["findings"])
+    crash = min((Path(f["file"]) for f in summary["findings"]), key=lambda q: q.stat().st_size)
+    m = dryz(lib, "minimize", str(crash), "--corpus", str(tmp_path / "c"))
+    assert m.returncode == 0, m.stdout + m.stderr
+    [entry] = [json.loads(q.read_text()) for q in (tmp_path / "c").glob("*.json")]
+    assert entry["shortest"] == "proven" and entry["expect"].startswith("mismatch")
+    ident = json.loads(dryz(lib, "subject", "show").stdout)
+    assert entry["subject"]["libllama_sha256"] == ident["libllama_sha256"]
+    assert entry["subject"]["built_by_dryz"]["patch"] == name
+    r = dryz(lib, "replay")
+    assert r.returncode == 1 and "CHANGED" in r.stdout, r.stdout[-2000:]
+    # The stored reproducer replays as recorded on its own subject.
+    assert dryz(lib, "replay", str(tmp_path / "c")).returncode == 0
+
+
+def test_pristine_rebuild_is_clean(pristine, tmp_path):
+    p = dryz(pristine, "exhaustive", "--json", str(tmp_path / "r.json"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "CERTIFIED" in p.stdout and "(built by dryz subject build)" in p.stdout
+    assert dryz(pristine, "replay").returncode == 0
+    f = dryz(pristine, "fuzz", "--time", "30", "--jobs", "1", "--workdir", str(tmp_path / "w"))
+    assert f.returncode == 0, f.stdout[-2000:] + f.stderr[-2000:]
+
+
+def test_build_refuses_a_patch_that_does_not_apply(tmp_path, pristine):
+    bad = tmp_path / "bad.diff"
+    bad.write_text("--- a/src/llama-sampler.cpp\n+++ b/src/llama-sampler.cpp\n@@ -1,1 +1,1 @@\n-no such line\n"
+                   "+nor this\n")
+    p = subprocess.run([sys.executable, "-m", "dryz", "subject", "build", "--patch", str(bad)], capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 2 and "the patch does not apply" in p.stderr.splitlines()[0]
+    assert "FAILED" in p.stderr  # patch's own words, the last lines kept
