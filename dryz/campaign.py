@@ -147,6 +147,7 @@ class Campaign:
         if self.native:
             stats.counters = self.probe_counters(env)
             self.log(f"native coverage: {stats.counters or 'NO inline counters reported'}")
+        interrupted = False
         with open(log_path, "w") as logf:
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     errors="replace", cwd=self.workdir)
@@ -161,18 +162,26 @@ class Campaign:
                                      f"cov {stats.cov}  ft {stats.ft}  corpus {stats.corpus}")
                 rc = proc.wait()
             except KeyboardInterrupt:
+                interrupted = True
                 proc.terminate()
-                rc = proc.wait()
-        if stats.execs == 0 and rc != 0:
+                try:
+                    rc = proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    rc = proc.wait()
+        if stats.execs == 0 and rc != 0 and not interrupted:
             tail = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
             raise CampaignError(f"libFuzzer did not run (exit {rc}): {tail[-1] if tail else 'no output'} "
                                 f"(log: {log_path})")
         new = sorted(p for p in set(self.artifacts.glob("*")) - before if p.is_file())
-        findings = [self.recheck(p) for p in new]
+        if interrupted:  # Ctrl-C: keep every crash file, re-check none (the user asked to stop)
+            findings = [{"file": str(p), "klass": "not re-checked (interrupted)", "reproduces": None} for p in new]
+        else:
+            findings = [self.recheck(p) for p in new]
         return {"seconds": round(time.monotonic() - t0, 1), "execs": stats.execs, "cov": stats.cov,
                 "ft": stats.ft, "corpus": stats.corpus, "exec_per_s": stats.exec_per_s,
                 "counters": stats.counters, "libfuzzer_exit": rc, "log": str(log_path),
-                "native": self.native, "fault": self.fault, "findings": findings}
+                "native": self.native, "fault": self.fault, "findings": findings, "interrupted": interrupted}
 
     def probe_counters(self, env) -> str:
         """Fork mode's parent does not print the modules it loaded: ask a one-off, non-fork process."""

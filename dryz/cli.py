@@ -121,8 +121,10 @@ def subject_build(version, patch, jobs, force):
 @click.option("-j", "--workers", type=int, default=None,
               help="Processes to run in parallel.  [default: all cores]")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (after 1 s).")
+@click.option("--resume", "resume_path", default=None, type=click.Path(dir_okay=False),
+              help="Continue an interrupted run (its partial result JSON); give the same space options.")
 def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,
-               json_path, workers, progress):
+               json_path, workers, progress, resume_path):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
     _writable(json_path)
     from .exhaustive import CONFIG_NAMES, HarnessError, case_count, parameter_names, space_config, window_cap_names
@@ -188,9 +190,25 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         workers = os.cpu_count() or 1
     if workers < 1:
         _fail(f"--workers must be at least 1, got {workers}")
+    resume = None
+    if resume_path is not None:
+        import json as _json
+        resume = parse_json_file(resume_path, _read(resume_path))
+        if not isinstance(resume, dict) or resume.get("tool") != "dryz exhaustive":
+            _fail(f"--resume {resume_path}: not a dryz exhaustive result")
     try:
         result = run_exhaustive(alphabet, max_length, specs, json_path, progress, workers, canonical, shard_spec,
-                                scheduler=client)
+                                scheduler=client, resume=resume)
+    except ExhaustiveInterrupted as e:
+        it = e.result["interrupted"]
+        click.echo(f"dryz exhaustive: INTERRUPTED after {len(it['done_tasks'])} of {it['total_tasks']} slices; "
+                   f"partial result (not a certificate) in {json_path}; continue with the same command and "
+                   f"--resume {json_path}", err=True)
+        sys.exit(130)
+    except (KeyError, TypeError, ValueError) as e:
+        if resume is None:
+            raise
+        _fail(f"--resume {resume_path}: not a partial result this dryz can continue ({e})")
     except HarnessError as e:
         _fail(f"harness error: {e}")
     except SchedulerError as e:
@@ -233,40 +251,89 @@ def _print_certificate(result, json_path):
     sys.exit(EXIT_FINDING if result["verdict"] == "mismatch" else EXIT_OK)
 
 
+class ExhaustiveInterrupted(Exception):
+    def __init__(self, result):
+        super().__init__("interrupted")
+        self.result = result
+
+
 def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, workers=1, canonical=False,
-                   shard=None, scheduler=None) -> dict:
+                   shard=None, scheduler=None, resume=None) -> dict:
     """alphabet None: every alphabet size (canonical). shard (I, N): only that deterministic slice.
-    scheduler: a Dask scheduler address or distributed.Client that runs the slices (dryz.dask_exec)."""
+    scheduler: a Dask scheduler address or distributed.Client that runs the slices (dryz.dask_exec).
+    resume: an interrupted run's result (same subject, space and shard): its finished slices are kept.
+    Ctrl-C writes a partial result marked interrupted to json_path and raises ExhaustiveInterrupted."""
     from . import certificate as cert
     from .check import check
-    from .exhaustive import (config_slices, multiplier_zero_control, periodic_control, run_configs,
-                             shard_slicing, shard_tasks)
+    from .exhaustive import (ConfigResult, Interrupted, config_slices, multiplier_zero_control,
+                             periodic_control, run_configs, shard_slicing, shard_tasks)
     from .report import Progress, environment, write_json
 
     t0 = time.perf_counter()
     lib = load_subject()
     ident = lib.identity
+    space = cert.space_json(alphabet, max_length, specs, canonical)
     slicing = shard_slicing(shard[1]) if shard else workers
+    done: set[int] = set()
+    partial = None
+    earlier = 0.0
+    if resume is not None:
+        if resume.get("verdict") != "interrupted":
+            _fail(f"--resume: that result is {resume.get('verdict')!r}, not an interrupted run")
+        if resume["subject"].get("libllama_sha256") != ident["libllama_sha256"]:
+            _fail("--resume: that run audited another library (sha256 "
+                  f"{resume['subject'].get('libllama_sha256', '?')[:16]}...)")
+        if resume["space"] != space:
+            _fail("--resume: that run covered another space (give the same -k, -n, -c and flags)")
+        it = resume["interrupted"]
+        if it.get("shard") != (list(shard) if shard else None):
+            _fail("--resume: that run was another shard")
+        slicing, done = it["slicing"], set(it["done_tasks"])
+        partial = [ConfigResult.from_json(spec, c) for spec, c in zip(specs, resume["configs"])]
+        earlier = float(resume.get("wall_seconds") or 0.0)
     tasks = [(ci, sl) for ci, spec in enumerate(specs)
              for sl in config_slices(alphabet, max_length, spec, slicing, canonical)]
     picked = shard_tasks(tasks, *shard) if shard else list(range(len(tasks)))
-    space = cert.space_json(alphabet, max_length, specs, canonical)
+    todo = [j for j in picked if j not in done]
     if canonical:
         total = sum(sum(e["expected_histories_by_length"].values()) for e in space["canonical"])
     else:
         total = sum(alphabet ** n for n in range(1, max_length + 1)) * len(specs)
-    if shard:
-        total = max(1, total * len(picked) // max(len(tasks), 1))
+    if shard or done:
+        total = max(1, total * len(todo) // max(len(tasks), 1))
     bar = Progress(total, "histories", enabled=progress)
-    results = run_configs(lib, alphabet, max_length, specs, workers, bar, canonical,
-                          tasks=[tasks[j] for j in picked], scheduler=scheduler)
+    finished: list[int] = []
+
+    def interrupted(results):
+        bar.close()
+        configs = [r.to_json() for r in results]
+        part = {"tool": "dryz exhaustive", "verdict": "interrupted", "subject": ident, "space": space,
+                "configs": configs, "totals": cert.totals(configs),
+                "interrupted": {"done_tasks": sorted(done | set(finished)), "total_tasks": len(picked),
+                                "slicing": slicing, "shard": list(shard) if shard else None,
+                                "note": "counts cover only the finished slices; not a certificate. "
+                                        "Resume with the same command and --resume THIS_FILE."},
+                "environment": dict(environment(), workers=workers),
+                "wall_seconds": round(earlier + time.perf_counter() - t0, 3)}
+        write_json(json_path, part)
+        raise ExhaustiveInterrupted(part)
+
+    try:
+        results = run_configs(lib, alphabet, max_length, specs, workers, bar, canonical,
+                              tasks=[tasks[j] for j in todo], scheduler=scheduler, partial=partial,
+                              on_done=lambda i: finished.append(todo[i]))
+    except Interrupted as e:
+        interrupted(e.results)
     bar.close()
-    periodic = periodic_control(check)
-    if canonical:
-        from .canonical import multiplier_zero_control as canonical_mz
-        mz = canonical_mz(lib, alphabet, min(max_length, 7), specs)
-    else:
-        mz = multiplier_zero_control(lib, alphabet, min(max_length, 7), specs)
+    try:
+        periodic = periodic_control(check)
+        if canonical:
+            from .canonical import multiplier_zero_control as canonical_mz
+            mz = canonical_mz(lib, alphabet, min(max_length, 7), specs)
+        else:
+            mz = multiplier_zero_control(lib, alphabet, min(max_length, 7), specs)
+    except KeyboardInterrupt:
+        interrupted(results)
     configs = [r.to_json() for r in results]
     flagged = sum(r.off_by_one_flagged for r in results)
     result = {
@@ -291,7 +358,9 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
         env["executor"] = "dask.distributed"
     result.update({"environment": env, "python": sys.version.split()[0],
                    "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    result["wall_seconds"] = round(time.perf_counter() - t0, 3)
+    result["wall_seconds"] = round(earlier + time.perf_counter() - t0, 3)
+    if resume is not None:
+        result["resumed"] = {"finished_before": len(done), "wall_seconds_before": earlier}
     write_json(json_path, result)
     return result
 
@@ -364,6 +433,13 @@ def load_case_file(path: str, read_as: str = "auto"):
         return Case.from_json(data), "case JSON"
     except CaseError as e:
         _fail(f"{path}: {e}")
+
+
+def _read(path: str) -> bytes:
+    try:
+        return open(path, "rb").read()
+    except OSError as e:
+        _fail(f"cannot read {path}: {e.strerror}")
 
 
 def parse_json_file(path: str, raw: bytes):
@@ -587,11 +663,15 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_
     if summary["counters"]:
         click.echo(f"coverage counters: {summary['counters']}")
     for f in summary["findings"]:
-        again = "reproduces" if f["reproduces"] else "does NOT reproduce"
+        again = {True: "reproduces", False: "does NOT reproduce", None: "not re-checked"}[f["reproduces"]]
         click.echo(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
     summary["subject"] = lib.identity
     if json_path:
         write_json(json_path, summary)
+    if summary["interrupted"]:
+        click.echo(f"dryz fuzz: INTERRUPTED after {summary['seconds']} s of {seconds}: this summary covers only "
+                   f"that part; {len(summary['findings'])} crash file(s) kept, not re-checked", err=True)
+        sys.exit(130)
     real = [f for f in summary["findings"] if f["reproduces"]]
     if real:
         sys.exit(EXIT_FINDING)

@@ -230,6 +230,22 @@ class ConfigResult:
         return d
 
 
+    @classmethod
+    def from_json(cls, spec: SpaceConfig, d: dict) -> "ConfigResult":
+        """The inverse of to_json (a partial result being resumed)."""
+        r = cls(spec, mode=d.get("mode", "plain"))
+        for key in ("cases", "histories", "mismatches", "oracle_disagreements", "off_by_one_flagged",
+                    "penalized_cases", "max_L", "canonical_cases", "canonical_histories", "canonical_mismatches",
+                    "fresh_violations"):
+            setattr(r, key, int(d.get(key, 0)))
+        r.seconds = float(d.get("seconds", 0.0))
+        r.by_length = {int(n): c for n, c in d.get("cases_by_length", {}).items()}
+        r.L_histogram = {int(n): c for n, c in d.get("L_histogram", {}).items()}
+        r.logit_bits_histogram = {int(n): c for n, c in d.get("logit_bits_histogram", {}).items()}
+        r.canonical_by_length = {int(n): c for n, c in d.get("canonical_histories_by_length", {}).items()}
+        r.examples = [(e["kind"], Case.from_json(e["case"])) for e in d.get("examples", [])]
+        return r
+
     def merge(self, other: "ConfigResult") -> None:
         for key in ("cases", "histories", "mismatches", "oracle_disagreements", "off_by_one_flagged",
                     "penalized_cases", "canonical_cases", "canonical_histories", "canonical_mismatches",
@@ -343,20 +359,37 @@ def config_slices(k, max_len: int, spec: SpaceConfig, workers: int, canonical: b
     return slices(k, max_len, workers)
 
 
+class Interrupted(Exception):
+    """Ctrl-C during run_configs: what was merged so far and which tasks it covers."""
+
+    def __init__(self, results, done):
+        super().__init__("interrupted")
+        self.results, self.done = results, done
+
+
+def _ignore_sigint():
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends the pool
+
+
 def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, canonical: bool = False,
-                tasks=None, scheduler=None) -> list[ConfigResult]:
+                tasks=None, scheduler=None, partial=None, on_done=None) -> list[ConfigResult]:
     """Every configuration's space, split into slices run by `workers` forked processes (1: in-process).
     Slices are merged in their fixed order, so results do not depend on the number of workers.
     canonical: enumerate equality patterns (dryz.canonical); k None there means every alphabet size.
-    tasks: an explicit list of (config index, slice) to run (a shard); default every slice.
+    tasks: an explicit list of (config index, slice) to run (a shard, or what a resumed run has left); default
+    every slice. partial: ConfigResults to merge into (a resumed run's). on_done(i): called with the position
+    in `tasks` of each merged slice.
     scheduler: a Dask scheduler address or distributed.Client (dryz.dask_exec): the same slices run as Dask
-    tasks instead of in the fork pool (workers then only cuts the slice list)."""
+    tasks instead of in the fork pool (workers then only cuts the slice list).
+    Ctrl-C ends the pool at once and raises Interrupted with the results merged so far."""
     if tasks is None:
         tasks = [(ci, sl) for ci, spec in enumerate(specs)
                  for sl in config_slices(k, max_len, spec, workers, canonical)]
     tasks = [(ci, (k, max_len, specs[ci], sl, canonical)) for ci, sl in tasks]
-    results = [ConfigResult(spec, mode="canonical" if canonical else "plain") for spec in specs]
+    results = partial or [ConfigResult(spec, mode="canonical" if canonical else "plain") for spec in specs]
     own_client = None
+    done = []
     if scheduler is not None:
         from . import dask_exec
         client = dask_exec.connect(scheduler)
@@ -374,21 +407,32 @@ def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, ca
         pool = None
     else:
         import multiprocessing as mp
-        pool = mp.get_context("fork").Pool(workers)
+        pool = mp.get_context("fork").Pool(workers, initializer=_ignore_sigint)
         outs = pool.imap(_run_task, [t for _, t in tasks])
+    interrupted = False
     try:
-        for (ci, _), part in zip(tasks, outs):
+        for i, ((ci, _), part) in enumerate(zip(tasks, outs)):
             results[ci].merge(part)
+            done.append(i)
+            if on_done:
+                on_done(i)
             if progress:
                 progress(part.canonical_histories if canonical else part.histories)
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         if pool is not None:
-            pool.close()
+            if interrupted:
+                pool.terminate()
+            else:
+                pool.close()
             pool.join()
         if scheduler is not None:
             outs.close()  # cancels what is still pending
         if own_client is not None:
             own_client.close()
+    if interrupted:
+        raise Interrupted(results, done)
     return results
 
 
