@@ -60,6 +60,9 @@ class Case:
     n_ctx_train: int = 4096
     # Provenance-free annotations never enter the verdict; kept out of equality.
     note: str = field(default="", compare=False)
+    # multiplier and base as the user wrote them, when that is not a float32 value: the Case holds the float32
+    # llama.cpp's float parameter receives (round to nearest), and records both. (name, value) pairs.
+    as_written: tuple = field(default=(), compare=False)
     # Not a field: True only from the fuzz decoder, whose cases are valid by construction (validating each
     # cost ~45,000 instructions per fuzz input; tests/test_decode.py validates the decoder's output instead).
     # Every other construction, dataclasses.replace included, validates.
@@ -67,6 +70,21 @@ class Case:
 
     def __post_init__(self, skip_validation: bool):
         if not skip_validation:
+            written = dict(self.as_written)
+            for name in ("multiplier", "base"):
+                v = getattr(self, name)
+                if _is_number(v) and not isinstance(v, float) or isinstance(v, float) and math.isfinite(v) \
+                        and f32(v) != v:
+                    try:
+                        r = f32(float(v))
+                    except OverflowError:
+                        raise CaseError(f"{name} {str(v)[:24]}... is too large for a float32") from None
+                    written.setdefault(name, v)
+                    object.__setattr__(self, name, r)
+            # Keep only what still describes the field (a replace() that changed it drops its old spelling).
+            written = {k: v for k, v in written.items() if _f32_or_none(v) == getattr(self, k)}
+            if written or self.as_written:
+                object.__setattr__(self, "as_written", tuple(sorted(written.items())))
             validate(self)
         # Derived views, kept out of the fields (equality, JSON); frozen, so set through object.
         if self.candidates is None:
@@ -132,6 +150,8 @@ class Case:
             d["n_ctx_train"] = self.n_ctx_train
         if self.note:
             d["note"] = self.note
+        if self.as_written:
+            d["as_written"] = {k: v for k, v in self.as_written}
         return d
 
     def dumps(self) -> str:
@@ -145,7 +165,7 @@ class Case:
         if schema != CASE_SCHEMA:
             raise CaseError(f"unknown case schema {schema!r} (this dryz reads {CASE_SCHEMA!r})")
         known = {"schema", "history", "history_symbols", "alphabet", "penalty_last_n", "breakers",
-                 "multiplier", "base", "allowed_length", "candidates", "sorted", "note", "n_ctx_train"}
+                 "multiplier", "base", "allowed_length", "candidates", "sorted", "note", "n_ctx_train", "as_written"}
         extra = sorted(set(d) - known)
         if extra:
             raise CaseError(f"unknown case field(s): {', '.join(extra)}")
@@ -177,6 +197,10 @@ class Case:
         for key in ("multiplier", "base"):
             if key in d and not _is_number(d[key]):
                 raise CaseError(f"'{key}' must be a number")
+        written = d.get("as_written", {})
+        if not isinstance(written, dict) or not set(written) <= {"multiplier", "base"} or not all(
+                _is_number(v) for v in written.values()):
+            raise CaseError("'as_written' must map multiplier/base to the numbers as first written")
         if "sorted" in d and not isinstance(d["sorted"], bool):
             raise CaseError("'sorted' must be true or false")
         return cls(
@@ -184,13 +208,14 @@ class Case:
             alphabet=int(d["alphabet"]),
             penalty_last_n=int(d["penalty_last_n"]),
             breakers=tuple(breakers),
-            multiplier=float(d.get("multiplier", 1.0)),
-            base=float(d.get("base", 2.0)),
+            multiplier=d.get("multiplier", 1.0),
+            base=d.get("base", 2.0),
             allowed_length=int(d.get("allowed_length", 1)),
             candidates=cands,
             sorted=bool(d.get("sorted", False)),
             n_ctx_train=int(d.get("n_ctx_train", N_CTX_TRAIN)),
             note=str(d.get("note", "")),
+            as_written=tuple(sorted(written.items())),
         )
 
     @classmethod
@@ -269,10 +294,10 @@ def _refuse(c: Case) -> None:
     for name in ("multiplier", "base"):
         v = getattr(c, name)
         if not math.isfinite(v):
-            raise CaseError(f"{name} must be finite, got {v!r}")
-        if f32(v) != v:
-            raise CaseError(f"{name} {v!r} is not a float32 value (the C parameter is float); "
-                            f"use {f32(v)!r}")
+            was = dict(c.as_written).get(name)
+            raise CaseError(f"{name} must be a finite float32 (at most 3.4028235e+38 in magnitude), got "
+                            f"{was if was is not None else v!r}"
+                            + (" (it rounds to inf as a float32)" if was is not None else ""))
     for b in c.breakers:
         if len(b) > MAX_BREAKER_CHARS:
             raise CaseError(f"breaker of {len(b)} characters; at most {MAX_BREAKER_CHARS}")
@@ -305,6 +330,13 @@ def _float32_logits(logits: list[float]) -> bool:
         return math.inf not in logits and array.array("f", logits).tolist() == logits
     except (OverflowError, TypeError):
         return False
+
+
+def _f32_or_none(v):
+    try:
+        return f32(float(v))
+    except (OverflowError, TypeError, ValueError):
+        return None
 
 
 def _is_int(x) -> bool:

@@ -146,9 +146,12 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         names += window_cap_names(max_length)
     names = list(dict.fromkeys(names))
     specs = []
+    from .case import CaseError
     for n in names:
         try:
             specs.append(space_config(n, alphabet or MAX_ALPHABET, max_length))
+        except CaseError as e:
+            _fail(f"--config {n}: {e}")
         except ValueError:
             _fail(f"unknown --config {n!r}; known: {', '.join(CONFIG_NAMES)}, windowW (W >= 1), "
                   "optionally NAME/allowedA/mM/bB")
@@ -188,8 +191,9 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
             workers = worker_threads(client)
     if workers is None:
         workers = os.cpu_count() or 1
-    if workers < 1:
-        _fail(f"--workers must be at least 1, got {workers}")
+    limit = max(1, 4 * (os.cpu_count() or 1))
+    if workers < 1 or (scheduler is None and workers > limit):
+        _fail(f"--workers must be in 1..{limit} here (4 per core), got {workers}")
     resume = None
     if resume_path is not None:
         import json as _json
@@ -377,12 +381,10 @@ def merge(paths, json_path):
     from .report import write_json
     data = []
     for p in paths:
-        try:
-            data.append(json.loads(open(p).read()))
-        except OSError as e:
-            _fail(f"cannot read {p}: {e.strerror}")
-        except json.JSONDecodeError as e:
-            _fail(f"{p}: not JSON ({e.msg})")
+        d = parse_json_file(p, _read(p))
+        if not isinstance(d, dict):
+            _fail(f"{p}: not a dryz exhaustive --shard result (a JSON object)")
+        data.append(d)
     try:
         result = merge_results(data, list(paths))
     except MergeError as e:
@@ -452,7 +454,7 @@ def parse_json_file(path: str, raw: bytes):
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        _fail(f"{path}: not UTF-8 (byte {e.start}); a Case JSON is UTF-8 text (use --as bytes for a fuzz input)")
+        _fail(f"{path}: not UTF-8 (byte {e.start}); JSON is UTF-8 text (for a fuzz input: dryz check --as bytes)")
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -727,6 +729,14 @@ def main(argv=None):
     except OSError as e:  # a path that cannot be read or written: say which, without a traceback
         where = f" {e.filename}" if e.filename else ""
         click.echo(f"dryz: error: {e.strerror or e}:{where}", err=True)
+        sys.exit(EXIT_ERROR)
+    except Exception as e:  # bad input found deep in a command (a Case out of range, an unusable subject)
+        from .case import CaseError
+        from .corpus import CorpusError
+        from .subject import SubjectError
+        if not isinstance(e, (CaseError, CorpusError, SubjectError)):
+            raise
+        click.echo(f"dryz: error: {e}", err=True)
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_OK)
 

@@ -37,11 +37,30 @@ def connect(address):
         raise SchedulerError("--scheduler needs dask.distributed: pip install 'dryz[dask]'") from None
     if isinstance(address, distributed.Client):
         return address
+    _reachable(address)
     try:
         return distributed.Client(address, timeout=os.environ.get("DRYZ_DASK_TIMEOUT") or CONNECT_TIMEOUT,
                                   set_as_default=False)
     except (OSError, TimeoutError, ValueError) as e:
         raise SchedulerError(f"cannot reach the Dask scheduler at {address!r}: {e}") from None
+
+
+def _reachable(address: str) -> None:
+    """Refuse an address that is not host:port or that nothing listens on, before a Client exists (a Client
+    that failed to connect hangs in __del__ for 40 s and prints a traceback at exit)."""
+    import socket
+    rest = address.split("://", 1)[1] if "://" in address else address
+    scheme = address.split("://", 1)[0] if "://" in address else "tcp"
+    if scheme not in ("tcp", "tls"):
+        raise SchedulerError(f"--scheduler {address!r}: only tcp:// and tls:// addresses are supported")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SchedulerError(f"--scheduler {address!r}: expected HOST:PORT (e.g. tcp://127.0.0.1:8786)")
+    timeout = float(str(os.environ.get("DRYZ_DASK_TIMEOUT") or CONNECT_TIMEOUT).rstrip("s"))
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise SchedulerError(f"cannot reach the Dask scheduler at {address!r}: {e.strerror or e}") from None
 
 
 def worker_threads(client) -> int:

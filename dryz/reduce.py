@@ -19,7 +19,7 @@ from .case import Case, CaseError
 from .symbols import SYMBOLS
 
 PROOF_BUDGET = 60_000   # histories the shortest-search may check
-PROOF_MAX_LENGTH = 12
+PROOF_MAX_LENGTH = 64  # the budget is the real bound; this only keeps the count itself cheap
 SUBPROCESS_TIMEOUT = 30.0
 
 
