@@ -82,10 +82,10 @@ def certificate_text(r: dict) -> str:
     for c in r["configs"]:
         brk = f" breakers={c['breakers']}" if c["breakers"] else ""
         lines.append(f"  {c['name']:<9} last_n={c['penalty_last_n']:<3}{brk}  cases {c['cases']:>11,}  "
-                     f"mismatches {c['mismatches']}  oracle disagreements {c['oracle_disagreements']}  "
+                     f"mismatches {c['mismatches']:,}  oracle disagreements {c['oracle_disagreements']:,}  "
                      f"penalized {c['penalized_cases']:,}  max L {c['max_L']}")
     t = r["totals"]
-    lines.append(f"  {'total':<9} {'':<10} cases {t['cases']:>11,}  mismatches {t['mismatches']}  "
+    lines.append(f"  {'total':<9} {'':<10} cases {t['cases']:>11,}  mismatches {t['mismatches']:,}  "
                  f"oracle disagreements {t['oracle_disagreements']}")
     c = r["controls"]
     per = c["periodic"]

@@ -145,7 +145,7 @@ class LibLlama(Subject):
             except (OSError, ValueError):
                 built = {"unreadable": str(info)}
             ident["built_by_dryz"] = {k: built.get(k) for k in (
-                "llama_cpp_python", "vendored_commit", "patch", "patch_sha256", "build_seconds")}
+                "llama_cpp_python", "vendored_commit", "dry_fingerprint", "patch", "patch_sha256", "build_seconds")}
             ident.setdefault("llama_cpp_python", built.get("llama_cpp_python"))
         return ident
 
