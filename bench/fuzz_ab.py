@@ -6,9 +6,10 @@ each chunk keeps its best time, so a slow spell hits both builds alike.
 
 Usage: python bench/fuzz_ab.py X Y [--instrumented] [--band LO HI]
   X, Y: a git revision of this repository (e.g. HEAD~3) or a directory holding a dryz/ package.
-  --instrumented: each build instrumented as fuzz/dry_fuzz.py instruments dryz (its instrument()).
+  --instrumented: each build instrumented as its fuzz harness instruments dryz (its instrument()).
   --band: histories LO..HI-1 tokens (default 0 257).
-Each build's dryz/_drive.c is compiled for it with setuptools (as pip builds it).
+Each build's call sequencer (dryz/subject/_drive.c, or dryz/_drive.c before 2026-12-02) is compiled for it with
+setuptools (as pip builds it).
 """
 
 import argparse
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-HARNESS = REPO / "fuzz" / "dry_fuzz.py"
+OLD_HARNESS = "fuzz/dry_fuzz.py"  # where builds before dryz/fuzz/harness.py kept the harness
 
 
 def materialize(spec: str, into: Path, name: str) -> None:
@@ -34,28 +35,38 @@ def materialize(spec: str, into: Path, name: str) -> None:
     tmp = None
     if not (src / "dryz").is_dir():
         tmp = Path(tempfile.mkdtemp())
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", spec, "dryz"], capture_output=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", spec, "dryz", "fuzz"], capture_output=True)
         if archive.returncode:
             sys.exit(f"fuzz_ab: {spec!r} is neither a directory with dryz/ nor a git revision")
         subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive.stdout, check=True)
         src = tmp
     dst = into / name
     shutil.copytree(src / "dryz", dst, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    if (dst / "_drive.c").exists():  # (without it the build uses its ctypes path)
-        build_drive(dst / "_drive.c", into, name)
-    for p in dst.glob("*.py"):
+    if (src / OLD_HARNESS).exists() and not (dst / "fuzz" / "harness.py").exists():
+        shutil.copy(src / OLD_HARNESS, into / f"{name}_harness.py")
+    for rel in ("subject/_drive.c", "_drive.c"):  # (without one the build uses its ctypes path)
+        if (dst / rel).exists():
+            build_drive(dst / rel, into, name + "." + rel[:-2].replace("/", "."))
+            break
+    for p in dst.rglob("*.py"):
         text = re.sub(r"\b(from|import) dryz\b", rf"\1 {name}", p.read_text())
         p.write_text(text)
+    if (into / f"{name}_harness.py").exists():
+        h = into / f"{name}_harness.py"
+        h.write_text(re.sub(r"\b(from|import) dryz\b", rf"\1 {name}", h.read_text()))
     if tmp:
         shutil.rmtree(tmp)
 
 
-def build_drive(source: Path, into: Path, package: str) -> None:
-    """Compile a build's call sequencer to into/package/_drive*.so, with the flags pip's build uses."""
+def build_drive(source: Path, into: Path, module: str) -> None:
+    """Compile a build's call sequencer to into/<module path>*.so (module: e.g. dryz.subject._drive), with the
+    flags pip's build uses."""
     from setuptools import Distribution, Extension
-    dist = Distribution({"ext_modules": [Extension(f"{package}._drive", [str(source)])]})
+    if "." not in module:
+        module += "._drive"  # (a package name alone: its top-level _drive)
+    dist = Distribution({"ext_modules": [Extension(module, [str(source)])]})
     cmd = dist.get_command_obj("build_ext")
-    cmd.build_lib, cmd.build_temp = str(into), str(into / f"build-{package}")
+    cmd.build_lib, cmd.build_temp = str(into), str(into / f"build-{module}")
     cmd.ensure_finalized()
     cmd.run()
 
@@ -63,11 +74,11 @@ def build_drive(source: Path, into: Path, package: str) -> None:
 def load(name: str, instrumented: bool):
     module = importlib.import_module(name + ".fuzzing")
     if instrumented:  # the harness's own instrument(), on this build's copies of the modules it names
-        from importlib import util as importlib_util
-        os.environ["DRYZ_INSTRUMENT"] = "0"  # loading the harness must not instrument the installed dryz
-        spec = importlib_util.spec_from_file_location("dry_fuzz_harness", HARNESS)
-        harness = importlib_util.module_from_spec(spec)
-        spec.loader.exec_module(harness)
+        os.environ["DRYZ_INSTRUMENT"] = "0"  # importing an old harness must not instrument anything itself
+        try:
+            harness = importlib.import_module(name + ".fuzz.harness")
+        except ImportError:
+            harness = importlib.import_module(name + "_harness")
         harness.instrument([importlib.import_module(m.replace("dryz", name, 1)) for m in harness.INSTRUMENTED])
     return module
 

@@ -35,13 +35,19 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 SMALL, LARGE = 100, 600
 
-# Run by the measured Python (its headers and ABI): fuzz_ab.build_drive, as pip builds dryz/_drive.c.
+# Run by the measured Python (its headers and ABI): fuzz_ab.build_drive, as pip builds the call sequencer
+# (dryz/subject/_drive.c; dryz/_drive.c before 2026-12-02).
 BUILD_DRIVE = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
 from pathlib import Path
 from fuzz_ab import build_drive
-build_drive(Path(sys.argv[1]) / "dryz" / "_drive.c", Path(sys.argv[1]), "dryz")
+root = Path(sys.argv[1])
+new = root / "dryz" / "subject" / "_drive.c"
+if new.exists():
+    build_drive(new, root, "dryz.subject._drive")
+else:
+    build_drive(root / "dryz" / "_drive.c", root, "dryz._drive")
 """
 
 

@@ -3,7 +3,7 @@ both oracles and the library), in-process on one core, on random inputs. Best of
 (this VM's wall clock is noisy).
 
 Usage: python bench/fuzz_throughput.py [N] [REPEATS] [--instrumented]
-  --instrumented: dryz's code instrumented by atheris for Python coverage, as fuzz/dry_fuzz.py runs it
+  --instrumented: dryz's code instrumented by atheris for Python coverage, as dryz/fuzz/harness.py runs it
   (without libFuzzer's own per-input work).
 """
 
@@ -12,12 +12,11 @@ import time
 
 import numpy as np
 
-if "--instrumented" in sys.argv:  # import dryz through the harness, instrumented exactly as it is there
-    import importlib.util
-    from pathlib import Path
+if "--instrumented" in sys.argv:  # dryz instrumented exactly as the harness instruments it
+    import importlib
     sys.argv.remove("--instrumented")
-    spec = importlib.util.spec_from_file_location("dry_fuzz", Path(__file__).parent.parent / "fuzz" / "dry_fuzz.py")
-    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    from dryz.fuzz.harness import INSTRUMENTED, instrument
+    instrument([importlib.import_module(name) for name in INSTRUMENTED])
     from dryz.decode import decode
     from dryz.fuzzing import test_one_input
 else:

@@ -59,7 +59,8 @@ def write_json(path: str | Path, data: dict) -> None:
 
 def subject_line(s: dict) -> str:
     """The subject's one-line name: provider version, patch, commit, init_dry ABI."""
-    who = f"llama-cpp-python {s['llama_cpp_python']}" if s.get("llama_cpp_python") else "libllama"
+    who = (f"llama-cpp-python {s['llama_cpp_python']}" if s.get("llama_cpp_python")
+           else s.get("distribution") or "libllama")
     b = s.get("built_by_dryz") or {}
     if b.get("patch_sha256"):
         who += f" + patch {b.get('patch')} (sha256 {b['patch_sha256'][:12]})"

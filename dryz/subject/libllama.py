@@ -92,11 +92,24 @@ def selected_library() -> Path:
     return p
 
 
-def _distribution_version() -> str:
-    try:
-        return importlib.metadata.version("llama_cpp_python")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+def owning_distribution(path: Path) -> tuple[str, str] | None:
+    """(name, version) of the installed Python distribution whose files include `path` (llama-cpp-python for
+    the pip build, xllamacpp for its extension module), from the dist-info beside the package."""
+    site = path.parent
+    for _ in range(3):  # site-packages is at most a few levels above the library
+        site = site.parent
+        try:
+            dists = list(importlib.metadata.distributions(path=[str(site)]))
+        except OSError:
+            continue
+        for d in dists:
+            for f in d.files or ():
+                try:
+                    if (site / f).resolve() == path:
+                        return d.metadata["Name"], d.version
+                except OSError:
+                    continue
+    return None
 
 
 class LibLlama(Subject):
@@ -136,8 +149,12 @@ class LibLlama(Subject):
             "vocab_path": str(self.vocab_path),
             "vocab_sha256": sha256_file(self.vocab_path),
         }
-        if self.path == pip_library():
-            ident["llama_cpp_python"] = _distribution_version()
+        owner = owning_distribution(self.path)
+        if owner is not None:
+            name, version = owner
+            ident["distribution"] = f"{name} {version}"
+            if name.lower().replace("_", "-") == "llama-cpp-python":
+                ident["llama_cpp_python"] = version
         info = self.path.parent / BUILD_INFO
         if info.exists():
             try:
@@ -152,11 +169,8 @@ class LibLlama(Subject):
     def label(self) -> str:
         """One line naming the subject, for reports."""
         i = self.identity
-        who = f"llama-cpp-python {i['llama_cpp_python']}" if i.get("llama_cpp_python") else "libllama"
-        b = i.get("built_by_dryz") or {}
-        if b.get("patch_sha256"):
-            who += f" + patch {b.get('patch')} ({b['patch_sha256'][:12]})"
-        return f"{who} (llama.cpp {i.get('llama_cpp_commit') or '?'}, init_dry ABI {i['init_dry_abi']} arguments)"
+        from ..report import subject_line
+        return subject_line(self.identity)
 
     # -- samplers ---------------------------------------------------------------------------------
     def new_sampler(self, multiplier, base, allowed_length, penalty_last_n, breakers=(), vocab=None,
