@@ -505,6 +505,15 @@ def check_cmd(path, read_as, isolate):
     sys.exit(EXIT_OK if v.ok else EXIT_FINDING)
 
 
+@cli.command("serve", hidden=True)
+def serve_cmd():
+    """Internal: judge Case JSON lines from stdin on the selected subject, one JSON answer per line (each case in
+    a forked child, so a crash is an answer). Used by the differential comparison of subjects (dryz matrix)."""
+    from .differ import serve
+    load_subject()
+    serve()
+
+
 @cli.command("signature", hidden=True)
 def signature_cmd():
     """Internal: read a Case JSON on stdin, print its verdict signature (used for isolated evaluation)."""
@@ -709,6 +718,55 @@ def restarts(alphabet, max_length, json_path):
         write_json(json_path, {"alphabet": alphabet, "max_length": max_length,
                                "configs": [r.to_json() for r in results]})
     sys.exit(EXIT_FINDING if bad else EXIT_OK)
+
+
+@cli.command()
+@click.option("--versions", default=None, metavar="LIST",
+              help="Comma-separated subjects: llama-cpp-python versions and/or xllamacpp[==V]. "
+                   "[default: 0.3.16,0.3.34,0.3.35,0.3.36,xllamacpp]")
+@click.option("-t", "--time", "seconds", type=int, default=60, show_default=True,
+              help="Fuzz campaign per subject, seconds.")
+@click.option("--random", "random_cases", type=int, default=2000, show_default=True,
+              help="Random fuzz-decoder cases in the differential comparison (besides edge cases, the corpus and "
+                   "the campaigns' kept inputs).")
+@click.option("--workdir", default="matrix-work", show_default=True, help="Per-subject results and campaigns.")
+@click.option("--corpus", "corpus_dir", default="corpus", show_default=True,
+              help="Where the minimized witnesses of differences are written.")
+@click.option("--json", "json_path", default=None, help="Write the matrix as JSON here.")
+@click.option("--markdown", "md_path", default=None, help="Write the Markdown table here (also printed).")
+def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_path):
+    """Every release side by side: build or fetch each subject, run the certificate, replay, --parameters,
+    --window-caps, the restart sweep and a fuzz campaign on it, and minimize every behaviour that differs
+    between a subject and the pinned release to a witness naming both. Exit 1 when any subject has a finding or
+    differs, 2 when a subject could not be had or a cell could not run."""
+    from pathlib import Path
+
+    from .matrix import DEFAULT_VERSIONS, MatrixError, markdown, parse_versions, run_matrix
+    from .report import write_json
+    _writable(json_path)
+    _writable(md_path)
+    try:
+        specs = parse_versions(versions or ",".join(DEFAULT_VERSIONS))
+    except MatrixError as e:
+        _fail(str(e))
+    if not 1 <= seconds <= 86400:
+        _fail(f"--time must be in 1..86400 seconds, got {seconds}")
+    if not 0 <= random_cases <= 1_000_000:
+        _fail(f"--random must be in 0..1,000,000, got {random_cases}")
+    result = run_matrix(specs, seconds, Path(workdir).resolve(), Path(corpus_dir), click.echo, random_cases)
+    table = markdown(result)
+    click.echo(table)
+    if json_path:
+        write_json(json_path, result)
+    if md_path:
+        Path(md_path).write_text(table)
+    rows = result["rows"]
+    if any("error" in r or any(c.get("failed") and not c["text"].startswith(("crash", "hang"))
+                               for c in r["cells"].values()) for r in rows):
+        sys.exit(EXIT_ERROR)
+    found = result["differences"] or any(
+        c.get("exit") == 1 or c.get("failed") for r in rows for c in r["cells"].values())
+    sys.exit(EXIT_FINDING if found else EXIT_OK)
 
 
 def main(argv=None):

@@ -101,8 +101,25 @@ class Reducer:
         return case
 
     def allowed_length(self, case):
-        c = shrink_towards([replace(case, allowed_length=a) for a in range(0, case.allowed_length)], self.fails)
+        # Towards 0 from either side (a negative allowed_length is a parameter edge too).
+        a = case.allowed_length
+        values = range(0, a) if a > 0 else range(0, a, -1)
+        c = shrink_towards([replace(case, allowed_length=v) for v in values], self.fails)
         return c or case
+
+    def n_ctx_train(self, case):
+        # The default (4096) when the failure does not need another value, else the smallest that fails.
+        from .case import N_CTX_TRAIN
+        if case.n_ctx_train == N_CTX_TRAIN:
+            return case
+        c = self._try(case, n_ctx_train=N_CTX_TRAIN)
+        if c:
+            return c
+        for v in range(0, min(case.n_ctx_train, 64)):
+            c = self._try(case, n_ctx_train=v)
+            if c:
+                return c
+        return case
 
     def parameters(self, case):
         for changes in ({"multiplier": 1.0, "base": 2.0}, {"multiplier": 1.0}, {"base": 2.0}):
@@ -135,8 +152,8 @@ class Reducer:
         c = canonical_form(case)
         return c if c != case and self.fails(c) else case
 
-    PASSES = ("history", "breakers", "candidates", "window", "allowed_length", "parameters", "merge_symbols",
-              "canonical")
+    PASSES = ("history", "breakers", "candidates", "window", "allowed_length", "n_ctx_train", "parameters",
+              "merge_symbols", "canonical")
 
     def fixpoint(self, case: Case) -> Case:
         while True:

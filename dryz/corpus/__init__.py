@@ -90,7 +90,8 @@ def _num(x: float):
 
 def file_name(data: dict) -> str:
     digest = hashlib.sha256(json.dumps(data["case"], sort_keys=True).encode()).hexdigest()[:10]
-    return f"{data['expect']}-{digest}.json"
+    sep = (data.get("separates") or {}).get("class")  # a witness of a difference between two subjects
+    return f"{data['expect']}-{sep + '-' if sep else ''}{digest}.json"
 
 
 def write_entry(directory: Path, data: dict) -> Path:

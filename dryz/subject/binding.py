@@ -118,6 +118,9 @@ class Binding:
 
     def __init__(self, path: Path):
         self.path = Path(path)
+        # ggml's uncaught-exception handler otherwise attaches gdb to print a backtrace (about a second, on
+        # stdout) before the abort: dryz reports a crash itself (class crash, the library's last line).
+        os.environ.setdefault("GGML_NO_BACKTRACE", "1")
         self._ggml = _preload_ggml(self.path.parent)
         try:
             self.handle = ctypes.CDLL(str(self.path), mode=ctypes.RTLD_GLOBAL)

@@ -1,0 +1,449 @@
+"""`dryz matrix`: every llama.cpp release that shipped DRY, side by side, and a minimized witness for every
+behaviour that differs between two of them.
+
+Per subject (a llama-cpp-python release built by `dryz subject build`, or the xllamacpp wheel fetched with pip),
+every cell is a dryz command run in its own process on that subject (`dryz --lib L ...`, with a timeout), so a
+subject that crashes, aborts or hangs costs that cell, never the matrix: the default certificate, the corpus
+replay, `--parameters`, `--window-caps`, the restart sweep and a fuzz campaign. Then the subjects are compared
+case by case against the reference (the pinned release) through `dryz.differ` (edge cases of every parameter,
+the project corpus, random fuzz-decoder cases, and the inputs each subject's campaign kept); each distinct
+difference is minimized with the DRY shrink passes under the predicate "the two subjects still differ the same
+way", proven shortest where the search budget allows, and written to the corpus naming the subjects it
+separates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .subject.libllama import PINNED_VERSION
+from .vocab import cache_dir
+
+# One llama-cpp-python release per DRY source seen so far (0.3.25-0.3.34 share one; 0.3.35 and 0.3.36 have
+# byte-identical DRY sections but 0.3.35 is kept as the first release after PR #26524), plus xllamacpp.
+DEFAULT_VERSIONS = ("0.3.16", "0.3.34", "0.3.35", PINNED_VERSION, "xllamacpp")
+CELL_TIMEOUT = 1800
+
+
+class MatrixError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Spec:
+    kind: str      # "llama-cpp-python" or "xllamacpp"
+    version: str   # a release, or "latest" for xllamacpp
+
+    @property
+    def name(self) -> str:
+        return f"xllamacpp {self.version}" if self.kind == "xllamacpp" else f"llama-cpp-python {self.version}"
+
+
+def parse_versions(text: str) -> list[Spec]:
+    out = []
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        if item == "xllamacpp":
+            out.append(Spec("xllamacpp", "latest"))
+        elif item.startswith("xllamacpp=="):
+            v = item.split("==", 1)[1]
+            if not re.fullmatch(r"[0-9][0-9A-Za-z.]*", v):
+                raise MatrixError(f"--versions: bad xllamacpp version {v!r}")
+            out.append(Spec("xllamacpp", v))
+        elif re.fullmatch(r"\d+\.\d+\.\d+", item):
+            out.append(Spec("llama-cpp-python", item))
+        else:
+            raise MatrixError(f"--versions: {item!r} is neither a llama-cpp-python version (0.3.36) nor "
+                              "xllamacpp[==VERSION]")
+    if not out:
+        raise MatrixError("--versions: no subject given")
+    if len(set(out)) != len(out):
+        raise MatrixError("--versions: a subject is named twice")
+    return out
+
+
+def fetch_xllamacpp(version: str, log) -> Path:
+    """The xllamacpp wheel (pip download, no install) unpacked into the subject cache; its extension module."""
+    wheels = cache_dir() / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    req = "xllamacpp" if version == "latest" else f"xllamacpp=={version}"
+    have = sorted(wheels.glob("xllamacpp-*.whl"))
+    if version != "latest":
+        have = [w for w in have if w.name.startswith(f"xllamacpp-{version}-")]
+    if not have or version == "latest":
+        log(f"fetching the {req} wheel with pip")
+        p = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                            "--disable-pip-version-check", "-q", req, "-d", str(wheels)], capture_output=True,
+                           text=True)
+        if p.returncode != 0:
+            if not have:
+                raise MatrixError(f"pip download {req} failed: {(p.stderr or p.stdout).strip().splitlines()[-1:]}")
+            log(f"pip download {req} failed; using the cached {have[-1].name}")
+        have = sorted(wheels.glob("xllamacpp-*.whl")) if version == "latest" else \
+            [w for w in wheels.glob(f"xllamacpp-{version}-*.whl")]
+    wheel = max(have, key=lambda w: w.stat().st_mtime)
+    v = wheel.name.split("-")[1]
+    out = cache_dir() / "subjects" / f"xllamacpp-{v}"
+    so = out / "xllamacpp" / "xllamacpp.abi3.so"
+    if not so.exists():
+        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        with zipfile.ZipFile(wheel) as z:
+            z.extractall(tmp)
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(tmp, out)
+    return so
+
+
+def prepare(spec: Spec, log) -> Path:
+    if spec.kind == "xllamacpp":
+        return fetch_xllamacpp(spec.version, log)
+    from .subject.build import build
+    return build(spec.version, None, log=log)
+
+
+def _dryz(lib: Path, args, timeout: float, cwd: Path) -> subprocess.CompletedProcess | str:
+    env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT")}
+    try:
+        return subprocess.run([sys.executable, "-m", "dryz", "--lib", str(lib), *args], capture_output=True,
+                              text=True, timeout=timeout, env=env, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        return f"hang (no result within {timeout:.0f} s)"
+
+
+def _outcome(p) -> str:
+    """A cell's failure to run at all, or None."""
+    if isinstance(p, str):
+        return p
+    if p.returncode < 0:
+        import signal
+        return f"crash ({signal.Signals(-p.returncode).name})"
+    if p.returncode not in (0, 1):
+        last = (p.stderr.strip().splitlines() or ["?"])[-1]
+        return f"error (exit {p.returncode}: {last[:120]})"
+    return ""
+
+
+def _certificate_cell(lib, work: Path, name: str, extra: list[str]) -> dict:
+    path = work / f"{name}.json"
+    t = time.monotonic()
+    p = _dryz(lib, ["exhaustive", *extra, "--json", str(path), "--no-progress"], CELL_TIMEOUT, work)
+    cell = {"seconds": round(time.monotonic() - t, 1)}
+    bad = _outcome(p)
+    if bad:
+        return dict(cell, text=bad, failed=True)
+    r = json.loads(path.read_text())
+    per = r["controls"]["periodic"]
+    cell.update(verdict=r["verdict"], cases=r["totals"]["cases"], mismatches=r["totals"]["mismatches"],
+                periodic_library_failures=per.get("library_failures", 0), exit=p.returncode)
+    text = r["verdict"].upper()
+    if r["totals"]["mismatches"]:
+        text += f" ({r['totals']['mismatches']:,} mismatches)"
+    if per.get("library_failures"):
+        text += f" (periodic: {per['library_failures']} missed)"
+    cell["text"] = text
+    return cell
+
+
+def _replay_cell(lib, work: Path) -> dict:
+    t = time.monotonic()
+    p = _dryz(lib, ["replay"], CELL_TIMEOUT, work)
+    cell = {"seconds": round(time.monotonic() - t, 1)}
+    bad = _outcome(p)
+    if bad and not isinstance(p, str) and p.returncode == 2 and "replayed" in p.stdout:
+        bad = ""
+    if bad:
+        return dict(cell, text=bad, failed=True)
+    changed = [ln.split()[1] + " -> " + ln.rsplit("now ", 1)[1].split(" (")[0]
+               for ln in p.stdout.splitlines() if ln.startswith("CHANGED")]
+    m = re.search(r"replayed (\d+) entries: (\d+) as expected, (\d+) changed, (\d+) invalid", p.stdout)
+    n, ok = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    cell.update(entries=n, as_expected=ok, changed=changed, exit=p.returncode,
+                text=f"{ok}/{n} as expected" + (f", {len(changed)} changed" if changed else ""))
+    return cell
+
+
+def _restarts_cell(lib, work: Path) -> dict:
+    path = work / "restarts.json"
+    t = time.monotonic()
+    p = _dryz(lib, ["restarts", "--json", str(path)], CELL_TIMEOUT, work)
+    cell = {"seconds": round(time.monotonic() - t, 1)}
+    bad = _outcome(p)
+    if bad:
+        return dict(cell, text=bad, failed=True)
+    counts: dict[str, int] = {}
+    for c in json.loads(path.read_text())["configs"]:
+        for k, v in c["counts"].items():
+            counts[k] = counts.get(k, 0) + v
+    cell.update(counts=counts, exit=p.returncode,
+                text=", ".join(f"{k} {v:,}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])))
+    return cell
+
+
+def _fuzz_cell(lib, work: Path, seconds: int) -> dict:
+    path = work / "fuzz.json"
+    t = time.monotonic()
+    p = _dryz(lib, ["fuzz", "--time", str(seconds), "--jobs", "1", "--workdir", str(work / "fuzz"),
+                    "--json", str(path)], seconds + CELL_TIMEOUT, work)
+    cell = {"seconds": round(time.monotonic() - t, 1)}
+    bad = _outcome(p)
+    if bad and not path.exists():
+        return dict(cell, text=bad, failed=True)
+    s = json.loads(path.read_text())
+    classes: dict[str, int] = {}
+    for f in s["findings"]:
+        classes[f["klass"]] = classes.get(f["klass"], 0) + 1
+    cell.update(execs=s["execs"], findings=len(s["findings"]), classes=classes, exit=p.returncode,
+                text=f"{s['execs']:,} execs, " + (", ".join(f"{k} {v}" for k, v in classes.items())
+                                                  if classes else "no findings"))
+    return cell
+
+
+def row(spec: Spec, lib: Path, seconds: int, work: Path, log) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    p = _dryz(lib, ["subject", "show"], 300, work)
+    bad = _outcome(p)
+    if bad or p.returncode != 0:
+        return {"subject": spec.name, "lib": str(lib), "error": bad or p.stderr.strip(), "cells": {}}
+    ident = json.loads(p.stdout)
+    cells = {}
+    for name, fn in (("certificate", lambda: _certificate_cell(lib, work, "certificate", [])),
+                     ("replay", lambda: _replay_cell(lib, work)),
+                     ("parameters", lambda: _certificate_cell(lib, work, "parameters", ["--parameters"])),
+                     ("window_caps", lambda: _certificate_cell(lib, work, "window_caps", ["--window-caps"])),
+                     ("restarts", lambda: _restarts_cell(lib, work)),
+                     ("fuzz", lambda: _fuzz_cell(lib, work, seconds))):
+        log(f"  {spec.name}: {name}")
+        cells[name] = fn()
+        log(f"  {spec.name}: {name}: {cells[name]['text']} ({cells[name]['seconds']} s)")
+    built = ident.get("built_by_dryz") or {}
+    return {"subject": spec.name, "lib": str(lib), "identity": ident,
+            "commit": built.get("vendored_commit", ident.get("llama_cpp_commit")) or "?",
+            "abi": ident["init_dry_abi"], "dry_fingerprint": built.get("dry_fingerprint"),
+            "cells": cells, "crashes": sum(1 for c in cells.values() if c.get("failed")
+                                           and c["text"].startswith(("crash", "hang")))
+            + sum(c.get("classes", {}).get("crash", 0) for c in cells.values()),
+            "seconds": round(time.monotonic() - t0, 1)}
+
+
+# -- differences between subjects ----------------------------------------------------------------------
+
+
+def _feature_key(case, klass: str, a, b) -> tuple:
+    """What kind of behaviour a difference is, for one witness per kind: its class, the sides' outcomes, and
+    where the case sits on each parameter's edges."""
+    last_n = case.penalty_last_n
+    window = "-1" if last_n == -1 else "<-1" if last_n < -1 else "0" if last_n == 0 else ">0"
+    cap = "n_ctx_train<window" if 0 < case.n_ctx_train < min(max(last_n, 0) or 1 << 30, len(case.history)) \
+        else "n_ctx_train<=0" if case.n_ctx_train <= 0 else "-"
+    side = lambda r: r.klass if r.kind == "ok" else r.detail.split(":")[0]  # noqa: E731
+    return (klass, side(a), side(b), window, cap)
+
+
+def differential(ref: tuple[str, Path], others: list[tuple[str, Path]], cases, log, budget_s: float = 600):
+    """Differences between the reference subject and each other one: {other: {feature key: (case, class,
+    results)}} with the first case of each kind, and counts."""
+    from .differ import Server, compare
+    servers = {ref[0]: Server(ref[1])}
+    servers.update({name: Server(lib) for name, lib in others})
+    found: dict[str, dict] = {name: {} for name, _ in others}
+    counts: dict[str, dict] = {name: {} for name, _ in others}
+    n = 0
+    try:
+        for case, other, klass, res in compare(servers, cases, ref[0], log=log, budget_s=budget_s):
+            key = _feature_key(case, klass, res[ref[0]], res[other])
+            counts[other][klass] = counts[other].get(klass, 0) + 1
+            found[other].setdefault(key, (case, klass, res))
+            n += 1
+    finally:
+        evaluated = {name: s.evaluations for name, s in servers.items()}
+        for s in servers.values():
+            s.close()
+    return found, counts, evaluated
+
+
+def minimize_difference(a, b, case):
+    """Shrink a case two subjects' servers treat differently, keeping the difference (same class, same outcome
+    on each side); returns (case, shortest, predicate calls, results on both)."""
+    from .differ import classify
+    from .reduce import reduce_case
+
+    def sig(c):
+        ra, rb = a.run(c), b.run(c)
+        side = lambda r: r.klass if r.kind == "ok" else r.kind + ":" + r.detail.split(":")[0]  # noqa: E731
+        return (classify(ra, rb), side(ra), side(rb))
+    target = sig(case)
+    reduced, shortest, calls = reduce_case(case, target, sig, log=None)
+    return reduced, shortest, calls, (a.run(reduced), b.run(reduced))
+
+
+def witness_entry(case, klass: str, shortest: str, calls: int, ref_row: dict, other_row: dict, results,
+                  ref_verdict) -> dict:
+    """A corpus entry for a difference: replayed on the pinned subject like any entry (expect = its class
+    there), plus `separates`: the two subjects, the class, and what each did."""
+    from .corpus import entry_json, subject_json
+
+    def side(row, r):
+        d = {"subject": row["subject"], "identity": subject_json(row["identity"]),
+             "dry_fingerprint": row.get("dry_fingerprint"), "outcome": r.kind}
+        if r.kind == "ok":
+            d.update(klass=r.klass, logit_bits=list(r.bits), sorted=r.sorted)
+        else:
+            d["detail"] = r.detail
+        return d
+    data = entry_json(case, ref_verdict, expect=ref_verdict.klass, shortest=shortest,
+                      provenance={"found_by": "dryz matrix", "predicate_calls": calls},
+                      subject=ref_row["identity"], note=f"{klass} between {ref_row['subject']} and "
+                                                        f"{other_row['subject']}")
+    data["separates"] = {"class": klass, "reference": side(ref_row, results[0]),
+                         "other": side(other_row, results[1])}
+    return data
+
+
+def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | None, log,
+               random_cases: int = 2000) -> dict:
+    t0 = time.monotonic()
+    libs = []
+    for spec in specs:
+        t = time.monotonic()
+        log(f"{spec.name}: preparing")
+        try:
+            libs.append((spec, prepare(spec, lambda m: log(f"  {m}")), round(time.monotonic() - t, 1)))
+        except Exception as e:  # noqa: BLE001 (a subject that cannot be had costs its row)
+            log(f"{spec.name}: cannot be prepared: {e}")
+            libs.append((spec, None, round(time.monotonic() - t, 1)))
+    rows = []
+    for spec, lib, prep in libs:
+        if lib is None:
+            rows.append({"subject": spec.name, "error": "could not be built or fetched", "cells": {},
+                         "prepare_seconds": prep})
+            continue
+        log(f"{spec.name}: {lib}")
+        r = row(spec, lib, seconds, work / re.sub(r"[^\w.-]+", "_", spec.name), log)
+        r["prepare_seconds"] = prep
+        rows.append(r)
+    usable = [(s, lib, r) for (s, lib, _), r in zip(libs, rows) if lib is not None and "error" not in r]
+    pinned = next((x for x in usable if x[0] == Spec("llama-cpp-python", PINNED_VERSION)), None) or \
+        (usable[0] if usable else None)
+    differences = []
+    if pinned is not None and len(usable) > 1:
+        from .differ import edge_cases, random_cases as random_set
+        from .corpus import PROJECT_DIR, entries, load_entry
+        from .decode import decode
+        cases = edge_cases()
+        cases += [load_entry(p).case for p in entries(PROJECT_DIR)]
+        cases += random_set(random_cases)
+        for _, _, r in usable:  # what each campaign kept
+            kept = work / re.sub(r"[^\w.-]+", "_", r["subject"]) / "fuzz" / "corpus"
+            for p in sorted(kept.glob("*"))[:500] if kept.is_dir() else []:
+                try:
+                    cases.append(decode(p.read_bytes()))
+                except Exception:  # noqa: BLE001 (an input the decoder refuses is no case)
+                    pass
+        ref = (pinned[2]["subject"], pinned[1])
+        others = [(r["subject"], lib) for s, lib, r in usable if lib != pinned[1]]
+        log(f"differential: {len(cases):,} cases on {len(others) + 1} subjects against {ref[0]}")
+        t = time.monotonic()
+        found, counts, evaluated = differential(ref, others, cases, log)
+        log(f"differential: {time.monotonic() - t:.0f} s, {sum(len(v) for v in found.values())} kinds of "
+            "difference")
+        from .differ import Server
+        by_name = {r["subject"]: r for _, _, r in usable}
+        for other, kinds in found.items():
+            a, b = Server(ref[1]), Server(by_name[other]["lib"])
+            seen = set()
+            try:
+                minimized = [(key, klass) + minimize_difference(a, b, case)
+                             for key, (case, klass, res) in kinds.items()]
+            finally:
+                a.close()
+                b.close()
+            for key, klass, reduced, shortest, calls, final in minimized:
+                if reduced.dumps() in seen:  # two kinds that shrink to one witness are one behaviour
+                    continue
+                seen.add(reduced.dumps())
+                d = {"between": [ref[0], other], "class": klass, "kind": list(key), "shortest": shortest,
+                     "predicate_calls": calls, "case": reduced.to_json(), "history": reduced.symbols,
+                     "reference": final[0].__dict__ if final[0].kind != "ok" else
+                     {"klass": final[0].klass}, "other": final[1].__dict__ if final[1].kind != "ok" else
+                     {"klass": final[1].klass}}
+                if corpus_dir is not None:
+                    d["written"] = str(_write_witness(reduced, klass, shortest, calls, by_name[ref[0]],
+                                                      by_name[other], final, corpus_dir))
+                log(f"  -> {reduced.symbols!r} window {reduced.penalty_last_n}, shortest {shortest}"
+                    f"{', written ' + d['written'] if 'written' in d else ''}")
+                differences.append(d)
+        for r in rows:
+            if r["subject"] in counts:
+                r["differences_from_reference"] = counts[r["subject"]]
+    return {"tool": "dryz matrix", "reference": pinned[2]["subject"] if pinned else None, "rows": rows,
+            "differences": differences, "fuzz_seconds": seconds,
+            "wall_seconds": round(time.monotonic() - t0, 1),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _write_witness(case, klass, shortest, calls, ref_row, other_row, results, corpus_dir: Path) -> Path:
+    """Judge the witness on the reference subject (in a child: it is the pinned library, but the matrix process
+    loads no library itself) and store it."""
+    from .check import Verdict
+    from .corpus import write_entry
+    p = subprocess.run([sys.executable, "-m", "dryz", "--lib", ref_row["lib"], "check", "--as", "json",
+                        "/dev/stdin"], input=case.dumps(), capture_output=True, text=True, timeout=300)
+    v = json.loads(p.stdout)["verdict"]
+    verdict = _VerdictView(v)
+    data = witness_entry(case, klass, shortest, calls, ref_row, other_row, results, verdict)
+    return write_entry(corpus_dir, data)
+
+
+class _VerdictView:
+    """check()'s JSON verdict with the attributes corpus.entry_json reads."""
+
+    def __init__(self, v: dict):
+        def f(x):
+            return {"-inf": float("-inf"), "inf": float("inf"), "nan": float("nan")}.get(x, x) \
+                if isinstance(x, str) else x
+        self.klass, self.status, self.detail = v["class"], v["status"], v["detail"]
+        self.candidates, self.oracle_L, self.library_L = v["candidates"], v["oracle_L"], v["library_L"]
+        self.expected_logits = [f(x) for x in v["expected_logits"]]
+        self.observed_logits = [f(x) for x in v["observed_logits"]]
+        self.expected_sorted, self.observed_sorted = v["expected_sorted"], v["observed_sorted"]
+        self.broken_promises, self.differing = v["broken_promises"], v["differing"]
+
+
+def markdown(result: dict) -> str:
+    cols = ["subject", "llama.cpp", "ABI", "DRY fingerprint", "certificate", "replay", "--parameters",
+            "--window-caps", "restart sweep", f"fuzz {result['fuzz_seconds']} s", "differs from reference",
+            "crashes", "time"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in result["rows"]:
+        if "error" in r:
+            lines.append(f"| {r['subject']} | " + " | ".join([r["error"]] + [""] * (len(cols) - 2)) + " |")
+            continue
+        c = r["cells"]
+        diff = r.get("differences_from_reference")
+        diff_text = "reference" if r["subject"] == result["reference"] else (
+            ", ".join(f"{k} {v:,}" for k, v in diff.items()) if diff else "none")
+        lines.append("| " + " | ".join([
+            r["subject"], str(r["commit"])[:9], str(r["abi"]), r.get("dry_fingerprint") or "(source unknown)",
+            c["certificate"]["text"], c["replay"]["text"], c["parameters"]["text"], c["window_caps"]["text"],
+            c["restarts"]["text"], c["fuzz"]["text"], diff_text, str(r["crashes"]),
+            f"{r['seconds']:.0f} s"]) + " |")
+    if result["differences"]:
+        lines += ["", "| between | class | witness | window | n_ctx_train | shortest | reference | other |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for d in result["differences"]:
+            side = lambda s: s.get("klass") or f"{s.get('kind')}: {s.get('detail', '')}"  # noqa: E731
+            lines.append(f"| {' / '.join(d['between'])} | {d['class']} | `{d['history']}` "
+                         f"(allowed_length {d['case']['allowed_length']}, breakers {d['case']['breakers']}) | "
+                         f"{d['case']['penalty_last_n']} | {d['case'].get('n_ctx_train', 4096)} | {d['shortest']} "
+                         f"| {side(d['reference'])} | {side(d['other'])} |")
+    return "\n".join(lines) + "\n"
