@@ -25,7 +25,7 @@ from pathlib import Path
 from ..vocab import cache_dir
 from .libllama import BUILD_INFO, PINNED_VERSION
 
-RECIPE = 1  # bump when the flags below change
+RECIPE = 1  # bump when the flags below change (not the fingerprint: dryz-subject.json is rewritten)
 CMAKE_OPTIONS = {
     "CMAKE_BUILD_TYPE": "Release",
     "BUILD_SHARED_LIBS": "ON",
@@ -144,23 +144,43 @@ def vendored_commit(vendor: Path) -> str | None:
         return None
 
 
+def dry_section(text: str) -> str | None:
+    """The DRY section of the sampler source: from its `// DRY` heading to the end of
+    llama_sampler_init_dry_testing, the section's last function in every release since DRY landed."""
+    start = text.find("\n// DRY\n")
+    if start < 0:
+        return None
+    test = text.find("llama_sampler_init_dry_testing(", start)
+    end = text.find("\n}\n", test) if test >= 0 else -1
+    return text[start + 1:end + 3] if end >= 0 else None
+
+
 def dry_fingerprint(vendor: Path) -> str | None:
-    """sha256 of the DRY section of the sampler source (from its `// DRY` heading to the next sampler's), so
-    two releases with the same DRY code share a fingerprint whatever else changed."""
+    """sha256 (16 hex digits) of the DRY section, so two releases with the same DRY code share a fingerprint
+    whatever else changed."""
     for rel in ("src/llama-sampler.cpp", "src/llama-sampling.cpp"):
         p = vendor / rel
-        if not p.is_file():
-            continue
-        text = p.read_text(errors="replace")
-        start = text.find("// DRY")
-        if start < 0:
-            continue
-        nxt = text.find("\n// ", text.find("\n", start) + 1)
-        while nxt >= 0 and text[nxt + 4:nxt + 8].strip() == "":
-            nxt = text.find("\n// ", nxt + 1)
-        section = text[start:nxt if nxt >= 0 else len(text)]
-        return _sha256_bytes(section.encode())[:16]
+        if p.is_file():
+            section = dry_section(p.read_text(errors="replace"))
+            if section:
+                return _sha256_bytes(section.encode())[:16]
     return None
+
+
+FINGERPRINT = 2  # 1: the section was cut at its first top-level comment
+
+
+def _refresh_fingerprint(out: Path, version: str, patch_sha: str | None) -> None:
+    """A cached build made before the fingerprint's current definition gets it recomputed (pristine builds,
+    from the kept source tree; a patched build's would need its patch applied, and keeps what it has)."""
+    info_path = out / BUILD_INFO
+    info = json.loads(info_path.read_text())
+    if info.get("fingerprint_version") == FINGERPRINT or patch_sha:
+        return
+    vendor = cache_dir() / "work" / version / "src" / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
+    if vendor.is_dir():
+        info["dry_fingerprint"], info["fingerprint_version"] = dry_fingerprint(vendor), FINGERPRINT
+        info_path.write_text(json.dumps(info, indent=2) + "\n")
 
 
 def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | None = None, log=print,
@@ -171,6 +191,7 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
     key = f"{version}-{patch_sha[:16] if patch_sha else 'pristine'}-r{RECIPE}"
     out = subjects_dir() / key
     if not force and (out / "libllama.so").exists() and (out / BUILD_INFO).exists():
+        _refresh_fingerprint(out, version, patch_sha)
         log(f"cached: {out}")
         return out
     work = cache_dir() / "work" / version
@@ -214,7 +235,8 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
                 else:
                     shutil.copy2(p, tmp / p.name)
             info = {"llama_cpp_python": version, "vendored_commit": vendored_commit(vendor),
-                    "dry_fingerprint": fingerprint, "patch": Path(patch).name if patch else None,
+                    "dry_fingerprint": fingerprint, "fingerprint_version": FINGERPRINT,
+                    "patch": Path(patch).name if patch else None,
                     "patch_sha256": patch_sha, "build_seconds": round(time.monotonic() - t0, 1),
                     "recipe": RECIPE, "cmake_options": CMAKE_OPTIONS,
                     "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
