@@ -463,6 +463,54 @@ def parse_json_file(path: str, raw: bytes):
         _fail(f"{path}: JSON nested too deeply")
 
 
+def judge_isolated(case, kind: str) -> tuple[int, dict]:
+    """check(case) in a child process on the selected subject: (exit code, the check JSON); a child that dies
+    is class crash (exit 1), with the signal and the library's last words."""
+    import json
+    import signal
+    import subprocess
+    p = subprocess.run([sys.executable, "-m", "dryz", "check", "--no-isolate", "--as", "json", "/dev/stdin"],
+                       input=case.dumps(), capture_output=True, text=True)
+    if p.returncode < 0:
+        sig = -p.returncode
+        return EXIT_FINDING, {"input": kind, "case": case.to_json(),
+                              "verdict": {"class": "crash", "status": "crash", "signal": sig,
+                                          "detail": f"the process running the library died of "
+                                                    f"{signal.Signals(sig).name}",
+                                          "stderr": p.stderr.strip()[-500:]},
+                              "subject": {"libllama_path": os.environ.get("DRYZ_LIB") or "default"}}
+    if p.returncode not in (EXIT_OK, EXIT_FINDING):
+        sys.stderr.write(p.stderr)
+        sys.exit(p.returncode)
+    out = json.loads(p.stdout)
+    out["input"] = kind
+    return p.returncode, out
+
+
+@cli.command()
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
+              help="How to read the file (as dryz check reads it).")
+@click.option("--color/--no-color", default=None, help="Highlight matches with terminal colours. [default: on a tty]")
+def explain(path, read_as, color):
+    """One case as a table: the window with positions, the restart sequence that set rep_limit, per candidate
+    the matched suffix, L by each oracle and by the library, the expected and observed logit. (dryz check gives
+    the same verdict as JSON, for machines.)"""
+    from .explain import explain as render
+    from .report import subject_line
+    case, kind = load_case_file(path, read_as)
+    rc, out = judge_isolated(case, kind)
+    v = out["verdict"]
+    ident = out.get("subject") or {}
+    if v["class"] == "crash":
+        click.echo(f"class crash: {v['detail']}\n{v.get('stderr', '')}")
+        sys.exit(rc)
+    v["abi"] = ident.get("init_dry_abi", 7)
+    click.echo(f"dryz explain: {path} ({kind})")
+    click.echo(render(case, v, subject_line(ident), color if color is not None else sys.stdout.isatty()))
+    sys.exit(rc)
+
+
 @cli.command("check")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
@@ -480,24 +528,9 @@ def check_cmd(path, read_as, isolate):
     from .check import check
     case, kind = load_case_file(path, read_as)
     if isolate:
-        p = subprocess.run([sys.executable, "-m", "dryz", "check", "--no-isolate", "--as", "json", "/dev/stdin"],
-                           input=case.dumps(), capture_output=True, text=True)
-        if p.returncode < 0:
-            sig = -p.returncode
-            click.echo(json.dumps({"input": kind, "case": case.to_json(),
-                                   "verdict": {"class": "crash", "status": "crash", "signal": sig,
-                                               "detail": f"the process running the library died of "
-                                                         f"{signal.Signals(sig).name}",
-                                               "stderr": p.stderr.strip()[-500:]},
-                                   "subject": os.environ.get("DRYZ_LIB") or "default"}, indent=2))
-            sys.exit(EXIT_FINDING)
-        if p.returncode not in (EXIT_OK, EXIT_FINDING):
-            sys.stderr.write(p.stderr)
-            sys.exit(p.returncode)
-        out = json.loads(p.stdout)
-        out["input"] = kind
+        rc, out = judge_isolated(case, kind)
         click.echo(json.dumps(out, indent=2))
-        sys.exit(p.returncode)
+        sys.exit(rc)
     lib = load_subject()
     v = check(case, lib)
     click.echo(json.dumps({"input": kind, "case": case.to_json(), "verdict": v.to_json(),
