@@ -41,14 +41,28 @@ def _writable(path) -> None:
 @click.option("--lib", "lib_path", default=None, metavar="PATH", envvar="DRYZ_LIB",
               help="The libllama.so under audit (a file, or a folder holding libllama.so and its libggml*.so), "
                    "for every command and every process it starts. [env: DRYZ_LIB; default: llama-cpp-python's]")
-def cli(lib_path):
+@click.option("-q", "--quiet", is_flag=True, help="No progress output (results and errors only), for scripts.")
+def cli(lib_path, quiet):
     """Audit llama.cpp's DRY sampler against independent oracles."""
+    if quiet:
+        os.environ["DRYZ_QUIET"] = "1"
     if lib_path:
         from .subject.binding import SubjectError, resolve
         try:
             os.environ["DRYZ_LIB"] = str(resolve(lib_path))  # children (workers, fuzz jobs, re-checks) inherit it
         except SubjectError as e:
             _fail(str(e))
+
+
+def quiet_mode() -> bool:
+    from .report import quiet
+    return quiet()
+
+
+def say(msg: str) -> None:
+    """A progress message (step logs of matrix, minimize, fuzz): on stdout, silenced by --quiet."""
+    if not quiet_mode():
+        click.echo(msg)
 
 
 def load_subject():
@@ -583,7 +597,7 @@ def minimize(path, corpus_dir, isolate):
     sig = signature_isolated if isolated else signature_in_process
     click.echo(f"minimizing {path} ({kind}): class {first[0]}, {len(case.history)} tokens"
                f"{', isolated' if isolated else ''}")
-    reduced, shortest, calls = reduce_case(case, first, sig, log=lambda m: click.echo(f"  {m}"))
+    reduced, shortest, calls = reduce_case(case, first, sig, log=lambda m: say(f"  {m}"))
     from dataclasses import replace as _replace
     reduced = _replace(reduced, note="")  # a seed's note does not describe its reduction
     seconds = time.perf_counter() - t0
@@ -687,7 +701,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_
     camp = Campaign(seconds=seconds, jobs=jobs, workdir=work,
                     artifacts=Path(artifacts).resolve() if artifacts else work / "artifacts",
                     native=native, fault=fault, extra=list(libfuzzer_flags))
-    camp.log = click.echo
+    camp.log = say
     lib = load_subject()
     click.echo(f"subject: {lib.label()}\n         {lib.identity['libllama_path']} (sha256 "
                f"{lib.identity['libllama_sha256'][:16]}...)")
@@ -740,7 +754,14 @@ def restarts(alphabet, max_length, json_path):
         _fail(f"--alphabet must be in 3..8 (the configurations use a, b, c), got {alphabet}")
     if not 1 <= max_length <= 10:
         _fail(f"--max-length must be in 1..10, got {max_length}")
-    results = sweep(k=alphabet, max_len=max_length, configs=CONFIGS)
+    from .report import Progress, fmt_seconds
+    total = len(CONFIGS) * sum(alphabet ** n for n in range(1, max_length + 1))
+    if not quiet_mode():
+        click.echo(f"restarts: {len(CONFIGS)} configurations x {total // len(CONFIGS):,} histories "
+                   f"= {total:,} (roughly {fmt_seconds(total / 60_000)} at ~60,000 histories/s here)", err=True)
+    bar = Progress(total, "histories")
+    results = sweep(k=alphabet, max_len=max_length, configs=CONFIGS, progress=bar)
+    bar.close()
     documented = {"agree", "documented-contained-restart"}
     bad = False
     for r in results:
@@ -786,7 +807,7 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
         _fail(f"--time must be in 1..86400 seconds, got {seconds}")
     if not 0 <= random_cases <= 1_000_000:
         _fail(f"--random must be in 0..1,000,000, got {random_cases}")
-    result = run_matrix(specs, seconds, Path(workdir).resolve(), Path(corpus_dir), click.echo, random_cases)
+    result = run_matrix(specs, seconds, Path(workdir).resolve(), Path(corpus_dir), say, random_cases)
     table = markdown(result)
     click.echo(table)
     if json_path:

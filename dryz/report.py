@@ -12,13 +12,21 @@ from pathlib import Path
 from . import __version__
 
 
-class Progress:
-    """A one-line progress bar on stderr that appears only once a run has taken more than a second."""
+def quiet() -> bool:
+    """--quiet (DRYZ_QUIET=1): no progress output, for scripts."""
+    return os.environ.get("DRYZ_QUIET") == "1"
 
-    def __init__(self, total: int, label: str = "", stream=None, enabled: bool = True):
+
+class Progress:
+    """Progress on stderr once a run has taken more than a second: a bar with rate and ETA on a terminal, one
+    plain line every 10 s otherwise (a log file, CI), nothing with --quiet."""
+
+    def __init__(self, total: int, label: str = "", stream=None, enabled: bool = True, interval: float | None = None):
         self.total, self.label, self.done = max(total, 1), label, 0
         self.stream = stream or sys.stderr
-        self.enabled = enabled
+        self.enabled = enabled and not quiet()
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.interval = interval if interval is not None else (0.1 if self.tty else 10.0)
         self.t0 = time.perf_counter()
         self.last = 0.0
         self.shown = False
@@ -26,21 +34,37 @@ class Progress:
     def __call__(self, n: int):
         self.done += n
         now = time.perf_counter()
-        if not self.enabled or now - self.t0 < 1.0 or now - self.last < 0.1:
+        if not self.enabled or now - self.t0 < 1.0 or now - self.last < self.interval:
             return
         self.last = now
         frac = min(self.done / self.total, 1.0)
-        bar = "#" * int(frac * 30)
         rate = self.done / (now - self.t0)
-        self.stream.write(f"\r{self.label} [{bar:<30}] {frac:6.1%} {self.done:,}/{self.total:,} "
-                          f"({rate:,.0f}/s)")
+        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+        if self.tty:
+            bar = "#" * int(frac * 30)
+            self.stream.write(f"\r{self.label} [{bar:<30}] {frac:6.1%} {self.done:,}/{self.total:,} "
+                              f"({rate:,.0f}/s, ETA {fmt_seconds(eta)})")
+            self.shown = True
+        else:
+            self.stream.write(f"{self.label}: {self.done:,}/{self.total:,} ({frac:.1%}), {rate:,.0f}/s, "
+                              f"ETA {fmt_seconds(eta)}\n")
         self.stream.flush()
-        self.shown = True
 
     def close(self):
         if self.shown:
             self.stream.write("\n")
             self.stream.flush()
+
+
+def fmt_seconds(s: float) -> str:
+    if s != s or s == float("inf"):
+        return "?"
+    s = int(round(s))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 def environment() -> dict:

@@ -123,7 +123,7 @@ class SweepResult:
                 "examples": self.examples, "seconds": round(self.seconds, 3)}
 
 
-def sweep_config(lib, name: str, breakers, k: int = 3, max_len: int = 7) -> SweepResult:
+def sweep_config(lib, name: str, breakers, k: int = 3, max_len: int = 7, progress=None) -> SweepResult:
     """Every history of length 1..max_len over k symbols, every symbol a candidate (logit 0), multiplier 1,
     base 2, allowed_length 1, no window cut: one verdict class per history, as check() would give it."""
     last_n = max(64, max_len)
@@ -137,6 +137,8 @@ def sweep_config(lib, name: str, breakers, k: int = 3, max_len: int = 7) -> Swee
         powers = k ** np.arange(n - 1, -1, -1, dtype=np.int64)
         H = (rows[:, None] // powers[None, :]) % k
         res.histories += len(rows)
+        if progress:
+            progress(len(rows))
         pa, pb = predict_both(H, cands, cfg)
         lib_L, bad = invert_deltas(-logits)
         codes = compare_lengths(lib_L, pa.L, pb.L)
@@ -165,10 +167,10 @@ def sweep_config(lib, name: str, breakers, k: int = 3, max_len: int = 7) -> Swee
     return res
 
 
-def sweep(lib=None, k: int = 3, max_len: int = 7, configs=CONFIGS) -> list[SweepResult]:
+def sweep(lib=None, k: int = 3, max_len: int = 7, configs=CONFIGS, progress=None) -> list[SweepResult]:
     from .check import subject
     lib = lib or subject()
-    return [sweep_config(lib, name, b, k, max_len) for name, b in configs]
+    return [sweep_config(lib, name, b, k, max_len, progress) for name, b in configs]
 
 
 def case_of(history: str, breakers, k: int = 3, max_len: int = 7):

@@ -62,3 +62,23 @@ def test_fuzz_sigint_says_interrupted(tmp_path):
     assert rc == 130 and took < 15, (rc, took, err[-2000:])
     assert "INTERRUPTED" in err and "Traceback" not in err
     assert json.loads((tmp_path / "f.json").read_text())["interrupted"] is True
+
+
+def test_progress_off_a_terminal_is_one_line_per_interval_with_an_eta():
+    import io
+
+    from dryz.report import Progress
+    buf = io.StringIO()
+    p = Progress(1000, "histories", stream=buf, interval=0.0)
+    p.t0 -= 2.0  # as if the run had been going for 2 s
+    p(250)
+    line = buf.getvalue()
+    assert line.startswith("histories: 250/1,000 (25.0%)") and "ETA" in line and line.endswith("\n")
+    os.environ["DRYZ_QUIET"] = "1"
+    try:
+        q = Progress(1000, "histories", stream=io.StringIO(), interval=0.0)
+        q.t0 -= 2.0
+        q(250)
+        assert q.stream.getvalue() == ""
+    finally:
+        del os.environ["DRYZ_QUIET"]
