@@ -724,6 +724,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_
         again = {True: "reproduces", False: "does NOT reproduce", None: "not re-checked"}[f["reproduces"]]
         click.echo(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
     summary["subject"] = lib.identity
+    write_json(work / "summary.json", summary)  # beside the log: what dryz report reads
     if json_path:
         write_json(json_path, summary)
     if summary["interrupted"]:
@@ -821,6 +822,34 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
     found = result["differences"] or any(
         c.get("exit") == 1 or c.get("failed") for r in rows for c in r["cells"].values())
     sys.exit(EXIT_FINDING if found else EXIT_OK)
+
+
+@cli.command()
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--html", "html_path", default="report.html", show_default=True, help="The page to write.")
+@click.option("--markdown", "md_path", default=None, help="Also write the Markdown form here.")
+def report(inputs, html_path, md_path):
+    """One self-contained HTML page (and Markdown) from certificate JSONs, fuzz campaign work directories,
+    matrix JSONs and corpus directories: the subject, the space, controls, counts, L histograms and penalty
+    plots, coverage and exec/s over time, findings by class with their witnesses."""
+    from pathlib import Path
+
+    from .page import ReportError, build_report
+    _writable(html_path)
+    _writable(md_path)
+    for i in inputs:
+        if not Path(i).exists():
+            _fail(f"{i}: no such file or directory")
+    try:
+        page, md = build_report(list(inputs))
+    except ReportError as e:
+        _fail(str(e))
+    except (KeyError, TypeError, ValueError) as e:
+        _fail(f"an input lacks what its kind must have ({type(e).__name__}: {e}); not written by this dryz?")
+    Path(html_path).write_text(page)
+    if md_path:
+        Path(md_path).write_text(md)
+    click.echo(f"written: {html_path}" + (f", {md_path}" if md_path else ""))
 
 
 def main(argv=None):

@@ -1,0 +1,292 @@
+"""`dryz report`: one self-contained HTML page (and its Markdown) from what dryz wrote — a certificate JSON, a
+fuzz campaign's work directory, a matrix JSON, a corpus directory — for a person to read or paste into an issue.
+
+Plots are inline SVG drawn here (bars and lines; no plotting library, no script, nothing fetched), so the page
+opens anywhere, offline.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from pathlib import Path
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:72rem;color:#222;padding:0 1rem}
+h1{font-size:1.6rem}h2{font-size:1.25rem;border-bottom:1px solid #ccc;padding-bottom:.2rem;margin-top:2rem}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.85rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;
+text-align:left;vertical-align:top}th{background:#f3f3f3}code,pre{font-family:ui-monospace,monospace;font-size:.82rem}
+pre{background:#f7f7f7;padding:.6rem;overflow-x:auto}.ok{color:#176c1f;font-weight:600}.bad{color:#b00020;font-weight:600}
+.plots{display:flex;flex-wrap:wrap;gap:1rem}.plot{border:1px solid #ddd;padding:.4rem}
+"""
+
+
+class ReportError(ValueError):
+    pass
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _verdict_class(v: str) -> str:
+    return "ok" if v in ("certified", "partial", "agree", "as expected") else "bad"
+
+
+# -- SVG ------------------------------------------------------------------------------------------------
+
+
+def bars(title: str, labels: list, values: list, xlabel: str, ylabel: str, log: bool = False, w=460, h=240) -> str:
+    """A bar chart as inline SVG (values >= 0; log: a log10 axis for counts spanning decades)."""
+    pad_l, pad_b, pad_t = 56, 36, 24
+    n = max(len(values), 1)
+    f = (lambda v: math.log10(v + 1)) if log else (lambda v: v)
+    top = max([f(v) for v in values] + [1e-9])
+    bw = (w - pad_l - 10) / n
+    out = [f'<svg class="plot" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">',
+           f'<title>{_e(title)}</title><text x="{w / 2}" y="15" text-anchor="middle" font-size="12">{_e(title)}</text>']
+    for i, (lab, v) in enumerate(zip(labels, values)):
+        bh = (h - pad_b - pad_t) * f(v) / top
+        x = pad_l + i * bw
+        out.append(f'<rect x="{x + 1:.1f}" y="{h - pad_b - bh:.1f}" width="{max(bw - 2, 1):.1f}" height="{bh:.1f}" '
+                   f'fill="#4a78b5"><title>{_e(lab)}: {v:,}</title></rect>')
+        if n <= 24 or i % max(1, n // 12) == 0:
+            out.append(f'<text x="{x + bw / 2:.1f}" y="{h - pad_b + 12}" font-size="9" text-anchor="middle">'
+                       f'{_e(lab)}</text>')
+    out.append(f'<line x1="{pad_l}" y1="{h - pad_b}" x2="{w - 5}" y2="{h - pad_b}" stroke="#444"/>')
+    out.append(f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{h - pad_b}" stroke="#444"/>')
+    top_label = f"{10 ** top - 1:,.0f}" if log else f"{top:,.0f}"
+    out.append(f'<text x="{pad_l - 4}" y="{pad_t + 8}" font-size="9" text-anchor="end">{top_label}</text>')
+    out.append(f'<text x="{w / 2}" y="{h - 4}" font-size="10" text-anchor="middle">{_e(xlabel)}</text>')
+    out.append(f'<text x="12" y="{h / 2}" font-size="10" text-anchor="middle" transform="rotate(-90 12 {h / 2})">'
+               f'{_e(ylabel)}{" (log)" if log else ""}</text></svg>')
+    return "".join(out)
+
+
+def lines(title: str, xs: list, series: dict[str, list], xlabel: str, ylabel: str, w=460, h=240) -> str:
+    """Line chart(s) as inline SVG over a shared x axis."""
+    pad_l, pad_b, pad_t = 56, 36, 24
+    colors = ["#4a78b5", "#c2571a", "#2e8b57", "#8a3fb0"]
+    xmax = max(xs + [1e-9])
+    ymax = max([v for vs in series.values() for v in vs] + [1e-9])
+    out = [f'<svg class="plot" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">',
+           f'<title>{_e(title)}</title><text x="{w / 2}" y="15" text-anchor="middle" font-size="12">{_e(title)}</text>']
+    for k, (name, vs) in enumerate(series.items()):
+        pts = " ".join(f"{pad_l + (w - pad_l - 10) * x / xmax:.1f},{h - pad_b - (h - pad_b - pad_t) * y / ymax:.1f}"
+                       for x, y in zip(xs, vs))
+        out.append(f'<polyline fill="none" stroke="{colors[k % 4]}" stroke-width="1.5" points="{pts}"/>')
+        out.append(f'<text x="{w - 10}" y="{pad_t + 12 * (k + 1)}" font-size="10" text-anchor="end" '
+                   f'fill="{colors[k % 4]}">{_e(name)}</text>')
+    out.append(f'<line x1="{pad_l}" y1="{h - pad_b}" x2="{w - 5}" y2="{h - pad_b}" stroke="#444"/>')
+    out.append(f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{h - pad_b}" stroke="#444"/>')
+    out.append(f'<text x="{pad_l - 4}" y="{pad_t + 8}" font-size="9" text-anchor="end">{ymax:,.0f}</text>')
+    out.append(f'<text x="{w - 10}" y="{h - pad_b + 12}" font-size="9" text-anchor="end">{xmax:,.0f}</text>')
+    out.append(f'<text x="{w / 2}" y="{h - 4}" font-size="10" text-anchor="middle">{_e(xlabel)}</text>')
+    out.append(f'<text x="12" y="{h / 2}" font-size="10" text-anchor="middle" transform="rotate(-90 12 {h / 2})">'
+               f'{_e(ylabel)}</text></svg>')
+    return "".join(out)
+
+
+def _table(head: list, rows: list[list]) -> tuple[str, str]:
+    """(HTML, Markdown) of one table."""
+    h = "<table><tr>" + "".join(f"<th>{_e(c)}</th>" for c in head) + "</tr>" + "".join(
+        "<tr>" + "".join(f"<td>{c}</td>" if str(c).startswith("<") else f"<td>{_e(c)}</td>" for c in r) + "</tr>"
+        for r in rows) + "</table>"
+    strip = lambda c: re.sub(r"<[^>]+>", "", str(c)).replace("|", "\\|")  # noqa: E731
+    m = "| " + " | ".join(map(strip, head)) + " |\n|" + "---|" * len(head) + "\n" + "".join(
+        "| " + " | ".join(map(strip, r)) + " |\n" for r in rows)
+    return h, m
+
+
+def _subject_rows(s: dict) -> list[list]:
+    from .report import subject_line
+    rows = [["subject", subject_line(s)], ["library", s.get("libllama_path", "?")],
+            ["sha256", s.get("libllama_sha256", "?")]]
+    b = s.get("built_by_dryz")
+    if b:
+        rows.append(["built by dryz", ", ".join(f"{k} {v}" for k, v in b.items() if v is not None)])
+    return rows
+
+
+# -- sections -------------------------------------------------------------------------------------------
+
+
+def certificate_section(r: dict, name: str) -> tuple[str, str]:
+    from .model import Config, penalties
+    import numpy as np
+    v = r["verdict"]
+    parts_h = [f'<h2>Certificate <code>{_e(name)}</code>: <span class="{_verdict_class(v)}">{_e(v.upper())}</span></h2>']
+    parts_m = [f"## Certificate `{name}`: {v.upper()}\n"]
+    th, tm = _table(["", ""], _subject_rows(r["subject"]) + [
+        ["space", f"every history of length {r['space']['min_length']}..{r['space']['max_length']} over "
+                  f"{r['space']['alphabet']} symbols ({r['space']['enumeration']} enumeration)"],
+        ["wall", f"{r.get('wall_seconds', '?')} s"]])
+    parts_h.append(th)
+    parts_m.append(tm)
+    c = r.get("controls") or {}
+    if c:
+        per = c["periodic"]
+        rows = [["periodic closed forms", "library " + ("passed" if per["passed"] else "MISSED")
+                 + "; oracles " + ("passed" if per.get("oracles_passed", True) else "FAILED")],
+                ["off-by-one reference flagged", f"{c['off_by_one']['flagged']:,} cases"],
+                ["multiplier 0", f"{c['multiplier_zero']['nonzero_deltas']} non-zero deltas in "
+                                 f"{c['multiplier_zero']['cases']:,} cases"]]
+        if r.get("checks"):
+            rows.append(["harness checks", ", ".join(f"{k} {'ok' if ok else 'FAILED'}" for k, ok in r["checks"].items())])
+        th, tm = _table(["control", "result"], rows)
+        parts_h += ["<h3>Controls</h3>", th]
+        parts_m += ["\n### Controls\n\n", tm]
+    rows = [[x["name"], x["penalty_last_n"], ", ".join(x["breakers"]) or "-", f"{x['cases']:,}",
+             f"{x['mismatches']:,}", f"{x['oracle_disagreements']:,}", f"{x['penalized_cases']:,}", x["max_L"]]
+            for x in r["configs"]]
+    th, tm = _table(["configuration", "penalty_last_n", "breakers", "cases", "mismatches", "oracle disagreements",
+                     "penalized", "max L"], rows)
+    parts_h += ["<h3>Per configuration</h3>", th, '<div class="plots">']
+    parts_m += ["\n### Per configuration\n\n", tm]
+    for x in r["configs"]:
+        hist = {int(k): v for k, v in x.get("L_histogram", {}).items()}
+        if not hist:
+            continue
+        Ls = list(range(0, max(hist) + 1))
+        parts_h.append(bars(f"{x['name']}: library L over all cases", Ls, [hist.get(L, 0) for L in Ls], "L",
+                            "cases", log=True))
+        cfg = Config(x.get("multiplier", 1.0), x.get("base", 2.0), x.get("allowed_length", 1),
+                     x["penalty_last_n"], ())
+        pen = penalties(np.array([Ls], dtype=np.int64), cfg)[0]
+        parts_h.append(lines(f"{x['name']}: penalty by L", Ls, {"penalty (log2)": [
+            math.log2(p) + 1 if p > 0 and math.isfinite(p) else 0 for p in pen]}, "L", "log2(penalty) + 1"))
+    parts_h.append("</div>")
+    ex = [(x["name"], e) for x in r["configs"] for e in x.get("examples", [])]
+    ex += [("periodic control", e) for e in (c.get("periodic") or {}).get("findings", [])]
+    if ex:
+        th, tm = _table(["where", "kind", "case"], [[w, e["kind"], f"<code>{_e(json.dumps(e['case']))}</code>"]
+                                                     for w, e in ex])
+        parts_h += ["<h3>Disagreements (first few)</h3>", th]
+        parts_m += ["\n### Disagreements (first few)\n\n", tm]
+    return "".join(parts_h), "".join(parts_m)
+
+
+def campaign_section(work: Path) -> tuple[str, str]:
+    summary = json.loads((work / "summary.json").read_text()) if (work / "summary.json").exists() else None
+    log = (work / "libfuzzer.log").read_text(errors="replace") if (work / "libfuzzer.log").exists() else ""
+    ts, execs, cov, rate = [], [], [], []
+    for m in re.finditer(r"^#(\d+): cov: (\d+) ft: \d+ corp: \d+ exec/s:? (\d+).*? time: (\d+)s", log, re.M):
+        execs.append(int(m.group(1)))
+        cov.append(int(m.group(2)))
+        rate.append(int(m.group(3)))
+        ts.append(int(m.group(4)))
+    title = f"Fuzz campaign <code>{_e(work)}</code>"
+    parts_h, parts_m = [f"<h2>{title}</h2>"], [f"## Fuzz campaign `{work}`\n\n"]
+    if summary:
+        rows = []
+        if summary.get("subject"):
+            rows += _subject_rows(summary["subject"])
+        rows += [["execs", f"{summary['execs']:,} in {summary['seconds']} s"], ["coverage", f"cov {summary['cov']}, "
+                 f"ft {summary['ft']}, corpus {summary['corpus']}"],
+                 ["coverage kind", "python + native" if summary.get("native") else "python"],
+                 ["fault injected", summary.get("fault") or "none"],
+                 ["interrupted", "yes: the summary is partial" if summary.get("interrupted") else "no"]]
+        th, tm = _table(["", ""], rows)
+        parts_h.append(th)
+        parts_m.append(tm)
+        by: dict[str, list] = {}
+        for f in summary["findings"]:
+            by.setdefault(f["klass"], []).append(f)
+        if by:
+            th, tm = _table(["class", "files", "reproduces on the subject", "first file"],
+                            [[k, len(v), sum(1 for f in v if f["reproduces"]), v[0]["file"]] for k, v in by.items()])
+            parts_h += ["<h3>Findings by class</h3>", th]
+            parts_m += ["\n### Findings by class\n\n", tm]
+        else:
+            parts_h.append("<p class='ok'>No findings.</p>")
+            parts_m.append("\nNo findings.\n")
+    if ts:
+        parts_h.append('<div class="plots">' + lines("exec/s over time", ts, {"exec/s": rate}, "seconds", "exec/s")
+                       + lines("coverage over time", ts, {"cov": cov}, "seconds", "edges") + "</div>")
+    return "".join(parts_h), "".join(parts_m)
+
+
+def matrix_section(m: dict, name: str) -> tuple[str, str]:
+    from .matrix import markdown
+    md = markdown(m)
+    parts_h = [f"<h2>Version matrix <code>{_e(name)}</code></h2>", f"<p>reference: {_e(m.get('reference'))}; "
+               f"fuzz {m['fuzz_seconds']} s per subject; wall {m['wall_seconds']} s</p>"]
+    for block in md.strip().split("\n\n"):
+        rows = [ln.strip("|").split(" | ") for ln in block.splitlines() if not ln.startswith("|---")]
+        th, _ = _table([c.strip() for c in rows[0]], [[c.strip() for c in r] for r in rows[1:]])
+        parts_h.append(th)
+    return "".join(parts_h), f"## Version matrix `{name}`\n\n" + md
+
+
+def corpus_section(d: Path) -> tuple[str, str]:
+    from .corpus import CorpusError, entries, load_entry
+    by: dict[str, list] = {}
+    for p in entries(d):
+        try:
+            e = load_entry(p)
+        except CorpusError as err:
+            by.setdefault("invalid", []).append((p, str(err), None))
+            continue
+        sep = e.data.get("separates")
+        k = f"{e.expect} ({sep['class']} between subjects)" if sep else e.expect
+        by.setdefault(k, []).append((p, e.case.symbols, e))
+    parts_h, parts_m = [f"<h2>Corpus <code>{_e(d)}</code></h2>"], [f"## Corpus `{d}`\n\n"]
+    rows = []
+    for k in sorted(by):
+        for p, hist, e in by[k]:
+            c = e.case if e else None
+            params = "" if c is None else (f"window {c.penalty_last_n}, allowed_length {c.allowed_length}, "
+                                           f"breakers {list(c.breakers)}, multiplier {c.multiplier:g}, "
+                                           f"base {c.base:g}")
+            if e and len(hist) > 48:
+                hist = f"{hist[:40]}... ({len(hist)} tokens)"
+            rows.append([k, p.name, f"<code>{_e(hist)}</code>" if e else _e(hist), params,
+                         e.data.get("shortest", "") if e else ""])
+    th, tm = _table(["class", "entry", "history", "parameters", "shortest"], rows)
+    return "".join(parts_h) + th, "".join(parts_m) + tm
+
+
+def _read_json(p: Path):
+    try:
+        return json.loads(p.read_bytes().decode("utf-8"))
+    except OSError as e:
+        raise ReportError(f"cannot read {p}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ReportError(f"{p}: not UTF-8 (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{p}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise ReportError(f"{p}: JSON nested too deeply") from None
+
+
+def build_report(inputs: list[str]) -> tuple[str, str]:
+    """(HTML, Markdown) for the inputs, one section each; ReportError for one that is none of the four."""
+    sections = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            if (p / "libfuzzer.log").exists() or (p / "summary.json").exists():
+                sections.append(campaign_section(p))
+            elif any(p.rglob("*.json")):
+                sections.append(corpus_section(p))
+            else:
+                raise ReportError(f"{item}: neither a campaign work directory (libfuzzer.log) nor a corpus (*.json)")
+            continue
+        d = _read_json(p)
+        tool = d.get("tool") if isinstance(d, dict) else None
+        if tool == "dryz exhaustive":
+            sections.append(certificate_section(d, p.name))
+        elif tool == "dryz matrix":
+            sections.append(matrix_section(d, p.name))
+        else:
+            raise ReportError(f"{item}: not a dryz exhaustive or dryz matrix result (tool {tool!r})")
+    body_h = "".join(h for h, _ in sections)
+    body_m = "\n".join(m for _, m in sections)
+    from . import __version__
+    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dryz report</title>"
+            f"<style>{CSS}</style></head><body><h1>dryz report</h1><p>dryz {__version__}: is llama.cpp's DRY "
+            f"sampler correct in this build? Every figure below comes from the files named in each section."
+            f"</p>{body_h}</body></html>\n")
+    return page, "# dryz report\n\n" + body_m
