@@ -16,11 +16,11 @@ At run time (the variables must be set before the Python process starts)::
 
 Usage::
 
-    python3 fuzz/build_native.py [--cache-dir DIR] [--force] [--print-env]
+    python3 -m dryz.fuzz.native [--cache-dir DIR] [--force] [--print-env]
 
 or from Python::
 
-    from build_native import build_native
+    from dryz.fuzz.native import build_native
     nb = build_native()          # -> NativeBuild(libllama, libfuzzer_preload, lib_dir)
     env = {**os.environ, **nb.env()}
 
