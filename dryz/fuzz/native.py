@@ -30,7 +30,6 @@ Standard library only.  Prerequisites (Debian 12): ``clang libclang-rt-14-dev cm
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -61,28 +60,15 @@ APT_HINT = "apt-get install -y clang libclang-rt-14-dev cmake"
 OPT_FLAGS = "-O1 -g -fno-omit-frame-pointer -DNDEBUG"
 SAN_FLAGS = "-fsanitize=fuzzer-no-link"
 
-CMAKE_OPTIONS = {
-    "CMAKE_BUILD_TYPE": "RelWithDebInfo",
-    "CMAKE_C_FLAGS_RELWITHDEBINFO": OPT_FLAGS,
-    "CMAKE_CXX_FLAGS_RELWITHDEBINFO": OPT_FLAGS,
-    "CMAKE_C_FLAGS": SAN_FLAGS,
-    "CMAKE_CXX_FLAGS": SAN_FLAGS,
-    "BUILD_SHARED_LIBS": "ON",
-    # The .so files are copied into one lib dir and find each other there.
-    "CMAKE_BUILD_WITH_INSTALL_RPATH": "ON",
-    "CMAKE_INSTALL_RPATH": "$ORIGIN",
-    "LLAMA_BUILD_COMMON": "OFF",
-    "LLAMA_BUILD_TESTS": "OFF",
-    "LLAMA_BUILD_TOOLS": "OFF",
-    "LLAMA_BUILD_EXAMPLES": "OFF",
-    "LLAMA_BUILD_SERVER": "OFF",
-    "LLAMA_BUILD_APP": "OFF",
-    "LLAMA_OPENSSL": "OFF",
-    "GGML_NATIVE": "OFF",
-    "GGML_OPENMP": "OFF",
-    "GGML_CCACHE": "OFF",
-    "GGML_BACKEND_DL": "OFF",
-}
+def _cmake_options() -> dict:
+    """dryz subject build's options (the llama target alone, shared libraries finding each other through
+    $ORIGIN), with clang's instrumentation and a debuggable optimisation level."""
+    from ..subject.build import CMAKE_OPTIONS as BASE
+    return {**BASE, "CMAKE_BUILD_TYPE": "RelWithDebInfo", "CMAKE_C_FLAGS_RELWITHDEBINFO": OPT_FLAGS,
+            "CMAKE_CXX_FLAGS_RELWITHDEBINFO": OPT_FLAGS, "CMAKE_C_FLAGS": SAN_FLAGS, "CMAKE_CXX_FLAGS": SAN_FLAGS}
+
+
+CMAKE_OPTIONS = _cmake_options()
 
 Log = Callable[[str], None]
 
@@ -373,23 +359,9 @@ def build_native(cache_dir: Optional[os.PathLike] = None, log: Log = _print, *,
     tc = find_toolchain()
     inputs = _stamp_inputs(tc)
     work.mkdir(parents=True, exist_ok=True)
-    with _locked(work / ".lock", log):
+    from ..subject.build import locked
+    with locked(work / ".lock", log):
         return _build_locked(work, result, stamp, tc, inputs, log, force, jobs)
-
-
-@contextlib.contextmanager
-def _locked(path: Path, log: Log):
-    """Serialise concurrent builders sharing one cache dir."""
-    with open(path, "a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log(f"[build_native] waiting for another build holding {path}")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _build_locked(work: Path, result: NativeBuild, stamp: Path, tc: Dict[str, str],

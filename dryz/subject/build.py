@@ -80,7 +80,8 @@ def _run(cmd, log_file: Path, what: str, cwd: Path | None = None, stdin: bytes |
 
 
 @contextlib.contextmanager
-def _locked(path: Path, log):
+def locked(path: Path, log):
+    """Serialise builders sharing one cache folder (an exclusive flock on `path`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as fh:
         try:
@@ -195,7 +196,7 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
         log(f"cached: {out}")
         return out
     work = cache_dir() / "work" / version
-    with _locked(cache_dir() / "work" / f"{version}.lock", log):
+    with locked(cache_dir() / "work" / f"{version}.lock", log):
         if not force and (out / "libllama.so").exists() and (out / BUILD_INFO).exists():
             return out
         work.mkdir(parents=True, exist_ok=True)
