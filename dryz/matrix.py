@@ -215,6 +215,8 @@ def row(spec: Spec, lib: Path, seconds: int, work: Path, log) -> dict:
     if bad or p.returncode != 0:
         return {"subject": spec.name, "lib": str(lib), "error": bad or p.stderr.strip(), "cells": {}}
     ident = json.loads(p.stdout)
+    name = ident.get("distribution", spec.name) if spec.kind == "xllamacpp" else spec.name
+    spec = Spec(spec.kind, name.split()[-1]) if spec.kind == "xllamacpp" else spec
     cells = {}
     for name, fn in (("certificate", lambda: _certificate_cell(lib, work, "certificate", [])),
                      ("replay", lambda: _replay_cell(lib, work)),
@@ -226,7 +228,7 @@ def row(spec: Spec, lib: Path, seconds: int, work: Path, log) -> dict:
         cells[name] = fn()
         log(f"  {spec.name}: {name}: {cells[name]['text']} ({cells[name]['seconds']} s)")
     built = ident.get("built_by_dryz") or {}
-    return {"subject": spec.name, "lib": str(lib), "identity": ident,
+    return {"subject": spec.name, "lib": str(lib), "identity": ident, "work": str(work),
             "commit": built.get("vendored_commit", ident.get("llama_cpp_commit")) or "?",
             "abi": ident["init_dry_abi"], "dry_fingerprint": built.get("dry_fingerprint"),
             "cells": cells, "crashes": sum(1 for c in cells.values() if c.get("failed")
@@ -305,7 +307,7 @@ def witness_entry(case, klass: str, shortest: str, calls: int, ref_row: dict, ot
                       subject=ref_row["identity"], note=f"{klass} between {ref_row['subject']} and "
                                                         f"{other_row['subject']}")
     data["separates"] = {"class": klass, "reference": side(ref_row, results[0]),
-                         "other": side(other_row, results[1])}
+                         "others": [side(other_row, results[1])]}
     return data
 
 
@@ -332,7 +334,7 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
         r["prepare_seconds"] = prep
         rows.append(r)
     usable = [(s, lib, r) for (s, lib, _), r in zip(libs, rows) if lib is not None and "error" not in r]
-    pinned = next((x for x in usable if x[0] == Spec("llama-cpp-python", PINNED_VERSION)), None) or \
+    pinned = next((x for x in usable if x[2]["subject"] == f"llama-cpp-python {PINNED_VERSION}"), None) or \
         (usable[0] if usable else None)
     differences = []
     if pinned is not None and len(usable) > 1:
@@ -343,7 +345,7 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
         cases += [load_entry(p).case for p in entries(PROJECT_DIR)]
         cases += random_set(random_cases)
         for _, _, r in usable:  # what each campaign kept
-            kept = work / re.sub(r"[^\w.-]+", "_", r["subject"]) / "fuzz" / "corpus"
+            kept = Path(r["work"]) / "fuzz" / "corpus"
             for p in sorted(kept.glob("*"))[:500] if kept.is_dir() else []:
                 try:
                     cases.append(decode(p.read_bytes()))
@@ -401,6 +403,19 @@ def _write_witness(case, klass, shortest, calls, ref_row, other_row, results, co
     v = json.loads(p.stdout)["verdict"]
     verdict = _VerdictView(v)
     data = witness_entry(case, klass, shortest, calls, ref_row, other_row, results, verdict)
+    from .corpus import file_name
+    existing = Path(corpus_dir) / file_name(data)
+    if existing.exists():  # the same witness separates the reference from several subjects: one entry names all
+        try:
+            old = json.loads(existing.read_text())["separates"]
+            if old["class"] == klass and old["reference"]["subject"] == ref_row["subject"]:
+                names = {o["subject"] for o in data["separates"]["others"]}
+                data["separates"]["others"] = [o for o in old["others"] if o["subject"] not in names] + \
+                    data["separates"]["others"]
+                data["note"] = f"{klass} between {ref_row['subject']} and " + \
+                    ", ".join(o["subject"] for o in data["separates"]["others"])
+        except (OSError, ValueError, KeyError):
+            pass
     return write_entry(corpus_dir, data)
 
 
