@@ -595,7 +595,10 @@ def minimize(path, corpus_dir, isolate):
         _fail(f"{path} (read as a {kind}): the case agrees with the oracles; nothing to minimize")
     isolated = crashed if isolate is None else isolate
     sig = signature_isolated if isolated else signature_in_process
-    click.echo(f"minimizing {path} ({kind}): class {first[0]}, {len(case.history)} tokens"
+    # The class as dryz check names it (the predicate's signature merges mismatch-multi-token into mismatch:
+    # a multi-token mismatch that survives without its multi-token breaker is the same failure).
+    shown = first[0] if crashed else check_class(case)
+    click.echo(f"minimizing {path} ({kind}): class {shown}, {len(case.history)} tokens"
                f"{', isolated' if isolated else ''}")
     reduced, shortest, calls = reduce_case(case, first, sig, log=lambda m: say(f"  {m}"))
     from dataclasses import replace as _replace
@@ -623,6 +626,12 @@ def minimize(path, corpus_dir, isolate):
     click.echo(f"reproducer: {len(reduced.history)} tokens {reduced.symbols!r}, shortest: {shortest}, "
                f"{calls} predicate calls, {seconds:.1f} s")
     click.echo(f"written: {out}")
+
+
+def check_class(case) -> str:
+    """check()'s class of a case that did not crash in isolation."""
+    from .check import check
+    return check(case, load_subject()).klass
 
 
 def crash_entry(case, shortest, provenance, identity) -> dict:
