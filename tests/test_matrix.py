@@ -88,7 +88,10 @@ def test_two_subject_matrix(two_subjects):
     assert rows["llama-cpp-python 0.3.36"]["abi"] == 7 and rows["llama-cpp-python 0.3.34"]["abi"] == 8
     for r in rows.values():
         assert r["cells"]["certificate"]["verdict"] == "certified"
-        assert r["cells"]["replay"]["as_expected"] == r["cells"]["replay"]["entries"] > 0
+    new, old = rows["llama-cpp-python 0.3.36"]["cells"]["replay"], rows["llama-cpp-python 0.3.34"]["cells"]["replay"]
+    assert new["as_expected"] == new["entries"] > 0
+    # On 0.3.34 exactly the project's crash witnesses change (agree on 0.3.36, the process dies on 0.3.34).
+    assert old["changed"] and all(c.startswith("agree-crash-") and c.endswith("-> crash") for c in old["changed"])
     assert rows["llama-cpp-python 0.3.36"]["dry_fingerprint"] != rows["llama-cpp-python 0.3.34"]["dry_fingerprint"]
     kinds = {(d["class"], d["case"]["penalty_last_n"], d["case"].get("n_ctx_train", 4096)) for d in m["differences"]}
     assert ("crash", -5, 4096) in kinds or any(k[0] == "crash" and k[1] < -1 for k in kinds)
