@@ -94,21 +94,29 @@ def selected_library() -> Path:
 
 def owning_distribution(path: Path) -> tuple[str, str] | None:
     """(name, version) of the installed Python distribution whose files include `path` (llama-cpp-python for
-    the pip build, xllamacpp for its extension module), from the dist-info beside the package."""
+    the pip build, xllamacpp for its extension module): the dist-info beside the package whose RECORD names
+    the file (a text search, not a parse of every distribution's file list)."""
     site = path.parent
     for _ in range(3):  # site-packages is at most a few levels above the library
         site = site.parent
         try:
-            dists = list(importlib.metadata.distributions(path=[str(site)]))
-        except OSError:
+            rel = str(path.relative_to(site))
+            infos = list(site.glob("*.dist-info"))
+        except (OSError, ValueError):
             continue
-        for d in dists:
-            for f in d.files or ():
+        for info in infos:
+            try:
+                record = (info / "RECORD").read_text(errors="replace")
+            except OSError:
+                continue
+            if f"\n{rel}," in "\n" + record:
                 try:
-                    if (site / f).resolve() == path:
-                        return d.metadata["Name"], d.version
+                    meta = (info / "METADATA").read_text(errors="replace")
                 except OSError:
                     continue
+                fields = dict(ln.split(": ", 1) for ln in meta.split("\n\n", 1)[0].splitlines() if ": " in ln)
+                if "Name" in fields and "Version" in fields:
+                    return fields["Name"], fields["Version"]
     return None
 
 
