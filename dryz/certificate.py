@@ -52,8 +52,11 @@ def judge(r: dict) -> tuple[str, dict]:
     periodic = controls["periodic"]
     flagged = sum(c["off_by_one_flagged"] for c in configs)
     penalized = sum(c["penalized_cases"] for c in configs)
-    # A space (or shard) without a penalized case cannot show the control; the periodic cases always can.
-    off_by_one = flagged > 0 or (penalized == 0 and periodic.get("off_by_one_flagged", 0) > 0)
+    # Non-vacuity: the comparison flags a wrong answer. A deliberately off-by-one reference must be flagged (a
+    # space or shard without a penalized case cannot show it, the periodic cases always can); mismatches show it
+    # as well (a library that is itself off by one leaves the reference unflagged: that is a finding, not void).
+    mism = sum(c["mismatches"] for c in configs)
+    off_by_one = flagged > 0 or mism > 0 or (penalized == 0 and periodic.get("off_by_one_flagged", 0) > 0)
     checks = {"periodic_oracles": periodic.get("oracles_passed", periodic["passed"]), "off_by_one": off_by_one,
               "multiplier_zero": controls["multiplier_zero"]["passed"]}
     if shard is None:
@@ -63,7 +66,6 @@ def judge(r: dict) -> tuple[str, dict]:
             checks[f"canonical_{c['name']}"] = (
                 c["canonical_histories_by_length"] == e["expected_histories_by_length"]
                 and c["canonical_cases"] == e["expected_canonical_cases"])
-    mism = sum(c["mismatches"] for c in configs)
     dis = sum(c["oracle_disagreements"] for c in configs)
     if not all(checks.values()):
         return "void", checks

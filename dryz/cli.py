@@ -475,6 +475,16 @@ def parse_json_file(path: str, raw: bytes):
         _fail(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")
     except RecursionError:
         _fail(f"{path}: JSON nested too deeply")
+    except ValueError as e:  # e.g. an integer of more than 4,300 digits
+        _fail(f"{path}: not usable JSON: {e}")
+
+
+def _signame(sig: int) -> str:
+    import signal
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
 
 
 def judge_isolated(case, kind: str) -> tuple[int, dict]:
@@ -490,13 +500,16 @@ def judge_isolated(case, kind: str) -> tuple[int, dict]:
         return EXIT_FINDING, {"input": kind, "case": case.to_json(),
                               "verdict": {"class": "crash", "status": "crash", "signal": sig,
                                           "detail": f"the process running the library died of "
-                                                    f"{signal.Signals(sig).name}",
+                                                    f"{_signame(sig)}",
                                           "stderr": p.stderr.strip()[-500:]},
                               "subject": {"libllama_path": os.environ.get("DRYZ_LIB") or "default"}}
-    if p.returncode not in (EXIT_OK, EXIT_FINDING):
+    try:
+        out = json.loads(p.stdout) if p.returncode in (EXIT_OK, EXIT_FINDING) else None
+    except ValueError:
+        out = None
+    if out is None:
         sys.stderr.write(p.stderr)
-        sys.exit(p.returncode)
-    out = json.loads(p.stdout)
+        sys.exit(p.returncode if p.returncode not in (EXIT_OK, EXIT_FINDING) else EXIT_ERROR)
     out["input"] = kind
     return p.returncode, out
 
@@ -549,7 +562,7 @@ def check_cmd(path, read_as, isolate):
     v = check(case, lib)
     click.echo(json.dumps({"input": kind, "case": case.to_json(), "verdict": v.to_json(),
                            "subject": lib.identity}, indent=2))
-    sys.exit(EXIT_OK if v.ok else EXIT_FINDING)
+    sys.exit(EXIT_OK if v.klass == "agree" else EXIT_FINDING)  # a broken promise is a finding too
 
 
 @cli.command("serve", hidden=True)
@@ -590,6 +603,8 @@ def minimize(path, corpus_dir, isolate):
     case, kind = load_case_file(path)
     t0 = time.perf_counter()
     first = signature_isolated(case)
+    if first[0] == "error":
+        _fail(f"{path}: the harness could not judge the case in a child process: {first[1][0]}")
     crashed = first[0] == "crash"
     if first[0] == "agree":
         _fail(f"{path} (read as a {kind}): the case agrees with the oracles; nothing to minimize")
@@ -647,21 +662,27 @@ def replay(directory):
     """Re-run every corpus entry through check() on the selected subject; exit 1 if any verdict changed.
     Default: the project's own corpus (shipped inside the package)."""
     from .corpus import DEFAULT_DIR, CorpusError, replay as replay_dir
-    from .reduce import signature_isolated
     d = directory or str(DEFAULT_DIR)
     lib = load_subject()
     here = lib.identity
     click.echo(f"subject: {lib.label()}\n         {here['libllama_path']} (sha256 {here['libllama_sha256'][:16]}...)")
 
+    # Every entry runs in the subject server's forked worker: an entry that kills this library (a crash witness
+    # replayed on an old release) is answered as class crash and the replay goes on.
+    from .differ import Server
+    server = Server(lib.path)
+
     def judge(case, expect):
-        if expect == "crash":
-            return signature_isolated(case)[0]
-        from .check import check
-        return check(case, lib).klass
+        r = server.run(case)
+        if r.kind == "error":
+            raise CorpusError(f"the harness could not judge the case: {r.detail}")
+        return r.klass if r.kind == "ok" else "crash"
     try:
         rows = replay_dir(d, judge)
     except CorpusError as e:
         _fail(str(e))
+    finally:
+        server.close()
     bad = [r for r in rows if not r.ok]
     for r in rows:
         made_on = (r.subject or {}).get("libllama_sha256")
@@ -826,7 +847,8 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
         Path(md_path).write_text(table)
     rows = result["rows"]
     if any("error" in r or any(c.get("failed") and not c["text"].startswith(("crash", "hang"))
-                               for c in r["cells"].values()) for r in rows):
+                               for c in r["cells"].values()) for r in rows) or any(
+            r.get("differences_from_reference", {}).get("error") for r in rows):
         sys.exit(EXIT_ERROR)
     found = result["differences"] or any(
         c.get("exit") == 1 or c.get("failed") for r in rows for c in r["cells"].values())
@@ -870,9 +892,15 @@ def main(argv=None):
     except click.ClickException as e:
         click.echo(f"dryz: error: {e.format_message()}", err=True)
         sys.exit(EXIT_ERROR)
-    except click.exceptions.Abort:
-        click.echo("dryz: aborted", err=True)
-        sys.exit(EXIT_ERROR)
+    except click.exceptions.Abort:  # click turns Ctrl-C (KeyboardInterrupt) into Abort
+        click.echo("dryz: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:  # the reader went away (dryz check ... | head): not a finding
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        sys.exit(EXIT_OK)
     except KeyboardInterrupt:
         click.echo("dryz: interrupted", err=True)
         sys.exit(130)
@@ -884,9 +912,13 @@ def main(argv=None):
         from .case import CaseError
         from .corpus import CorpusError
         from .subject import SubjectError
-        if not isinstance(e, (CaseError, CorpusError, SubjectError)):
-            raise
-        click.echo(f"dryz: error: {e}", err=True)
+        if isinstance(e, (CaseError, CorpusError, SubjectError)):
+            click.echo(f"dryz: error: {e}", err=True)
+            sys.exit(EXIT_ERROR)
+        # Anything else is dryz's own failure: the harness is in doubt (exit 2), never a finding (exit 1).
+        import traceback
+        traceback.print_exc()
+        click.echo(f"dryz: internal error ({type(e).__name__}: {e}); the harness is in doubt", err=True)
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_OK)
 

@@ -89,7 +89,7 @@ class Server:
     def _died(self) -> Result:
         rc = self.proc.wait()
         self.proc = None
-        name = signal.Signals(-rc).name if rc < 0 else f"exit {rc}"
+        name = _signame(-rc) if rc < 0 else f"exit {rc}"
         return Result("crash", detail=f"the server itself died ({name})")
 
     def close(self):
@@ -102,8 +102,18 @@ class Server:
         self.proc = None
 
 
+def _signame(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
 def classify(a: Result, b: Result) -> str | None:
-    """None when the two subjects did the same; else the class of the difference."""
+    """None when the two subjects did the same; else the class of the difference ("error" when dryz could
+    not judge the case on one side: no difference between the libraries is claimed)."""
+    if a.kind == "error" or b.kind == "error":
+        return "error"
     if a.output() == b.output():
         return None
     if a.kind != "ok" or b.kind != "ok":
@@ -189,8 +199,7 @@ class _Worker:
         self._close()
         if self.hung:
             return json.dumps({"crash": "hang", "detail": f"no answer within {CASE_TIMEOUT:.0f} s"})
-        sig = signal.Signals(os.WTERMSIG(status)).name if os.WIFSIGNALED(status) else \
-            f"exit {os.WEXITSTATUS(status)}"
+        sig = _signame(os.WTERMSIG(status)) if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
         last = self.err.decode(errors="replace").strip().splitlines()
         return json.dumps({"crash": sig, "detail": last[-1].strip() if last else ""})
 
@@ -221,6 +230,8 @@ def _worker_loop(lib, rfd: int, wfd: int) -> None:
                 msg = {"class": v.klass, "bits": bits, "sorted": bool(v.observed_sorted)}
             except CaseError as e:
                 msg = {"error": str(e)}
+            except Exception as e:  # noqa: BLE001 (dryz's own failure: an error answer, never a crash)
+                msg = {"error": f"{type(e).__name__}: {e}"}
             out.write(json.dumps(msg) + "\n")
             out.flush()
 

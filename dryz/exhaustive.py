@@ -409,20 +409,28 @@ def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, ca
         import multiprocessing as mp
         pool = mp.get_context("fork").Pool(workers, initializer=_ignore_sigint)
         outs = pool.imap(_run_task, [t for _, t in tasks])
+    import signal
     interrupted = False
+    failed = True
     try:
         for i, ((ci, _), part) in enumerate(zip(tasks, outs)):
-            results[ci].merge(part)
-            done.append(i)
-            if on_done:
-                on_done(i)
+            # A slice's merge and its bookkeeping are one step: Ctrl-C waits for both (never counted, unrecorded).
+            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                results[ci].merge(part)
+                done.append(i)
+                if on_done:
+                    on_done(i)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
             if progress:
                 progress(part.canonical_histories if canonical else part.histories)
+        failed = False
     except KeyboardInterrupt:
         interrupted = True
     finally:
         if pool is not None:
-            if interrupted:
+            if failed:  # Ctrl-C, or a slice that raised: the rest is not waited for
                 pool.terminate()
             else:
                 pool.close()

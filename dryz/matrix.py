@@ -134,6 +134,7 @@ def _outcome(p) -> str:
 
 def _certificate_cell(lib, work: Path, name: str, extra: list[str]) -> dict:
     path = work / f"{name}.json"
+    path.unlink(missing_ok=True)
     t = time.monotonic()
     p = _dryz(lib, ["exhaustive", *extra, "--json", str(path), "--no-progress"], CELL_TIMEOUT, work)
     cell = {"seconds": round(time.monotonic() - t, 1)}
@@ -158,21 +159,24 @@ def _replay_cell(lib, work: Path) -> dict:
     p = _dryz(lib, ["replay"], CELL_TIMEOUT, work)
     cell = {"seconds": round(time.monotonic() - t, 1)}
     bad = _outcome(p)
-    if bad and not isinstance(p, str) and p.returncode == 2 and "replayed" in p.stdout:
-        bad = ""
-    if bad:
+    invalid = not isinstance(p, str) and p.returncode == 2 and "replayed" in p.stdout
+    if bad and not invalid:
         return dict(cell, text=bad, failed=True)
     changed = [ln.split()[1] + " -> " + ln.rsplit("now ", 1)[1].split(" (")[0]
                for ln in p.stdout.splitlines() if ln.startswith("CHANGED")]
     m = re.search(r"replayed (\d+) entries: (\d+) as expected, (\d+) changed, (\d+) invalid", p.stdout)
     n, ok = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
     cell.update(entries=n, as_expected=ok, changed=changed, exit=p.returncode,
-                text=f"{ok}/{n} as expected" + (f", {len(changed)} changed" if changed else ""))
+                text=f"{ok}/{n} as expected" + (f", {len(changed)} changed" if changed else "")
+                + (" (invalid entries)" if invalid else ""))
+    if invalid:
+        cell["failed"] = True
     return cell
 
 
 def _restarts_cell(lib, work: Path) -> dict:
     path = work / "restarts.json"
+    path.unlink(missing_ok=True)
     t = time.monotonic()
     p = _dryz(lib, ["restarts", "--json", str(path)], CELL_TIMEOUT, work)
     cell = {"seconds": round(time.monotonic() - t, 1)}
@@ -191,19 +195,23 @@ def _restarts_cell(lib, work: Path) -> dict:
 def _fuzz_cell(lib, work: Path, seconds: int) -> dict:
     path = work / "fuzz.json"
     t = time.monotonic()
+    path.unlink(missing_ok=True)  # a summary left by an earlier matrix run is not this run's
     p = _dryz(lib, ["fuzz", "--time", str(seconds), "--jobs", "1", "--workdir", str(work / "fuzz"),
                     "--json", str(path)], seconds + CELL_TIMEOUT, work)
     cell = {"seconds": round(time.monotonic() - t, 1)}
     bad = _outcome(p)
-    if bad and not path.exists():
-        return dict(cell, text=bad, failed=True)
+    if isinstance(p, str) or not path.exists() or (bad and p.returncode != 2):
+        return dict(cell, text=bad or "no summary", failed=True)
     s = json.loads(path.read_text())
     classes: dict[str, int] = {}
     for f in s["findings"]:
         classes[f["klass"]] = classes.get(f["klass"], 0) + 1
     cell.update(execs=s["execs"], findings=len(s["findings"]), classes=classes, exit=p.returncode,
                 text=f"{s['execs']:,} execs, " + (", ".join(f"{k} {v}" for k, v in classes.items())
-                                                  if classes else "no findings"))
+                                                  if classes else "no findings")
+                + (" (crash files that do not reproduce: harness in doubt)" if p.returncode == 2 else ""))
+    if p.returncode == 2:
+        cell["failed"] = True
     return cell
 
 
@@ -262,8 +270,10 @@ def differential(ref: tuple[str, Path], others: list[tuple[str, Path]], cases, l
     n = 0
     try:
         for case, other, klass, res in compare(servers, cases, ref[0], log=log, budget_s=budget_s):
-            key = _feature_key(case, klass, res[ref[0]], res[other])
             counts[other][klass] = counts[other].get(klass, 0) + 1
+            if klass == "error":  # dryz could not judge it on one side: counted, nothing claimed
+                continue
+            key = _feature_key(case, klass, res[ref[0]], res[other])
             found[other].setdefault(key, (case, klass, res))
             n += 1
     finally:
@@ -387,6 +397,8 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
         for r in rows:
             if r["subject"] in counts:
                 r["differences_from_reference"] = counts[r["subject"]]
+                r["cases_compared"] = evaluated.get(r["subject"], 0)
+                r["cases_to_compare"] = len(cases)
     return {"tool": "dryz matrix", "reference": pinned[2]["subject"] if pinned else None, "rows": rows,
             "differences": differences, "fuzz_seconds": seconds,
             "wall_seconds": round(time.monotonic() - t0, 1),
@@ -400,7 +412,20 @@ def _write_witness(case, klass, shortest, calls, ref_row, other_row, results, co
     from .corpus import write_entry
     p = subprocess.run([sys.executable, "-m", "dryz", "--lib", ref_row["lib"], "check", "--as", "json",
                         "/dev/stdin"], input=case.dumps(), capture_output=True, text=True, timeout=300)
-    v = json.loads(p.stdout)["verdict"]
+    try:
+        v = json.loads(p.stdout)["verdict"]
+    except (ValueError, KeyError):
+        v = {"class": "error"}
+    if "candidates" not in v:  # the reference itself crashed (or could not be judged): a crash entry
+        from .cli import crash_entry
+        from .corpus import write_entry as _write
+        data = crash_entry(case, shortest, {"found_by": "dryz matrix", "predicate_calls": calls},
+                           ref_row["identity"])
+        if v["class"] != "crash":
+            return Path("(not written: the reference could not be judged)")
+        data["separates"] = {"class": klass, "reference": {"subject": ref_row["subject"], "outcome": v["class"]},
+                             "others": [{"subject": other_row["subject"], "outcome": results[1].kind}]}
+        return _write(corpus_dir, data)
     verdict = _VerdictView(v)
     data = witness_entry(case, klass, shortest, calls, ref_row, other_row, results, verdict)
     from .corpus import file_name
@@ -447,6 +472,8 @@ def markdown(result: dict) -> str:
         diff = r.get("differences_from_reference")
         diff_text = "reference" if r["subject"] == result["reference"] else (
             ", ".join(f"{k} {v:,}" for k, v in diff.items()) if diff else "none")
+        if r.get("cases_compared", 0) < r.get("cases_to_compare", 0):
+            diff_text += f" (partial: {r['cases_compared']:,} of {r['cases_to_compare']:,} cases compared)"
         lines.append("| " + " | ".join([
             r["subject"], str(r["commit"])[:9], str(r["abi"]), r.get("dry_fingerprint") or "(source unknown)",
             c["certificate"]["text"], c["replay"]["text"], c["parameters"]["text"], c["window_caps"]["text"],

@@ -259,6 +259,8 @@ def _read_json(p: Path):
         raise ReportError(f"{p}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:
         raise ReportError(f"{p}: JSON nested too deeply") from None
+    except ValueError as e:
+        raise ReportError(f"{p}: not usable JSON ({e})") from None
 
 
 def build_report(inputs: list[str]) -> tuple[str, str]:

@@ -58,3 +58,18 @@ def test_broken_oracle_is_caught(lib, monkeypatch):
     monkeypatch.setattr(check_mod, "match_lengths_B", lambda W, c: real_B(W, c) + 1)
     r = run_configs(lib, 3, 5, specs(3, 5)[:1])[0]
     assert r.mismatches > 0 and r.oracle_disagreements == 0 and r.examples[0][0] == "mismatch"
+
+
+def test_a_library_off_by_one_is_a_finding_not_void(lib, tmp_path):
+    """The off-by-one reference goes unflagged exactly when the library is itself off by one: its mismatches
+    make that a finding (mismatch), never a void run."""
+    from dryz.certificate import judge
+    from dryz.cli import run_exhaustive
+    r = run_exhaustive(3, 4, specs(3, 4)[:1], str(tmp_path / "r.json"), False, 1, True)
+    assert r["verdict"] == "certified"
+    for c in r["configs"]:
+        c["off_by_one_flagged"], c["mismatches"] = 0, c["penalized_cases"]
+    assert judge(r)[0] == "mismatch" and judge(r)[1]["off_by_one"]
+    for c in r["configs"]:
+        c["mismatches"] = 0
+    assert judge(r)[0] == "void" and not judge(r)[1]["off_by_one"]  # no mismatch and no flag: vacuous

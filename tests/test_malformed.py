@@ -18,6 +18,7 @@ def malformed() -> list[tuple[str, bytes]]:
     out = [("empty", b""), ("spaces", b"   \n"), ("null", b"null"), ("number", b"42"), ("string", b'"x"'),
            ("list", b"[1, 2]"), ("bom", b"\xef\xbb\xbf" + VALID.encode()), ("not utf-8", b'{"\xff": 1}'),
            ("deep", b"[" * 50000 + b"]" * 50000), ("deep object", b'{"a":' * 30000 + b"1" + b"}" * 30000),
+           ("huge int", b'{"history": [' + b"9" * 5000 + b'], "alphabet": 2, "penalty_last_n": 8}'),
            ("trailing comma", VALID[:-1].encode() + b", }"), ("typo key", VALID.replace("history", "histroy", 1).encode())]
     for cut in range(1, len(VALID), 9):
         out.append((f"truncated at {cut}", VALID[:cut].encode()))

@@ -154,6 +154,8 @@ def load_entry(path: Path) -> Entry:
         raise CorpusError(f"{path}: JSON nested too deeply") from None
     except OSError as e:
         raise CorpusError(f"{path}: cannot read ({e.strerror})") from None
+    except ValueError as e:  # e.g. an integer of more than 4,300 digits
+        raise CorpusError(f"{path}: not usable JSON ({e})") from None
     case = validate_entry(data, str(path))
     return Entry(Path(path), case, data["expect"], data)
 
