@@ -162,7 +162,7 @@ def _replay_cell(lib, work: Path) -> dict:
     invalid = not isinstance(p, str) and p.returncode == 2 and "replayed" in p.stdout
     if bad and not invalid:
         return dict(cell, text=bad, failed=True)
-    changed = [ln.split()[1] + " -> " + ln.rsplit("now ", 1)[1].split(" (")[0]
+    changed = [Path(ln.split()[1].rstrip(":")).name + " -> " + ln.rsplit("now ", 1)[1].split(" (")[0]
                for ln in p.stdout.splitlines() if ln.startswith("CHANGED")]
     m = re.search(r"replayed (\d+) entries: (\d+) as expected, (\d+) changed, (\d+) invalid", p.stdout)
     n, ok = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
