@@ -883,8 +883,37 @@ def report(inputs, html_path, md_path):
     click.echo(f"written: {html_path}" + (f", {md_path}" if md_path else ""))
 
 
+class _ClosedPipeSafe:
+    """stdout that drops what it cannot write once the reader has gone (dryz check ... | head): the command's
+    own exit code stands (click would otherwise turn the EPIPE into exit 1, the findings code)."""
+
+    def __init__(self, stream):
+        self._s, self.closed_pipe = stream, False
+
+    def write(self, text):
+        if self.closed_pipe:
+            return len(text)
+        try:
+            return self._s.write(text)
+        except BrokenPipeError:
+            self.closed_pipe = True
+            return len(text)
+
+    def flush(self):
+        if not self.closed_pipe:
+            try:
+                self._s.flush()
+            except BrokenPipeError:
+                self.closed_pipe = True
+
+    def __getattr__(self, name):
+        return getattr(self._s, name)
+
+
 def main(argv=None):
     """Entry point: click's usage errors become one-line messages with exit 2."""
+    if not isinstance(sys.stdout, _ClosedPipeSafe):
+        sys.stdout = _ClosedPipeSafe(sys.stdout)
     try:
         cli.main(args=argv, prog_name="dryz", standalone_mode=False)
     except click.exceptions.Exit as e:
