@@ -68,3 +68,14 @@ def test_unwritable_results_path_is_refused_before_the_run(tmp_path):
     assert p.returncode == 2 and p.stderr.startswith("dryz: error: cannot write /proc/nope/r.json")
     p = dryz("exhaustive", "-n", "3", "--json", str(tmp_path))
     assert p.returncode == 2 and "cannot write" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_closed_stdout_pipe_keeps_the_exit_code(tmp_path):
+    """dryz ... | head: the reader going away is not a finding (click would exit 1)."""
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-m", "dryz", "exhaustive", "-n", "5", "--json", str(tmp_path / "r.json"),
+                          "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # closed before dryz writes a line
+    p.wait(timeout=120)
+    assert p.returncode == 0 and b"Traceback" not in p.stderr.read()
