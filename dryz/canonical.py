@@ -29,6 +29,7 @@ import numpy as np
 from . import check as check_mod
 from .check import case_config, compare_lengths, invert_deltas
 from .subject import TOKEN_DATA, SubjectError
+from .subject.binding import ArrayChanged
 from .symbols import MAX_ALPHABET, SYMBOLS
 
 MAX_UNBOUNDED_LENGTH = 15   # row indices are base-(N+1) integers in int64
@@ -317,10 +318,10 @@ class CanonicalTreeRunner:
         b = self.bufs[g]
         c = b.c
         if not np.array_equal(b.data_np["id"][:f * c], b.template_ids[:f * c]):
-            raise SubjectError("the sampler changed candidate ids in the array (DRY must not)")
+            raise ArrayChanged("the sampler changed candidate ids in the array (DRY must not)")
         if not (np.all(b.arrs_np["size"][:f] == c) and np.array_equal(b.arrs_np["data"][:f],
                                                                       b.expected_ptrs[:f])):
-            raise SubjectError("the sampler changed the candidate array's size or data pointer")
+            raise ArrayChanged("the sampler changed the candidate array's size or data pointer")
         logits = b.data_np["logit"][:f * c].reshape(f, c).copy()
         b.data_np["logit"][:f * c] = 0.0
         rows = np.array(self.rows[g], dtype=np.int64)

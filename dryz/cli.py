@@ -229,6 +229,12 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         _fail(f"--resume {resume_path}: not a partial result this dryz can continue ({e})")
     except HarnessError as e:
         _fail(f"harness error: {e}")
+    except Exception as e:
+        from .subject.binding import ArrayChanged
+        if not isinstance(e, ArrayChanged):
+            raise
+        click.echo(f"dryz exhaustive: MISMATCH: {e} (a finding: DRY only changes logits)")
+        sys.exit(EXIT_FINDING)
     except SchedulerError as e:
         _fail(str(e))
     finally:
@@ -724,6 +730,12 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_
         jobs = os.cpu_count() or 1
     if jobs < 1:
         _fail(f"--jobs must be at least 1, got {jobs}")
+    if native and os.environ.get("DRYZ_LIB"):
+        from .subject.libllama import pip_library
+        from .subject.binding import resolve
+        if resolve(os.environ["DRYZ_LIB"]) != pip_library():
+            _fail("--native fuzzes an instrumented libllama built from the pinned sdist, not the --lib library; "
+                  "run without --native to audit that library")
     for f in libfuzzer_flags:
         if not f.startswith("-"):
             _fail(f"unexpected argument {f!r} (libFuzzer flags start with '-')")

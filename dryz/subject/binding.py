@@ -30,6 +30,11 @@ class SubjectError(RuntimeError):
     """The library could not be loaded or did something the harness cannot interpret."""
 
 
+class ArrayChanged(SubjectError):
+    """The sampler changed the candidate array's ids, size or data pointer during a walk: the library's doing
+    (DRY only changes logits), so a finding (exit 1), not a harness error."""
+
+
 class llama_token_data(ctypes.Structure):  # llama.h, unchanged since the sampler API (2024)
     _fields_ = [("id", ctypes.c_int32), ("logit", ctypes.c_float), ("p", ctypes.c_float)]
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..symbols import MAX_ALPHABET
 from ..vocab import sha256_file, symbol_vocab_path
-from .binding import Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
+from .binding import ArrayChanged, Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
 from .interface import Output, Subject
 
 try:
@@ -419,10 +419,10 @@ class TreeRunner:
         k = self.k
         ids = self.data_np["id"][:m * k]
         if not np.array_equal(ids, self.template_ids[:m * k]):
-            raise SubjectError("the sampler changed candidate ids in the array (DRY must not)")
+            raise ArrayChanged("the sampler changed candidate ids in the array (DRY must not)")
         if not (np.all(self.arrs_np["size"][:m] == k) and np.array_equal(self.arrs_np["data"][:m],
                                                                           self.expected_ptrs[:m])):
-            raise SubjectError("the sampler changed the candidate array's size or data pointer")
+            raise ArrayChanged("the sampler changed the candidate array's size or data pointer")
         logits = self.data_np["logit"][:m * k].reshape(m, k).copy()
         self.data_np["logit"][:m * k] = 0.0
         rec = np.array(self.records, dtype=np.int64)
