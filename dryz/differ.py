@@ -57,7 +57,7 @@ class Server:
         env["DRYZ_LIB"] = self.lib
         self.proc = subprocess.Popen([sys.executable, "-m", "dryz", "serve"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
-                                     bufsize=1)
+                                     bufsize=1, start_new_session=True)  # its own group: a kill takes its worker
 
     def run(self, case: Case) -> Result:
         if self.proc is None or self.proc.poll() is not None:
@@ -72,7 +72,10 @@ class Server:
             return self._died()
         ready, _, _ = select.select([self.proc.stdout], [], [], CASE_TIMEOUT + 30)
         if not ready:
-            self.proc.kill()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                self.proc.kill()
             self.proc.wait()
             self.proc = None
             return Result("hang", detail=f"no answer within {CASE_TIMEOUT:.0f} s")
