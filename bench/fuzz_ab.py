@@ -90,7 +90,7 @@ def main():
     ap.add_argument("--instrumented", action="store_true")
     ap.add_argument("--band", nargs=2, type=int, default=(0, 257))
     a = ap.parse_args()
-    os.environ.setdefault("DRYZ_CORPUS", str(REPO / "dryz" / "corpus"))  # known classes, as the campaign reads them
+    os.environ.setdefault("DRYZ_CORPUS", str(REPO / "corpus"))  # known classes, as the campaign reads them
     work = Path(tempfile.mkdtemp())
     materialize(a.x, work, "dryz_x")
     materialize(a.y, work, "dryz_y")

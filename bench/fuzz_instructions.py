@@ -73,7 +73,7 @@ def materialize(spec: str, into: Path, python: str) -> Path:
 def instructions(python: str, build: Path, inputs: Path, instrumented: bool) -> int:
     out = Path(tempfile.mkdtemp())
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0", PYTHONPATH=str(build),
-               DRYZ_CORPUS=str(REPO / "dryz" / "corpus"), DRYZ_INSTRUMENT="1" if instrumented else "0")
+               DRYZ_CORPUS=str(REPO / "corpus"), DRYZ_INSTRUMENT="1" if instrumented else "0")
     r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", python,
                         str(build / "fuzz" / "dry_fuzz.py"), "-runs=0", "-rss_limit_mb=0", "-seed=1",
                         "-max_len=4096", str(out), str(inputs)], env=env, capture_output=True, text=True)

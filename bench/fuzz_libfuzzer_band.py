@@ -49,7 +49,7 @@ def main():
             (seeds / f"{count:06d}").write_bytes(data)
             count += 1
     harness = HARNESS
-    env = dict(os.environ, DRYZ_CORPUS=str(REPO / "dryz" / "corpus"), PYTHONPATH=str(REPO))
+    env = dict(os.environ, DRYZ_CORPUS=str(REPO / "corpus"), PYTHONPATH=str(REPO))
     plain = "--uninstrumented" in sys.argv
     if plain:
         env["DRYZ_INSTRUMENT"] = "0"  # the harness then leaves dryz uninstrumented

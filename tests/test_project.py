@@ -22,7 +22,7 @@ def test_readme_has_two_setup_commands_and_ci_runs_the_test_one():
 
 
 def test_top_level_layout():
-    for name in ("dryz", "fuzz", "minimize", "PREREG.md", "README.md", "LICENSE", "pyproject.toml",
+    for name in ("dryz", "fuzz", "corpus", "minimize", "PREREG.md", "README.md", "LICENSE", "pyproject.toml",
                  ".ci/run", "bench", "tests"):
         assert (ROOT / name).exists(), name
     assert "MIT License" in (ROOT / "LICENSE").read_text()

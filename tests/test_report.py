@@ -25,7 +25,7 @@ def page(tmp_path_factory):
     d = tmp_path_factory.mktemp("report")
     assert dryz("exhaustive", "-n", "6", "--json", "cert.json", "--no-progress", cwd=d).returncode == 0
     assert dryz("fuzz", "--time", "6", "--jobs", "1", "--workdir", "camp", cwd=d).returncode == 0
-    p = dryz("report", "cert.json", "camp", str(ROOT / "dryz" / "corpus"), "--html", "r.html", "--markdown", "r.md",
+    p = dryz("report", "cert.json", "camp", str(ROOT / "corpus"), "--html", "r.html", "--markdown", "r.md",
              cwd=d)
     assert p.returncode == 0, p.stderr
     return d

@@ -186,7 +186,7 @@ def test_contained_restart_witnesses_replay_and_are_shortest(lib):
 
     from dryz.corpus import load_entry
     from dryz.reduce import Reducer, signature_in_process
-    paths = sorted((ROOT / "dryz" / "corpus" / "findings").glob("documented-contained-restart-*.json"))
+    paths = sorted((ROOT / "corpus" / "findings").glob("documented-contained-restart-*.json"))
     assert paths, "no contained-restart witness in corpus/findings"
     lengths = []
     for p in paths:

@@ -12,15 +12,25 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..case import Case, CaseError
+from .case import Case, CaseError
 
 CORPUS_SCHEMA = "dryz.corpus/1"
 SHORTEST = ("proven", "1-minimal", "not-minimized")
 KNOWN_CLASSES = ("agree", "mismatch", "mismatch-multi-token", "oracle-disagreement", "harness-error",
                  "promise-finite-penalty", "crash", "documented-contained-restart")
-# The project's own corpus ships inside the package (installed with it, replayed by default);
-# what a user's command writes goes to ./corpus (the working directory), never here.
-PROJECT_DIR = Path(__file__).resolve().parent
+
+def _project_dir() -> Path:
+    """The project's own corpus: `corpus/` at the top of a checkout (and of an editable install); in an
+    installed wheel the same files as package data, `dryz/project_corpus/` (pyproject.toml maps it)."""
+    here = Path(__file__).resolve().parent
+    for d in (here / "project_corpus", here.parent / "corpus"):
+        if (d / "findings").is_dir():
+            return d
+    return here.parent / "corpus"
+
+
+# Replayed by default; what a user's command writes goes to ./corpus (the working directory), never here.
+PROJECT_DIR = _project_dir()
 DEFAULT_DIR = PROJECT_DIR
 USER_DIR = Path("corpus")
 
@@ -79,7 +89,7 @@ def subject_json(identity: dict) -> dict:
 
 
 def _sym(cid: int) -> str:
-    from ..symbols import SYMBOLS
+    from .symbols import SYMBOLS
     return SYMBOLS[cid] if 0 <= cid < len(SYMBOLS) else "?"
 
 
@@ -183,7 +193,7 @@ class ReplayRow:
 def replay(directory: Path, check_fn=None) -> list[ReplayRow]:
     """Every entry through check_fn(case, expect) -> class (default: check()); a changed verdict in
     either direction is a failure."""
-    from ..check import check
+    from .check import check
     check_fn = check_fn or (lambda case, expect: check(case).klass)
     rows = []
     for p in entries(directory):
