@@ -17,11 +17,11 @@ if "--instrumented" in sys.argv:  # dryz instrumented exactly as the harness ins
     sys.argv.remove("--instrumented")
     from dryz.fuzz.harness import INSTRUMENTED, instrument
     instrument([importlib.import_module(name) for name in INSTRUMENTED])
-    from dryz.decode import decode
-    from dryz.fuzzing import test_one_input
+    from dryz.fuzz.decode import decode
+    from dryz.fuzz.target import test_one_input
 else:
-    from dryz.decode import decode
-    from dryz.fuzzing import test_one_input
+    from dryz.fuzz.decode import decode
+    from dryz.fuzz.target import test_one_input
 
 
 def main(n=3000, repeats=3):

@@ -7,7 +7,7 @@ import time
 os.environ["DRYZ_FAULT"] = "off-by-one"
 
 from dryz.case import Case, f32  # noqa: E402
-from dryz.reduce import reduce_case, signature_in_process  # noqa: E402
+from dryz.shrink import reduce_case, signature_in_process
 
 
 def main():

@@ -18,7 +18,7 @@ import time
 
 from dryz.case import Case, f32
 from dryz.check import subject
-from dryz.reference import divergences
+from dryz.oracle.reference import divergences
 
 BREAKER_SETS = [(), ("a",), ("b",), ("ab",), ("ba",), ("",), ("ab", "b"), ("abc",), ("b", "a")]
 

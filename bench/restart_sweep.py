@@ -3,7 +3,7 @@
     /work/venv/bin/python bench/restart_sweep.py [-k K] [-n N] [--all-pairs] [--json PATH]
 
 Every history of length 1..N over K symbols (default 3, 7), every symbol a candidate, multiplier 1, base 2,
-allowed_length 1, no window cut; the configurations of dryz.restart.CONFIGS (length-2 and length-3 breakers, one
+allowed_length 1, no window cut; the configurations of dryz.enumerate.restarts.CONFIGS (length-2 and length-3 breakers, one
 contained in another, overlapping ones), and with --all-pairs every set of one or two 1-3-character breakers over
 the first three symbols. `predicted` is the PREREG derivation's prediction (admits_difference); `rep_only` counts
 histories whose rep_limits differ without any change in the output.
@@ -17,7 +17,7 @@ import json
 import sys
 import time
 
-from dryz.restart import CLASS_ORDER, CONFIGS, MERGES_BREAKERS, merges_compare, merges_promise_sweep, sweep
+from dryz.enumerate.restarts import (CLASS_ORDER, CONFIGS, MERGES_BREAKERS, merges_compare, merges_promise_sweep, sweep)
 
 
 def merges_report(max_len: int = 5) -> dict:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .symbols import MAX_ALPHABET, SYMBOLS, from_symbols, to_symbols
+from .subject.symbols import MAX_ALPHABET, SYMBOLS, from_symbols, to_symbols
 
 CASE_SCHEMA = "dryz.case/1"
 MAX_HISTORY = 1 << 16

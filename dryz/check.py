@@ -13,10 +13,12 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from .case import Case
-from .breakers import restart_sequences, restart_sequences_one, tokens_by_char
-from .symbols import MAX_ALPHABET, symbol_texts
-from .model import Config, Prediction, match_lengths_A, match_lengths_B, output_logits, shipped_lengths_each
-from .model import is_interior_factor, promised_lengths, promised_rep_limits, rep_limits, restart_divergence
+from .oracle.restarts import restart_sequences, restart_sequences_one, tokens_by_char
+from .subject.symbols import MAX_ALPHABET, symbol_texts
+from .oracle.shipped import Config, Prediction, output_logits, shipped_lengths_each
+from .oracle.lengths import match_lengths_A, match_lengths_B
+from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_limits, restart_divergence
+from .oracle.shipped import rep_limits
 
 AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"
 # A broken promise's class is "promise-" + its name, except the limitation the source documents itself.
@@ -48,7 +50,7 @@ def subject():
 
 def symbol_tokenize(text: str) -> list[int]:
     # In the symbol vocabulary no merge applies, so a string tokenizes to one token per character.
-    from .symbols import from_symbols
+    from .subject.symbols import from_symbols
     return from_symbols(text)
 
 

@@ -141,8 +141,8 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
                json_path, workers, progress, resume_path):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
     _writable(json_path)
-    from .exhaustive import CONFIG_NAMES, HarnessError, case_count, parameter_names, space_config, window_cap_names
-    from .symbols import MAX_ALPHABET
+    from .enumerate.run import (CONFIG_NAMES, HarnessError, case_count, parameter_names, space_config, window_cap_names)
+    from .subject.symbols import MAX_ALPHABET
 
     if all_alphabets:
         if not canonical:
@@ -179,7 +179,7 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
             _fail(f"--shard I/N needs 1 <= I <= N, got {shard!r}")
         shard_spec = (i, n)
     if canonical:
-        from .canonical import CanonicalError, expected_canonical, space_for
+        from .enumerate.canonical import CanonicalError, expected_canonical, space_for
         try:
             work = sum(expected_canonical(space_for(s, alphabet, max_length), max_length)["cases"]
                        for s in specs)
@@ -193,10 +193,10 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         _fail(f"space of {work:,} {'canonical ' if canonical else ''}cases is too large for one run "
               f"(limit {MAX_SPACE_CASES:,}); lower --alphabet or --max-length"
               f"{' or use --shard' if canonical else ''}")
-    from .dask_exec import SchedulerError
+    from .enumerate.dask_exec import SchedulerError
     client = None
     if scheduler is not None:
-        from .dask_exec import connect, worker_threads
+        from .enumerate.dask_exec import connect, worker_threads
         try:
             client = connect(scheduler)
         except SchedulerError as e:
@@ -287,10 +287,9 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
     scheduler: a Dask scheduler address or distributed.Client that runs the slices (dryz.dask_exec).
     resume: an interrupted run's result (same subject, space and shard): its finished slices are kept.
     Ctrl-C writes a partial result marked interrupted to json_path and raises ExhaustiveInterrupted."""
-    from . import certificate as cert
+    from .enumerate import certificate as cert
     from .check import check
-    from .exhaustive import (ConfigResult, Interrupted, config_slices, multiplier_zero_control,
-                             periodic_control, run_configs, shard_slicing, shard_tasks)
+    from .enumerate.run import (ConfigResult, Interrupted, config_slices, multiplier_zero_control, periodic_control, run_configs, shard_slicing, shard_tasks)
     from .report import Progress, environment, write_json
 
     t0 = time.perf_counter()
@@ -352,7 +351,7 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
     try:
         periodic = periodic_control(check)
         if canonical:
-            from .canonical import multiplier_zero_control as canonical_mz
+            from .enumerate.canonical import multiplier_zero_control as canonical_mz
             mz = canonical_mz(lib, alphabet, min(max_length, 7), specs)
         else:
             mz = multiplier_zero_control(lib, alphabet, min(max_length, 7), specs)
@@ -397,7 +396,7 @@ def merge(paths, json_path):
     _writable(json_path)
     import json
 
-    from .certificate import MergeError, merge as merge_results
+    from .enumerate.certificate import MergeError, merge as merge_results
     from .report import write_json
     data = []
     for p in paths:
@@ -428,7 +427,7 @@ def load_case_file(path: str, read_as: str = "auto"):
 
     from .case import Case, CaseError
     from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
-    from .decode import decode
+    from .fuzz.decode import decode
     try:
         raw = open(path, "rb").read()
     except OSError as e:
@@ -575,7 +574,7 @@ def check_cmd(path, read_as, isolate):
 def serve_cmd():
     """Internal: judge Case JSON lines from stdin on the selected subject, one JSON answer per line (each case in
     a forked child, so a crash is an answer). Used by the differential comparison of subjects (dryz matrix)."""
-    from .differ import serve
+    from .subject.differ import serve
     load_subject()
     serve()
 
@@ -586,7 +585,7 @@ def signature_cmd():
     import json
 
     from .case import Case, CaseError
-    from .reduce import signature_in_process
+    from .shrink import signature_in_process
     try:
         case = Case.loads(sys.stdin.read())
     except CaseError as e:
@@ -605,7 +604,7 @@ def minimize(path, corpus_dir, isolate):
     """Shrink a failing case (crash file, Case JSON or corpus entry) to a shortest reproducer in ./corpus."""
     from .check import fault
     from .corpus import USER_DIR, CorpusError, entry_json, write_entry
-    from .reduce import reduce_case, signature_in_process, signature_isolated
+    from .shrink import reduce_case, signature_in_process, signature_isolated
     case, kind = load_case_file(path)
     t0 = time.perf_counter()
     first = signature_isolated(case)
@@ -675,7 +674,7 @@ def replay(directory):
 
     # Every entry runs in the subject server's forked worker: an entry that kills this library (a crash witness
     # replayed on an old release) is answered as class crash and the replay goes on.
-    from .differ import Server
+    from .subject.differ import Server
     server = Server(lib.path)
 
     def judge(case, expect):
@@ -722,7 +721,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_
     _writable(json_path)
     from pathlib import Path
 
-    from .campaign import Campaign, CampaignError
+    from .fuzz.campaign import Campaign, CampaignError
     from .report import write_json
     if seconds < 1:
         _fail(f"--time must be at least 1 second, got {seconds}")
@@ -792,7 +791,7 @@ def restarts(alphabet, max_length, json_path):
     through the library, verdict counts per class. Exit 1 on a mismatch or an undocumented class."""
     _writable(json_path)
     from .report import write_json
-    from .restart import CONFIGS, sweep
+    from .enumerate.restarts import CONFIGS, sweep
     if not 3 <= alphabet <= 8:
         _fail(f"--alphabet must be in 3..8 (the configurations use a, b, c), got {alphabet}")
     if not 1 <= max_length <= 10:

@@ -89,7 +89,7 @@ def subject_json(identity: dict) -> dict:
 
 
 def _sym(cid: int) -> str:
-    from .symbols import SYMBOLS
+    from .subject.symbols import SYMBOLS
     return SYMBOLS[cid] if 0 <= cid < len(SYMBOLS) else "?"
 
 

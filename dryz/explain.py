@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from .case import Case
-from .symbols import SYMBOLS
+from .subject.symbols import SYMBOLS
 
 
 def _sym(t: int) -> str:
@@ -25,7 +25,8 @@ def matched_at(window: list[int], z: int, L: int) -> list[int]:
 
 def explain(case: Case, verdict: dict, subject_line: str, color: bool = False) -> str:
     from .check import case_config
-    from .model import rep_limits, restart_occurrences
+    from .oracle.shipped import rep_limits
+    from .oracle.promised import restart_occurrences
     import numpy as np
 
     hi = (lambda s: f"\x1b[7m{s}\x1b[0m") if color else (lambda s: f"[{s}]")

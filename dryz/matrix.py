@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .subject.libllama import PINNED_VERSION
-from .vocab import cache_dir
+from .subject.vocab import cache_dir
 
 # One llama-cpp-python release per DRY source seen so far (0.3.25-0.3.34 share one; 0.3.35 and 0.3.36 have
 # byte-identical DRY sections but 0.3.35 is kept as the first release after PR #26524), plus xllamacpp.
@@ -262,7 +262,7 @@ def _feature_key(case, klass: str, a, b) -> tuple:
 def differential(ref: tuple[str, Path], others: list[tuple[str, Path]], cases, log, budget_s: float = 600):
     """Differences between the reference subject and each other one: {other: {feature key: (case, class,
     results)}} with the first case of each kind, and counts."""
-    from .differ import Server, compare
+    from .subject.differ import Server, compare
     servers = {ref[0]: Server(ref[1])}
     servers.update({name: Server(lib) for name, lib in others})
     found: dict[str, dict] = {name: {} for name, _ in others}
@@ -286,8 +286,8 @@ def differential(ref: tuple[str, Path], others: list[tuple[str, Path]], cases, l
 def minimize_difference(a, b, case):
     """Shrink a case two subjects' servers treat differently, keeping the difference (same class, same outcome
     on each side); returns (case, shortest, predicate calls, results on both)."""
-    from .differ import classify
-    from .reduce import reduce_case
+    from .subject.differ import classify
+    from .shrink import reduce_case
 
     def sig(c):
         ra, rb = a.run(c), b.run(c)
@@ -348,9 +348,9 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
         (usable[0] if usable else None)
     differences = []
     if pinned is not None and len(usable) > 1:
-        from .differ import edge_cases, random_cases as random_set
+        from .subject.differ import edge_cases, random_cases as random_set
         from .corpus import PROJECT_DIR, entries, load_entry
-        from .decode import decode
+        from .fuzz.decode import decode
         cases = edge_cases()
         cases += [load_entry(p).case for p in entries(PROJECT_DIR)]
         cases += random_set(random_cases)
@@ -368,7 +368,7 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
         found, counts, evaluated = differential(ref, others, cases, log)
         log(f"differential: {time.monotonic() - t:.0f} s, {sum(len(v) for v in found.values())} kinds of "
             "difference")
-        from .differ import Server
+        from .subject.differ import Server
         by_name = {r["subject"]: r for _, _, r in usable}
         for other, kinds in found.items():
             a, b = Server(ref[1]), Server(by_name[other]["lib"])

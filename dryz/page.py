@@ -114,7 +114,7 @@ def _subject_rows(s: dict) -> list[list]:
 
 
 def certificate_section(r: dict, name: str) -> tuple[str, str]:
-    from .model import Config, penalties
+    from .oracle.shipped import Config, penalties
     import numpy as np
     v = r["verdict"]
     parts_h = [f'<h2>Certificate <code>{_e(name)}</code>: <span class="{_verdict_class(v)}">{_e(v.upper())}</span></h2>']

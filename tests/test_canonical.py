@@ -8,11 +8,11 @@ from math import comb
 
 import pytest
 
-from dryz import canonical as canon
+from dryz.enumerate import canonical as canon
 from dryz import check as check_mod
-from dryz.canonical import CanonicalError, Space, bell, canonical_strings, expected_canonical, space_for
-from dryz.certificate import MergeError, merge
-from dryz.exhaustive import SpaceConfig, case_count, run_configs, space_config, window_cap_names
+from dryz.enumerate.canonical import CanonicalError, Space, bell, canonical_strings, expected_canonical, space_for
+from dryz.enumerate.certificate import MergeError, merge
+from dryz.enumerate.run import SpaceConfig, case_count, run_configs, space_config, window_cap_names
 
 NAMES = ("base", "window4", "breaker")
 SHARED = ("cases", "histories", "mismatches", "oracle_disagreements", "penalized_cases", "off_by_one_flagged",

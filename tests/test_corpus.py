@@ -11,7 +11,7 @@ from dryz.case import Case
 from dryz.check import check
 from dryz.corpus import (DEFAULT_DIR, CorpusError, entries, entry_json, file_name, load_entry, replay,
                          validate_entry, write_entry)
-from dryz.seeds import upstream_cases
+from dryz.fuzz.seeds import upstream_cases
 
 
 def test_whole_corpus_replays_as_expected():

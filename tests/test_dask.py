@@ -10,7 +10,7 @@ import pytest
 distributed = pytest.importorskip(
     "distributed", reason="dask.distributed is not installed (pip install -e '.[test,dask]' to run this test)")
 
-from dryz.exhaustive import parameter_names, space_config  # noqa: E402
+from dryz.enumerate.run import parameter_names, space_config
 
 SAME = ("verdict", "checks", "totals", "canonical_totals", "space", "subject")
 
@@ -48,7 +48,7 @@ def test_dask_matches_single_process(tmp_path, cluster):
     loaded = client.run(lambda: __import__("dryz.subject").subject.current.cache_info().currsize)
     assert set(loaded.values()) == {1}
     # A worker with another libllama is refused before any slice runs.
-    from dryz.dask_exec import SchedulerError, require_subject
+    from dryz.enumerate.dask_exec import SchedulerError, require_subject
     with pytest.raises(SchedulerError, match="different subject"):
         require_subject(client, "0" * 64)
 

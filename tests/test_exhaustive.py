@@ -5,8 +5,7 @@ import pytest
 
 from dryz import check as check_mod
 from dryz.check import check
-from dryz.exhaustive import (case_count, multiplier_zero_control, periodic_control, run_configs,
-                             space_config, slices)
+from dryz.enumerate.run import (case_count, multiplier_zero_control, periodic_control, run_configs, space_config, slices)
 
 
 def specs(k, n):
@@ -63,7 +62,7 @@ def test_broken_oracle_is_caught(lib, monkeypatch):
 def test_a_library_off_by_one_is_a_finding_not_void(lib, tmp_path):
     """The off-by-one reference goes unflagged exactly when the library is itself off by one: its mismatches
     make that a finding (mismatch), never a void run."""
-    from dryz.certificate import judge
+    from dryz.enumerate.certificate import judge
     from dryz.cli import run_exhaustive
     r = run_exhaustive(3, 4, specs(3, 4)[:1], str(tmp_path / "r.json"), False, 1, True)
     assert r["verdict"] == "certified"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dryz.corpus import load_entry
-from dryz.reduce import signature_in_process
+from dryz.shrink import signature_in_process
 
 
 def dryz(*args, env=None, timeout=600):
@@ -40,7 +40,7 @@ def test_fault_injected_campaign_finds_minimizes_and_stores(tmp_path, monkeypatc
     for i in range(len(h)):                           # 1-minimal
         assert signature_in_process(entry.case.with_history(h[:i] + h[i + 1:])) != target
     # proven shortest whenever the shorter-history search fits its budget ("when short enough")
-    from dryz.reduce import PROOF_BUDGET, PROOF_MAX_LENGTH, count_histories
+    from dryz.shrink import PROOF_BUDGET, PROOF_MAX_LENGTH, count_histories
     c = entry.case
     symmetric = not c.breakers and c.candidates is None
     searchable = len(h) <= PROOF_MAX_LENGTH and \
@@ -95,7 +95,7 @@ def test_native_campaign_sees_libllama_counters(tmp_path):
 
 
 def test_progress_parsing_of_both_libfuzzer_formats():
-    from dryz.campaign import Stats
+    from dryz.fuzz.campaign import Stats
     s = Stats()
     assert s.update("#582: cov: 2983 ft: 2983 corp: 14 exec/s 291 oom/timeout/crash: 0/0/0 time: 3s job: 1")
     assert (s.execs, s.cov, s.ft, s.corpus, s.exec_per_s) == (582, 2983, 2983, 14, 291)

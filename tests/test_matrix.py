@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dryz.case import Case
-from dryz.differ import Result, classify
+from dryz.subject.differ import Result, classify
 from dryz.matrix import MatrixError, Spec, markdown, parse_versions
 
 REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
@@ -45,7 +45,7 @@ def test_differences_are_classed_by_what_each_side_did():
 
 def test_serve_answers_a_crash_and_goes_on(tmp_path):
     """The subject server answers every line; a case that kills the library is a crash answer, not the end."""
-    from dryz.differ import Server
+    from dryz.subject.differ import Server
     s = Server(os.environ.get("DRYZ_LIB") or _pip_lib())
     try:
         a = s.run(Case(history=(0, 0), alphabet=1, penalty_last_n=4))
@@ -105,7 +105,7 @@ def test_two_subject_matrix(two_subjects):
 def test_project_witnesses_still_separate_their_subjects(two_subjects):
     """Every witness in the project corpus between 0.3.36 and 0.3.34 still shows its difference."""
     from dryz.corpus import PROJECT_DIR, entries, load_entry
-    from dryz.differ import Server
+    from dryz.subject.differ import Server
     _, _, new, old = two_subjects
     witnesses = [load_entry(p) for p in entries(PROJECT_DIR)]
     witnesses = [e for e in witnesses if "llama-cpp-python 0.3.34" in

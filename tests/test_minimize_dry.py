@@ -8,8 +8,7 @@ from dataclasses import replace
 import pytest
 
 from dryz.case import Case, f32
-from dryz.reduce import (canonical_form, count_histories, reduce_case, restricted_growth, signature_in_process,
-                         signature_isolated)
+from dryz.shrink import (canonical_form, count_histories, reduce_case, restricted_growth, signature_in_process, signature_isolated)
 
 
 def long_failing_case():

@@ -5,8 +5,9 @@ import pytest
 
 from dryz.case import Case
 from dryz.check import case_config, predict_both
-from dryz.model import _match_lengths_B_bytes, match_lengths_A, match_lengths_B, rep_limits
-from dryz.symbols import SYMBOLS, from_symbols
+from dryz.oracle.lengths import _match_lengths_B_bytes, match_lengths_A, match_lengths_B
+from dryz.oracle.shipped import rep_limits
+from dryz.subject.symbols import SYMBOLS, from_symbols
 
 
 def lengths(symbols, alphabet=26, oracle="both", **cfg):
@@ -132,7 +133,8 @@ def test_A_equals_B_random_configurations():
 
 def test_single_window_paths_equal_batch_paths():
     """The one-window layouts (bytes search, lists) compute exactly what the batch layouts do."""
-    from dryz.model import _match_lengths_A_single, _rep_limit_single
+    from dryz.oracle.lengths import _match_lengths_A_single
+    from dryz.oracle.shipped import _rep_limit_single
     rng = np.random.default_rng(4)
     for w in (2, 17, 40, 63, 64, 65, 300):
         for k in (1, 2, 3, 8, 64):
@@ -163,7 +165,7 @@ def test_one_window_A_on_long_repeats_equals_its_definition():
     periodic windows (with and without flipped tokens), repeated blocks and repeats ending at different places,
     up to 700 tokens, and a 2,510-token window of one block repeated 31 times, against the definition computed
     letter by letter."""
-    from dryz.model import _match_lengths_A_single
+    from dryz.oracle.lengths import _match_lengths_A_single
     rng = np.random.default_rng(41)
     windows = []
     for w in (65, 130, 700):
@@ -193,8 +195,8 @@ def test_restart_sequences_cached_per_string_equal_uncached():
     """check() builds restart sequences from a per-breaker-string cache and a by-character token index;
     the result equals the direct scan over the whole vocabulary, duplicates and order included."""
     from dryz.check import restart_sequences_of, symbol_tokenize
-    from dryz.breakers import restart_sequences
-    from dryz.symbols import SYMBOLS, symbol_texts
+    from dryz.oracle.restarts import restart_sequences
+    from dryz.subject.symbols import SYMBOLS, symbol_texts
     rng = np.random.default_rng(13)
     for _ in range(300):
         k = int(rng.integers(1, 8))
@@ -208,7 +210,7 @@ def test_one_window_clamping_equals_the_batch_clamping():
     path gives for the same windows inside a larger batch (random windows, caps, breakers incl. multi-token,
     allowed lengths, candidate sets)."""
     from dryz.check import case_config
-    from dryz.model import shipped_lengths_each
+    from dryz.oracle.shipped import shipped_lengths_each
     rng = np.random.default_rng(14)
     for _ in range(150):
         k = int(rng.integers(1, 6))
@@ -232,7 +234,7 @@ def test_penalty_arithmetic_rounds_as_a_float_cast():
     """penalties() rounds the double product to float32 through f32 (struct); it must equal numpy's
     float64 -> float32 cast everywhere, overflow to inf included (multipliers and bases near float max)."""
     from dryz.case import f32
-    from dryz.model import Config, _pow, penalties
+    from dryz.oracle.shipped import Config, _pow, penalties
     rng = np.random.default_rng(15)
     bits = rng.integers(0, 0x7F800000, 400, dtype=np.int64).astype(np.uint32).view(np.float32)
     values = [f32(x) for x in np.concatenate([bits, np.float32([1.0, 2.0, 3.4028235e38, 1.000001, 1.5])])]
@@ -244,7 +246,7 @@ def test_penalty_arithmetic_rounds_as_a_float_cast():
             cfg = Config(m, b, int(rng.integers(0, 9)), 10, ())
             got = penalties(L, cfg)
             exp = L - cfg.allowed_length
-            from dryz.model import max_exponent
+            from dryz.oracle.shipped import max_exponent
             if max_exponent(b) > 0:
                 exp = np.minimum(exp, max_exponent(b))
             with np.errstate(over="ignore"):
@@ -258,7 +260,8 @@ def test_one_window_paths_refuse_negative_ids():
     import pytest
     from dryz.case import Case
     from dryz.check import case_config
-    from dryz.model import _match_lengths_A_single, shipped_lengths_each
+    from dryz.oracle.lengths import _match_lengths_A_single
+    from dryz.oracle.shipped import shipped_lengths_each
     cfg = case_config(Case(history=(0, 1), alphabet=2, penalty_last_n=8, allowed_length=0))
     for H, cands in ((np.array([[0, -1, 0, 1]]), np.array([0, 1])), (np.array([[0, 1, 0, 1]]), np.array([-1, 0]))):
         with pytest.raises(ValueError):

@@ -6,12 +6,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from dryz import canonical as canon
-from dryz import exhaustive as exh
-from dryz import model
+from dryz.enumerate import canonical as canon
+from dryz.enumerate import run as exh
+from dryz.oracle import shipped as model
 from dryz.case import f32
-from dryz.certificate import merge
-from dryz.exhaustive import PARAMETER_PAIRS, parameter_names, run_configs, space_config
+from dryz.enumerate.certificate import merge
+from dryz.enumerate.run import PARAMETER_PAIRS, parameter_names, run_configs, space_config
 
 NAMES = ("base", "window4", "breaker")
 SHARED = ("cases", "histories", "mismatches", "oracle_disagreements", "penalized_cases", "off_by_one_flagged",
@@ -120,7 +120,7 @@ def test_parameter_shards_merge_to_the_single_run(tmp_path):
 def test_model_logits_is_output_logits():
     """exact_batch's table evaluation equals model.output_logits(zeros, pa, cfg) called on the whole batch."""
     from dryz.check import case_config, predict_both
-    from dryz.exhaustive import histories, model_logits
+    from dryz.enumerate.run import histories, model_logits
     for name in parameter_names(NAMES)[::4]:
         spec = space_config(name, 3, 7)
         cfg = case_config(spec.case(3, ()))

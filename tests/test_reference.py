@@ -8,8 +8,8 @@ import pytest
 
 from dryz.case import Case, f32
 from dryz.corpus import DEFAULT_DIR, entries
-from dryz.reference import divergences, reference_output, shipped_output, without_trigger
-from dryz.symbols import SYMBOLS, from_symbols
+from dryz.oracle.reference import divergences, reference_output, shipped_output, without_trigger
+from dryz.subject.symbols import SYMBOLS, from_symbols
 
 
 def case(symbols, **kw):
@@ -114,7 +114,7 @@ def test_corpus_witness_replays(entry, lib):
 
 
 def test_every_class_has_a_witness():
-    from dryz.reference import CLASSES
+    from dryz.oracle.reference import CLASSES
     have = {e.values[0]["reference_divergence"] for e in _witnesses()}
     expected = set(CLASSES) - {"ref-unexplained", "ref-window", "ref-structure"}
     assert expected <= have, sorted(expected - have)
@@ -127,7 +127,7 @@ def test_two_sufficient_features_are_both_named(lib):
 
 
 def test_minimize_divergence_proves_a_shortest_witness():
-    from dryz.reference import minimize_divergence
+    from dryz.oracle.reference import minimize_divergence
     w, shortest, calls = minimize_divergence(case("cabcab", multiplier=-1.0), "ref-multiplier-negative")
     assert (w.symbols, shortest) == ("aa", "proven")
     w, shortest, _ = minimize_divergence(case("a" * 58), "ref-match-cap-50")

@@ -9,12 +9,11 @@ import pytest
 
 from dryz.case import Case
 from dryz.check import check, config_of, restart_promise_class
-from dryz.model import (_promised_rep_limit_single, _rep_limit_single, promised_lengths, promised_rep_limits,
-                        rep_limits, restart_divergence, restart_occurrences, shipped_lengths,
-                        divergence_of)
-from dryz.restart import (CONFIGS, admits_difference, admits_difference_seqs, case_of, histories,
-                          model_differences, sweep)
-from dryz.symbols import SYMBOLS, from_symbols, to_symbols
+from dryz.oracle.promised import _promised_rep_limit_single
+from dryz.oracle.shipped import _rep_limit_single, rep_limits, shipped_lengths
+from dryz.oracle.promised import (promised_lengths, promised_rep_limits, restart_divergence, restart_occurrences, divergence_of)
+from dryz.enumerate.restarts import (CONFIGS, admits_difference, admits_difference_seqs, case_of, histories, model_differences, sweep)
+from dryz.subject.symbols import SYMBOLS, from_symbols, to_symbols
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -156,7 +155,7 @@ def test_sweep_per_class(lib):
 def test_fuzz_decoder_breakers_classified(lib):
     """Fuzz-shaped cases with 1-3-char breakers over small alphabets: check()'s class is documented exactly
     where the promised model's output differs, and never restart-order."""
-    from dryz.model import output_logits
+    from dryz.oracle.shipped import output_logits
     rng = np.random.default_rng(21)
     documented = 0
     for _ in range(400):
@@ -185,7 +184,7 @@ def test_contained_restart_witnesses_replay_and_are_shortest(lib):
     from dataclasses import replace
 
     from dryz.corpus import load_entry
-    from dryz.reduce import Reducer, signature_in_process
+    from dryz.shrink import Reducer, signature_in_process
     paths = sorted((ROOT / "corpus" / "findings").glob("documented-contained-restart-*.json"))
     assert paths, "no contained-restart witness in corpus/findings"
     lengths = []
@@ -209,7 +208,7 @@ def test_merges_vocab_restart_map_matches_the_sampler(lib):
     """Tokens a b c ab bc abc with merges a+b, b+c, ab+c: overlap heads and merged tails occur, the modelled map
     reproduces the library bit for bit on every history up to 5 tokens, and each entry is needed (dropping it,
     or tokenizing its tail character by character, disagrees with the library on some history)."""
-    from dryz.restart import MERGES_BREAKERS, merges_compare, merges_restart_sequences
+    from dryz.enumerate.restarts import MERGES_BREAKERS, merges_compare, merges_restart_sequences
     v = lib.merges_vocab()
     assert lib.token_texts(v) == ["a", "b", "c", "ab", "bc", "abc"]
     assert lib.tokenize(v, "bcab") == [4, 3] and lib.tokenize(v, "abc") == [5]
@@ -237,8 +236,8 @@ def test_merges_vocab_restart_map_matches_the_sampler(lib):
 def test_decoded_fuzz_inputs_never_restart_order(lib):
     """The fuzz decoder's own cases (1-3-char breakers, any alphabet, long histories): check() gives the
     documented class exactly where the promised Step 1 changes the output, never restart-order."""
-    from dryz.decode import decode
-    from dryz.model import output_logits
+    from dryz.fuzz.decode import decode
+    from dryz.oracle.shipped import output_logits
     rng = np.random.default_rng(22)
     seen_multi = 0
     for _ in range(250):
@@ -263,7 +262,7 @@ def test_decoded_fuzz_inputs_never_restart_order(lib):
 def test_merges_vocab_differences_are_the_derived_pattern(lib):
     """On the merges vocabulary (multi-character heads, merged tails), every rep_limit difference up to 4 tokens
     is contained-restart, needs a breaker strictly inside another, and the prediction is exact."""
-    from dryz.restart import merges_promise_sweep
+    from dryz.enumerate.restarts import merges_promise_sweep
     strings = ["".join(p) for n in (1, 2, 3) for p in itertools.product("abc", repeat=n)]
     sets = [(s,) for s in strings] + list(itertools.combinations(strings, 2))
     rows = merges_promise_sweep(lib, sets, 4)

@@ -17,7 +17,7 @@ import atheris
 # disagreements raise anyway, the Case type, the corpus reader). Comparisons are not traced: their operands
 # are derived lengths, not input bytes libFuzzer could splice in. Each traced branch or comparison costs
 # ~3,000 instructions (atheris' pybind11 hooks; counted with bench/fuzz_instructions.py).
-INSTRUMENTED = ("dryz.model",)
+INSTRUMENTED = ("dryz.oracle.lengths", "dryz.oracle.shipped", "dryz.oracle.promised")
 
 
 def instrument(modules) -> None:
@@ -32,7 +32,7 @@ def instrument(modules) -> None:
 def main():
     if os.environ.get("DRYZ_INSTRUMENT", "1") != "0":  # 0: no Python coverage (for benchmarks)
         instrument([importlib.import_module(name) for name in INSTRUMENTED])
-    from dryz.fuzzing import load_subject, test_one_input
+    from dryz.fuzz.target import load_subject, test_one_input
     load_subject()  # libllama loaded before libFuzzer starts: its native counters are registered and reported
     atheris.Setup(sys.argv, test_one_input)
     atheris.Fuzz()

@@ -22,7 +22,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from ..vocab import cache_dir
+from .vocab import cache_dir
 from .libllama import BUILD_INFO, PINNED_VERSION
 
 RECIPE = 1  # bump when the flags below change (not the fingerprint: dryz-subject.json is rewritten)

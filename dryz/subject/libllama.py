@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..symbols import MAX_ALPHABET
-from ..vocab import sha256_file, symbol_vocab_path
+from .symbols import MAX_ALPHABET
+from .vocab import sha256_file, symbol_vocab_path
 from .binding import ArrayChanged, Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
 from .interface import Output, Subject
 
@@ -253,7 +253,7 @@ class LibLlama(Subject):
         """The richer vocabulary (vocab.merges_vocab_path: tokens a b c ab bc abc with real merges), loaded
         once, vocab_only, beside the symbol one. Returns its llama_vocab pointer."""
         if "_merges_vocab" not in self.__dict__:
-            from ..vocab import MERGES_TOKENS, merges_vocab_path
+            from .vocab import MERGES_TOKENS, merges_vocab_path
             path = merges_vocab_path()
             model, vocab = self.L.load_vocab(path)
             n = self.L.llama_vocab_n_tokens(vocab)

@@ -26,11 +26,11 @@ from math import perm
 
 import numpy as np
 
-from . import check as check_mod
-from .check import case_config, compare_lengths, invert_deltas
-from .subject import TOKEN_DATA, SubjectError
-from .subject.binding import ArrayChanged
-from .symbols import MAX_ALPHABET, SYMBOLS
+from .. import check as check_mod
+from ..check import case_config, compare_lengths, invert_deltas
+from ..subject import TOKEN_DATA, SubjectError
+from ..subject.binding import ArrayChanged
+from ..subject.symbols import MAX_ALPHABET, SYMBOLS
 
 MAX_UNBOUNDED_LENGTH = 15   # row indices are base-(N+1) integers in int64
 UNBOUNDED_BREAKER = MAX_ALPHABET - 1  # '#': the breaker token when the alphabet is unbounded
@@ -350,7 +350,7 @@ def run_canonical_slice(lib, alphabet, max_len, spec, prefix=(), top=None, prefi
     """One slice of a configuration's canonical space: the subtrees below the canonical `prefixes` (or one
     `prefix`), or (top=d) every canonical history of length 1..d. Tallies are weighted by multiplicity (the covered concrete
     cases) and also kept canonical."""
-    from .exhaustive import MAX_EXAMPLES, ConfigResult, HarnessError
+    from .run import MAX_EXAMPLES, ConfigResult, HarnessError
     space = space_for(spec, alphabet, max_len)
     res = ConfigResult(spec, mode="canonical")
     cfg = case_config(spec.case(alphabet or MAX_ALPHABET, ()))
@@ -359,7 +359,7 @@ def run_canonical_slice(lib, alphabet, max_len, spec, prefix=(), top=None, prefi
 
     def example(codes, H, cands):
         if len(res.examples) < MAX_EXAMPLES and codes.any():
-            from .case import Case
+            from ..case import Case
             for r in np.nonzero(codes.any(axis=1))[0][:MAX_EXAMPLES - len(res.examples)]:
                 kind = "oracle-disagreement" if (codes[r] == 2).any() else "mismatch"
                 k = alphabet if alphabet is not None else int(max(cands)) + 1
@@ -371,7 +371,7 @@ def run_canonical_slice(lib, alphabet, max_len, spec, prefix=(), top=None, prefi
     def exact_sink(n, m, rows, logits, cands):
         """Parameters other than (1, 2, 1): the library's logits against the output model, bit for bit
         (exhaustive.exact_batch); the fresh candidate must come back bit-identical +0.0."""
-        from .exhaustive import exact_batch, histogram_add
+        from .run import exact_batch, histogram_add
         H = decode(space, n, rows)
         pa, pb = check_mod.predict_both(H, cands, cfg)
         eb = exact_batch(cfg, logits, pa, pb)

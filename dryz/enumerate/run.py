@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import model
-from .case import Case, f32
-from .check import case_config, compare_lengths, invert_deltas, predict_both
-from .model import Prediction
-from .symbols import SYMBOLS
+from ..oracle import shipped as model
+from ..case import Case, f32
+from ..check import case_config, compare_lengths, invert_deltas, predict_both
+from ..oracle.shipped import Prediction
+from ..subject.symbols import SYMBOLS
 
 CONFIG_NAMES = ("base", "window4", "breaker")
 MAX_EXAMPLES = 5
@@ -197,7 +197,7 @@ class ConfigResult:
     examples: list = field(default_factory=list)  # first few disagreeing Cases
     seconds: float = 0.0
     L_histogram: dict = field(default_factory=dict)  # library L -> cases (a checksum of the whole output)
-    # Canonical mode (dryz.canonical): the counts above are covered concrete counts (multiplicity-weighted);
+    # Canonical mode (dryz.enumerate.canonical): the counts above are covered concrete counts (multiplicity-weighted);
     # these are the canonical ones actually run.
     mode: str = "plain"
     canonical_cases: int = 0
@@ -344,7 +344,7 @@ def slices(k: int, max_len: int, workers: int) -> list[dict]:
 
 
 def _run_task(args):
-    from .check import subject
+    from ..check import subject
     k, max_len, spec, sl, canonical = args
     if canonical:
         from .canonical import run_canonical_slice
@@ -376,7 +376,7 @@ def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, ca
                 tasks=None, scheduler=None, partial=None, on_done=None) -> list[ConfigResult]:
     """Every configuration's space, split into slices run by `workers` forked processes (1: in-process).
     Slices are merged in their fixed order, so results do not depend on the number of workers.
-    canonical: enumerate equality patterns (dryz.canonical); k None there means every alphabet size.
+    canonical: enumerate equality patterns (dryz.enumerate.canonical); k None there means every alphabet size.
     tasks: an explicit list of (config index, slice) to run (a shard, or what a resumed run has left); default
     every slice. partial: ConfigResults to merge into (a resumed run's). on_done(i): called with the position
     in `tasks` of each merged slice.

@@ -85,12 +85,12 @@ def require_subject(client, sha: str) -> None:
 
 
 def _subject_sha():
-    from .check import subject
+    from ..check import subject
     return subject().identity.get("libllama_sha256")
 
 
 def _run_task_serial(args):
-    from .exhaustive import _run_task
+    from .run import _run_task
     with _LOCK:
         return _run_task(args)
 

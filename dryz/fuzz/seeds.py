@@ -1,7 +1,7 @@
 """Seed entries for corpus/: llama.cpp's own DRY unit cases, the source's worked example, and structured
 histories that steer the fuzzer (periodic, breaker near the end, window just above allowed_length).
 
-`python -m dryz.seeds [DIR]` (re)writes them, each checked through the shipped library; every one must agree.
+`python -m dryz.fuzz.seeds [DIR]` (re)writes them, each checked through the shipped library; every one must agree.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .case import Case, f32
-from .model import _logf
-from .symbols import SYMBOLS, from_symbols
+from ..case import Case, f32
+from ..oracle.shipped import _logf
+from ..subject.symbols import SYMBOLS, from_symbols
 
 # vendor/llama.cpp/tests/test-sampling.cpp, test_dry: (probs, last_tokens, expected_probs, multiplier, base,
 # allowed_length, penalty_last_n, token breakers). The tester's logits are logf(p).
@@ -53,8 +53,8 @@ def structured_cases() -> list[Case]:
 
 
 def main(argv=None) -> int:
-    from .check import check, subject
-    from .corpus import DEFAULT_DIR, entry_json, write_entry
+    from ..check import check, subject
+    from ..corpus import DEFAULT_DIR, entry_json, write_entry
     args = sys.argv[1:] if argv is None else argv
     d = Path(args[0]) / "seeds" if args else DEFAULT_DIR / "seeds"
     ident = subject().identity

@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .check import (AGREE, HARNESS_ERROR, MISMATCH, ORACLE_DISAGREEMENT, PROMISE_CLASSES, compare_lengths,
-                    config_of, invert_deltas, predict_both, restart_promise_class)
-from .breakers import restart_sequences
-from .model import (promised_lengths, promised_rep_limits, rep_limits, restart_divergence,
-                    shipped_lengths)
-from .symbols import from_symbols, to_symbols
+from ..check import (AGREE, HARNESS_ERROR, MISMATCH, ORACLE_DISAGREEMENT, PROMISE_CLASSES, compare_lengths, config_of, invert_deltas, predict_both, restart_promise_class)
+from ..oracle.restarts import restart_sequences
+from ..oracle.promised import promised_lengths, promised_rep_limits, restart_divergence
+from ..oracle.shipped import rep_limits, shipped_lengths
+from ..subject.symbols import from_symbols, to_symbols
 
 # (name, breakers) over the symbols a b c; the comment says what the derivation predicts.
 CONFIGS = (
@@ -168,14 +167,14 @@ def sweep_config(lib, name: str, breakers, k: int = 3, max_len: int = 7, progres
 
 
 def sweep(lib=None, k: int = 3, max_len: int = 7, configs=CONFIGS, progress=None) -> list[SweepResult]:
-    from .check import subject
+    from ..check import subject
     lib = lib or subject()
     return [sweep_config(lib, name, b, k, max_len, progress) for name, b in configs]
 
 
 def case_of(history: str, breakers, k: int = 3, max_len: int = 7):
     """The Case check() judges for one swept history (to cross-check the batch classes)."""
-    from .case import Case
+    from ..case import Case
     return Case(history=tuple(from_symbols(history)), alphabet=k, penalty_last_n=max(64, max_len),
                 breakers=tuple(breakers))
 
@@ -209,7 +208,7 @@ def merges_compare(lib, breakers, max_len: int = 5, variants=None) -> MergesResu
     """Every history up to max_len over the merges vocabulary, every token a candidate, through the library with
     that vocabulary; the as-shipped model with the modelled map must match bit for bit. variants: extra
     name -> seqs maps (e.g. the map without one entry) whose disagreements with the library are counted."""
-    from .model import Config, output_logits
+    from ..oracle.shipped import Config, output_logits
     v = lib.merges_vocab()
     k = lib.L.llama_vocab_n_tokens(v)
     seqs = merges_restart_sequences(lib, breakers)

@@ -5,7 +5,7 @@ judge() reads only the results JSON, so a merged certificate is judged by exactl
 
 from __future__ import annotations
 
-from .symbols import SYMBOLS
+from ..subject.symbols import SYMBOLS
 
 
 class MergeError(ValueError):
@@ -13,7 +13,7 @@ class MergeError(ValueError):
 
 
 def space_json(alphabet, max_length, specs, canonical: bool) -> dict:
-    from .exhaustive import case_count
+    from .run import case_count
     d = {"alphabet": alphabet if alphabet is not None else "all",
          "symbols": SYMBOLS[:alphabet] if alphabet is not None else "every alphabet size (equality patterns)",
          "min_length": 1, "max_length": max_length,

@@ -12,8 +12,8 @@ import struct
 
 import numpy as np
 
-from .case import Case, CaseError, f32
-from .symbols import MAX_ALPHABET, SYMBOLS
+from ..case import Case, CaseError, f32
+from ..subject.symbols import MAX_ALPHABET, SYMBOLS
 
 MAX_FUZZ_HISTORY = 1024
 MAX_BREAKERS = 4

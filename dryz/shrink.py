@@ -16,7 +16,7 @@ from dataclasses import replace
 from minimize import ddmin, shrink_towards
 
 from .case import Case, CaseError
-from .symbols import SYMBOLS
+from .subject.symbols import SYMBOLS
 
 PROOF_BUDGET = 60_000   # histories the shortest-search may check
 PROOF_MAX_LENGTH = 64  # the budget is the real bound; this only keeps the count itself cheap

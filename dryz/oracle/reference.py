@@ -49,8 +49,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .case import Case, CaseError
-from .symbols import SYMBOLS
+from ..case import Case, CaseError
+from ..subject.symbols import SYMBOLS
 
 MATCH_CAP = 50  # `while match_length < 50` in DRYLogitsProcessor
 
@@ -351,7 +351,7 @@ def divergences(case: Case, verdict=None, observed=None) -> list[str]:
     differs from the reference design. [] when they agree."""
     if observed is None:
         if verdict is None:
-            from .check import subject
+            from ..check import subject
             observed = subject().run(case).logits
         else:
             observed = verdict.observed_logits
@@ -408,7 +408,7 @@ class _Pred:
 
     def _eval(self, case: Case) -> bool:
         if self.lib_check:
-            from .check import check
+            from ..check import check
             v = check(case)
             if v.klass != "agree":
                 return False
@@ -428,7 +428,7 @@ def minimize_divergence(case: Case, klass: str, *, sole: bool | None = None, lib
     then a brute-force search of every shorter history; returns (case, "proven" | "1-minimal", calls)."""
     from minimize import ddmin, shrink_towards
 
-    from .reduce import canonical_form, count_histories, rename, restricted_growth
+    from ..shrink import canonical_form, count_histories, rename, restricted_growth
     log = log or (lambda msg: None)
     if sole is None:
         sole = divergences(case) == [klass]
@@ -505,8 +505,8 @@ def minimize_divergence(case: Case, klass: str, *, sole: bool | None = None, lib
 def witness_entry(case: Case, klass: str, shortest: str, provenance: dict, note: str = "") -> dict:
     """A corpus entry (dryz.corpus/1) for a divergence witness: expect = its check() class (agree), plus
     reference_divergence, and the reference design's own output per candidate."""
-    from .check import check, subject
-    from .corpus import entry_json
+    from ..check import check, subject
+    from ..corpus import entry_json
     v = check(case)
     data = entry_json(case, v, expect=v.klass, shortest=shortest, provenance=provenance,
                       subject=subject().identity, note=note)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .check import AGREE, check
+from ..check import AGREE, check
 from .decode import decode
 
 
@@ -14,7 +14,7 @@ class Finding(Exception):
 
 def known_classes() -> frozenset[str]:
     """Classes documented by a corpus entry (expect != agree) are known findings, not new ones."""
-    from .corpus import DEFAULT_DIR, CorpusError, entries, load_entry
+    from ..corpus import DEFAULT_DIR, CorpusError, entries, load_entry
     d = os.environ.get("DRYZ_CORPUS", str(DEFAULT_DIR))
     out = set()
     try:
@@ -34,7 +34,7 @@ KNOWN = known_classes()
 
 
 def load_subject() -> None:
-    from .check import subject
+    from ..check import subject
     subject()
 
 

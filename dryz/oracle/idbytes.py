@@ -1,5 +1,5 @@
 """Token ids as bytes, and a cache for functions of restart sequences: representation helpers of the
-one-window model (dryz.model).
+one-window model (dryz.oracle).
 
 They live apart from the model because the fuzz harness instruments the model for coverage and these
 branches only tell the array's dtype, the same for every fuzz input (each traced branch costs ~3,000

@@ -78,7 +78,7 @@ class Campaign:
     def subject_env(self) -> dict:
         """The environment that selects the audited subject: DRYZ_LIB, resolved now (a relative path or a
         folder means the same file in every child), with the campaign's fault if any."""
-        from .subject import selected_library
+        from ..subject import selected_library
         env = dict(os.environ)
         for k in ("LD_PRELOAD", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT"):
             env.pop(k, None)
@@ -91,7 +91,7 @@ class Campaign:
         env = self.subject_env()
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
         if self.native:
-            from .fuzz.native import build_native
+            from .native import build_native
             nb = build_native(log=lambda m: self.log(f"native: {m}"))
             env.update(nb.env())
             env["DRYZ_LIB"] = str(nb.libllama)
@@ -105,7 +105,7 @@ class Campaign:
 
     def seed(self) -> Path:
         """Write every corpus entry's Case JSON as a seed input (the decoder reads '{...}' as that Case)."""
-        from .corpus import DEFAULT_DIR, CorpusError, entries, load_entry
+        from ..corpus import DEFAULT_DIR, CorpusError, entries, load_entry
         seeds = self.workdir / "seeds"
         seeds.mkdir(parents=True, exist_ok=True)
         n = 0

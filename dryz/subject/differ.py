@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .case import Case
+from ..case import Case
 
 CASE_TIMEOUT = 30.0  # seconds one evaluation may take before the subject counts as hung
 
@@ -131,7 +131,7 @@ def serve() -> None:
     forked worker that lives on from case to case; when a case kills the library, the worker's death is that
     case's answer (the signal and the library's last line) and a fresh worker is forked for the next one, so
     a crash costs a fork (milliseconds), not a new interpreter."""
-    from .subject import current
+    from . import current
     lib = current()
     lib.identity  # noqa: B018 (computed once, before forking)
     worker = None
@@ -223,8 +223,8 @@ class _Worker:
 def _worker_loop(lib, rfd: int, wfd: int) -> None:
     import numpy as np
 
-    from .case import CaseError
-    from .check import check
+    from ..case import CaseError
+    from ..check import check
     with os.fdopen(rfd, "r") as inbox, os.fdopen(wfd, "w") as out:
         for line in inbox:
             try:
@@ -259,7 +259,7 @@ def random_cases(n: int, seed: int = 0) -> list[Case]:
     """Cases the fuzz decoder makes from random bytes (long histories, random windows and parameters)."""
     import numpy as np
 
-    from .decode import decode
+    from ..fuzz.decode import decode
     rng = np.random.default_rng(seed)
     return [decode(rng.integers(0, 256, int(rng.integers(0, 3000))).astype(np.uint8).tobytes())
             for _ in range(n)]

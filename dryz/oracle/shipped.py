@@ -1,0 +1,241 @@
+"""The shipped model: llama_sampler_dry_apply's Steps 1-4 as the source writes them, on top of either match
+length (lengths.py): the window, the early exits, rep_limit from restart sequences (Step 1, the only copy),
+breaker candidates, and the float arithmetic of Step 4 (the only copy). Vectorised over batches of
+equal-length histories; check() runs it on a batch of one, the enumerator on whole levels of the tree.
+
+The ufunc rule of lengths.py holds here too (this module is instrumented by the fuzz harness).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ..case import f32
+from .idbytes import all_bytes, bytes_or_none, cached_when_hashable
+from .lengths import match_lengths_A
+
+# -- rep_limit (Step 1) and the configuration model -----------------------------------------
+
+
+def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
+    """Step 1 as shipped: scanning back from the end, the first head that completes a restart sequence
+    (the longest tail matching at that head) sets rep_limit = distance - tail length; none: the window length."""
+    N, w = W.shape
+    rep = np.full(N, w, dtype=np.int64)
+    if not seqs:
+        return rep
+    if N == 1:
+        one = _rep_limit_single(W[0], seqs)
+        if one is not None:
+            return np.array([one], dtype=np.int64)
+    done = np.zeros(N, dtype=bool)
+    for i in range(w):
+        longest = np.full(N, -1, dtype=np.int64)
+        for head, tail in seqs:
+            k = len(tail)
+            if k > i:
+                continue
+            hit = _completes(W, i, head, tail)
+            longest = np.where(hit & (k > longest), k, longest)
+        new = (longest >= 0) & ~done
+        rep[new] = i - longest[new]
+        done |= new
+        if done.all():
+            break
+    return rep
+
+
+def _completes(W: np.ndarray, i: int, head: int, tail: tuple) -> np.ndarray:
+    """Per window: the restart sequence (head, tail) has its head i tokens from the end and its tail after it."""
+    w = W.shape[1]
+    hit = W[:, w - 1 - i] == head
+    for off in range(len(tail)):
+        hit &= W[:, w - i + off] == tail[off]
+    return hit
+
+
+@cached_when_hashable
+def _sequence_bytes(seqs) -> tuple | None:
+    """Each restart sequence as bytes, head then tail; None when some id is outside 0..255."""
+    try:
+        return tuple(bytes((head, *tail)) for head, tail in seqs)
+    except ValueError:
+        return None
+
+
+# For one window, a complete occurrence of a restart sequence (its head at distance i from the end, its k tail
+# tokens after it, k <= i) is an occurrence of its bytes inside the window's bytes, starting at p = w - 1 - i;
+# the rightmost one of each sequence is bytes.rfind. None: ids outside 0..255 (the callers scan instead).
+
+def _rep_limit_single(window, seqs) -> int | None:
+    """rep_limits for one window: the head nearest the end that completes a sequence (the largest start of
+    any sequence), the longest sequence starting there; rep_limit = i0 - k0."""
+    text, seq_bytes = bytes_or_none(window), _sequence_bytes(seqs)
+    if text is None or seq_bytes is None:
+        return None
+    starts = list(map(text.rfind, seq_bytes))
+    p0 = max(starts, default=-1)
+    if p0 < 0:
+        return len(text)
+    k0 = max(len(b) for b, p in zip(seq_bytes, starts) if p == p0) - 1
+    return (len(text) - 1 - p0) - k0
+
+
+@dataclass(frozen=True)
+class Config:
+    """The sampler's parameters, as llama_sampler_init_dry receives them (float32 values)."""
+    multiplier: float
+    base: float
+    allowed_length: int
+    penalty_last_n: int
+    seqs: tuple  # restart sequences, (head, tail) pairs
+
+    def __post_init__(self):
+        # Derived once per Config (one is made per checked case; cached_property locks on Python 3.11).
+        # llama_sampler_init_dry: penalty_last_n = max(penalty_last_n, 0); disabled -> an empty sampler.
+        enabled = self.multiplier != 0.0 and self.base >= 1.0 and max(self.penalty_last_n, 0) != 0
+        heads, multi = _sequence_facts(self.seqs)
+        object.__setattr__(self, "enabled", enabled)
+        object.__setattr__(self, "window_cap", max(self.penalty_last_n, 0) if enabled else 0)
+        object.__setattr__(self, "single_token_heads", heads)  # sorted ids of the single-token sequences
+        object.__setattr__(self, "multi_token", multi)          # some restart sequence has a tail
+
+    def window_length(self, n: int) -> int:
+        return min(n, self.window_cap)  # the last penalty_last_n tokens; none when disabled
+
+    def single_token_breakers(self) -> set[int]:
+        return set(self.single_token_heads)
+
+
+@cached_when_hashable
+def _sequence_facts(seqs) -> tuple[tuple[int, ...], bool]:
+    return tuple(sorted({h for h, t in seqs if not t})), any(tail for _, tail in seqs)
+
+
+@dataclass
+class Prediction:
+    """What the shipped sampler should do to a batch: per history and candidate."""
+    L: np.ndarray          # (N, C) the audited length (0 where no penalty applies)
+    penalized: np.ndarray  # (N, C) bool: a penalty is subtracted
+    ran: np.ndarray        # (N,) bool: apply reached Step 4 (and so clears the sorted flag)
+    rep: np.ndarray | None = None  # (N,) rep_limit from Step 1; None when apply exits before Step 1
+
+
+def shipped_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_lengths_A, rep_fn=None):
+    """Apply the shipped configuration model to the histories H (N, n) using one oracle for M: a Prediction."""
+    return shipped_lengths_each(H, cands, cfg, (oracle,), rep_fn)[0]
+
+
+def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles, rep_fn=None) -> list:
+    """shipped_lengths for several oracles at once: the configuration part (window, rep_limit, presence,
+    breaker candidates) is computed once and each oracle's M is clamped by it. [Prediction, ...]"""
+    N, n = H.shape
+    C = len(cands)
+    w = cfg.window_length(n)
+    W = H[:, n - w:]
+    if not cfg.enabled or w <= cfg.allowed_length:
+        return [Prediction(np.zeros((N, C), dtype=np.int64), np.zeros((N, C), dtype=bool), np.zeros(N, dtype=bool))
+                for _ in oracles]
+    rep = (rep_fn or rep_limits)(W, cfg.seqs)  # rep_fn: promised_rep_limits for the promise check
+    if N == 1:
+        return _shipped_lengths_single(W, cands, cfg, oracles, rep)
+    ran = rep >= cfg.allowed_length
+    # Step 3 only looks at tokens that follow some position, i.e. W[1:], and keeps lengths >= allowed.
+    present = (W[:, 1:, None] == cands[None, None, :]).any(axis=1)
+    heads = cfg.single_token_breakers()
+    breaker = np.array([c in heads for c in cands.tolist()], dtype=bool)
+    eligible = ran[:, None] & present & ~breaker[None, :]
+    out = []
+    for oracle in oracles:
+        L = np.minimum(oracle(W, cands), rep[:, None])
+        penalized = eligible & (L >= cfg.allowed_length)
+        out.append(Prediction(np.where(penalized, L, 0), penalized, ran, rep))
+    return out
+
+
+def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracles, rep: np.ndarray) -> list:
+    """shipped_lengths_each's clamping for one window (the same rules in fewer array calls: the oracles'
+    lengths are clamped together). The oracles run only when some candidate is eligible: otherwise no M can
+    reach the output."""
+    limit, allowed = int(rep[0]), cfg.allowed_length
+    ran = np.array([limit >= allowed])
+    c = np.asarray(cands)
+    eligible = None
+    if ran[0] and len(c) and W.shape[1] > 1:
+        eligible = _eligible(W[0], c, cfg.single_token_heads)
+    if eligible is None or not np.count_nonzero(eligible):
+        return [Prediction(np.zeros((1, len(c)), dtype=np.int64), np.zeros((1, len(c)), dtype=bool), ran, rep)
+                for _ in oracles]
+    L = np.minimum(np.concatenate([oracle(W, cands) for oracle in oracles]), limit)  # (oracles, C)
+    penalized = eligible & np.greater_equal(L, allowed)
+    L = np.where(penalized, L, 0)
+    return [Prediction(L[i:i + 1], penalized[i:i + 1], ran, rep) for i in range(len(oracles))]
+
+
+def _eligible(window: np.ndarray, c: np.ndarray, breaker_heads: tuple) -> np.ndarray:
+    """Per candidate: it follows some position (Step 3 reads window[1:]) and is not a single-token breaker."""
+    if not (all_bytes(c) and all_bytes(window)):
+        if np.count_nonzero(np.less(c, 0)) or np.count_nonzero(np.less(window, 0)):
+            raise ValueError("token ids must be non-negative")
+        top = max(int(window.max()), int(c.max()), 255) + 1  # ids past a byte: a table that holds them
+    else:
+        top = 256
+    if breaker_heads and breaker_heads[-1] >= top:  # sorted ids
+        top = breaker_heads[-1] + 1
+    follows = np.zeros(top, dtype=bool)
+    follows[window[1:]] = True
+    follows[list(breaker_heads)] = False
+    return follows[c]
+
+
+# -- Step 4 arithmetic, as the C++ computes it -------------------------------------------------------
+
+_libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+_logf = _libm.logf
+_logf.argtypes, _logf.restype = [ctypes.c_float], ctypes.c_float
+_pow = _libm.pow
+_pow.argtypes, _pow.restype = [ctypes.c_double, ctypes.c_double], ctypes.c_double
+
+FLOAT_MAX_LOG = np.float32(88.7228391)
+_BASE_MIN = float(np.float32(1.000001))  # the source's 1.000001f, exactly
+
+
+@lru_cache(maxsize=4096)
+def max_exponent(base: float) -> int:
+    """int max_exponent = FLOAT_MAX_LOG / std::log(base) (float / float, truncated), when base > 1.000001f."""
+    b = np.float32(base)
+    if float(b) > _BASE_MIN:
+        q = FLOAT_MAX_LOG / np.float32(_logf(b))
+        return int(q)  # C float->int conversion truncates toward zero
+    return 0
+
+
+def penalties(L: np.ndarray, cfg: Config) -> np.ndarray:
+    """float penalty = multiplier * std::pow(base, repeat_exp): pow(double, double), double product,
+    rounded to float. repeat_exp = L - allowed_length, clamped to max_exponent when that is positive."""
+    exp = L.astype(np.int64) - cfg.allowed_length
+    mx = max_exponent(cfg.base)
+    if mx > 0:
+        exp = np.minimum(exp, mx)
+    flat = exp.ravel().tolist()
+    # A Python float product is the C double product; f32 rounds to float as the C conversion does (inf
+    # past the float range, as the C++ gets).
+    table = {e: f32(cfg.multiplier * _pow(cfg.base, float(e))) for e in set(flat)}
+    return np.array([table[e] for e in flat], dtype=np.float32).reshape(exp.shape)
+
+
+def output_logits(initial: np.ndarray, pred: Prediction, cfg: Config) -> np.ndarray:
+    """The logits the shipped sampler leaves: logit -= penalty (float32) where penalized, untouched elsewhere."""
+    if pred.L.shape[0] == 1:
+        out = np.array(initial, dtype=np.float32).reshape(1, -1)
+    else:
+        out = np.array(np.broadcast_to(initial, pred.L.shape), dtype=np.float32)
+    if np.count_nonzero(pred.penalized):
+        pen = penalties(pred.L[pred.penalized], cfg)
+        out[pred.penalized] = out[pred.penalized] - pen
+    return out
