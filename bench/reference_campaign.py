@@ -1,4 +1,4 @@
-"""Run the shipped library against the reference design (dryz.reference) over small exhaustive spaces and
+"""Run the shipped library against the reference design (dryz.oracle.reference) over small exhaustive spaces and
 random cases (long repeats included); count cases per divergence class and keep the first case of each.
 
     /work/venv/bin/python bench/reference_campaign.py [--random N] [--seed S] [--out FILE]

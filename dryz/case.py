@@ -12,7 +12,6 @@ import struct
 from dataclasses import InitVar, dataclass, field, replace
 from typing import Any
 
-import numpy as np
 
 from .subject.symbols import MAX_ALPHABET, SYMBOLS, from_symbols, to_symbols
 

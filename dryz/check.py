@@ -1,6 +1,6 @@
-"""The one verdict: check(case) runs the library and both oracles and compares them.
-
-The comparison itself (compare_lengths, invert_deltas) is shared with the enumerator's batch path.
+"""The one verdict: check_batch judges what the library left for a batch of histories against both oracles,
+the shipped model (bit for bit), the source's promises and the off-by-one control; check(case) is its batch of
+one. Every mode (exhaustive, canonical, restart sweep, fuzz, minimize, replay, matrix) judges through it.
 """
 
 from __future__ import annotations
@@ -8,17 +8,21 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 import numpy as np
 
 from .case import Case
-from .oracle.restarts import restart_sequences, restart_sequences_one, tokens_by_char
-from .subject.symbols import MAX_ALPHABET, symbol_texts
-from .oracle.shipped import Config, Prediction, output_logits, shipped_lengths_each
 from .oracle.lengths import match_lengths_A, match_lengths_B
 from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_limits, restart_divergence
-from .oracle.shipped import rep_limits
+from .oracle.shipped import (Config, Prediction, output_logits, output_logits_zero, rep_limits,
+                             shipped_lengths_each)
+from .config import case_config
+from .subject.symbols import MAX_ALPHABET
+
+class HarnessError(RuntimeError):
+    """The harness itself is in doubt (exit 2), never the library's doing."""
+
 
 AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"
 # A broken promise's class is "promise-" + its name, except the limitation the source documents itself.
@@ -48,53 +52,6 @@ def subject():
     return current()
 
 
-def symbol_tokenize(text: str) -> list[int]:
-    # In the symbol vocabulary no merge applies, so a string tokenizes to one token per character.
-    from .subject.symbols import from_symbols
-    return from_symbols(text)
-
-
-@lru_cache(maxsize=4096)
-def restart_sequences_of(breakers: tuple) -> tuple:
-    return tuple(restart_sequences(breakers, symbol_texts(), symbol_tokenize, _restart_sequences_one))
-
-
-@lru_cache(maxsize=4096)
-def _restart_sequences_one(s: str) -> list:
-    return restart_sequences_one(s, _SYMBOL_TEXTS, symbol_tokenize, _SYMBOLS_BY_CHAR)
-
-
-_SYMBOL_TEXTS = symbol_texts()
-_SYMBOLS_BY_CHAR = tokens_by_char(_SYMBOL_TEXTS)
-
-
-def config_of(multiplier, base, allowed_length, penalty_last_n, breakers) -> Config:
-    return _config(multiplier, base, allowed_length, penalty_last_n, tuple(breakers))
-
-
-@lru_cache(maxsize=4096)  # a fuzz campaign's mutations keep ~3 in 4 configurations (measured); Config is frozen
-def _config(multiplier, base, allowed_length, penalty_last_n, breakers: tuple) -> Config:
-    return Config(multiplier, base, allowed_length, penalty_last_n, restart_sequences_of(breakers))
-
-
-def effective_last_n(penalty_last_n: int, n_ctx_train: int, abi: int = 7) -> int:
-    """The window cap the shipped model sees. The 7-argument init_dry (llama.cpp since PR #26524) clamps a
-    negative penalty_last_n to 0 (DRY off). The 8-argument one reads -1 as n_ctx_train and caps every window
-    at n_ctx_train (apply: min(history, last_n, total_context_size)); a cap <= 0 is DRY off. Where that
-    release instead enables DRY with a ring buffer of capacity <= 0 (penalty_last_n < -1, or -1 with
-    n_ctx_train <= 0) it throws on the first accept and the process dies: the model says DRY off, and the
-    verdict reports the crash."""
-    if abi == 8:
-        eff = n_ctx_train if penalty_last_n == -1 else max(penalty_last_n, 0)
-        return min(eff, n_ctx_train)
-    return penalty_last_n
-
-
-def case_config(case: Case, abi: int = 7) -> Config:
-    return config_of(case.multiplier, case.base, case.allowed_length,
-                     effective_last_n(case.penalty_last_n, case.n_ctx_train, abi), case.breakers)
-
-
 if MAX_ALPHABET > 256:
     raise ImportError("case_arrays holds token ids in uint8: the alphabet must fit a byte")
 
@@ -106,33 +63,246 @@ def case_arrays(case: Case) -> tuple[np.ndarray, np.ndarray]:
             np.frombuffer(bytes(case.history), dtype=np.uint8).reshape(1, -1))
 
 
-# -- shared comparison ------------------------------------------------------------------------------
+# -- the one comparison: a batch of histories x candidates -----------------------------------------------
 
 
 def invert_deltas(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """L from a penalty 1 * 2^(L-1) by exact float equality: 0 -> 0, 2^(k-1) -> k.
 
-    Returns (L, bad) where bad marks deltas that are neither 0 nor an exact power of two (harness errors).
+    Returns (L, bad) where bad marks deltas that are neither 0 nor an exact power of two.
     """
     mant, expo = np.frexp(delta.astype(np.float64))
-    # ufuncs, not operators: this runs per fuzz input (see the note in model.py)
+    # ufuncs, not operators: this runs per fuzz input (see the note in oracle/lengths.py)
     power = np.greater(delta, 0) & np.equal(mant, 0.5) & np.greater_equal(expo, 1)
     L = np.where(power, expo, 0).astype(np.int64)
     bad = ~(power | np.equal(delta, 0))
     return L, bad
 
 
-def compare_lengths(lib_L: np.ndarray, a_L: np.ndarray, b_L: np.ndarray) -> np.ndarray:
-    """Per case: 0 agree, 1 mismatch (A == B != library), 2 oracle self-disagreement (A != B)."""
-    return np.where(a_L != b_L, 2, np.where(lib_L != a_L, 1, 0)).astype(np.int8)
-
-
 def predict_both(H: np.ndarray, cands: np.ndarray, cfg: Config) -> tuple[Prediction, Prediction]:
+    """The shipped model on oracle A and on oracle B, with DRYZ_FAULT's planted reference error if set."""
     pa, pb = shipped_lengths_each(H, cands, cfg, (match_lengths_A, match_lengths_B))
+    planted = fault()
+    if planted == "off-by-one":
+        pa, pb = _inject(pa), _inject(pb)
+    elif planted == "abort" and np.greater_equal(pa.L, 3).any():
+        os.abort()
     return pa, pb
 
 
-# -- the verdict -------------------------------------------------------------------------------------
+def _bits(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.float32).view(np.uint32)
+
+
+class Batch:
+    """check_batch's verdict on N histories (equal length) x C candidates: what the library left against
+    both oracles and the shipped model's output, bit for bit, plus the source's promises and the off-by-one
+    control. Every mode judges through this: check() is a batch of one; the enumerator, the restart sweep,
+    the reference and the matrix tally whole batches (weighted where one case stands for many).
+
+    codes (N, C) int8: 0 agree, 1 mismatch (A == B, the library's bits differ from the model's), 2 oracle
+    self-disagreement (A != B: the library is not judged). L: the library's L, inverted from its delta where
+    the configuration inverts (initial logits 0, multiplier 1, base 2, allowed_length 1; -1 where the delta
+    is neither 0 nor 2^(L-1)), else the model's L where the bits agree and -1 where they differ."""
+
+    def __init__(self, cfg: Config, H: np.ndarray, cands: np.ndarray, observed: np.ndarray,
+                 initial: np.ndarray | None = None, sorted_in: bool = False, observed_sorted=None):
+        self.cfg, self.H, self.cands = cfg, H, cands
+        self.observed = observed  # (N, C) float32
+        self.initial = initial    # (C,) float32, None: every logit 0
+        self.sorted_in, self.observed_sorted = sorted_in, observed_sorted  # (N,) bool or None: not judged
+        self.pa, self.pb = predict_both(H, cands, cfg)
+
+    @cached_property
+    def invertible(self) -> bool:
+        c = self.cfg
+        return self.initial is None and c.multiplier == 1.0 and c.base == 2.0 and c.allowed_length == 1
+
+    @cached_property
+    def expected(self) -> np.ndarray:
+        if np.count_nonzero(np.less(self.pa.L, 0)):
+            raise HarnessError("the model predicted a negative L")
+        if self.initial is None:
+            return output_logits_zero(self.pa, self.cfg)
+        return output_logits(self.initial, self.pa, self.cfg)
+
+    @cached_property
+    def expected_sorted(self) -> np.ndarray:
+        return np.where(self.pa.ran, False, self.sorted_in)
+
+    @cached_property
+    def bits(self) -> np.ndarray:
+        return _bits(np.ascontiguousarray(self.observed))
+
+    @cached_property
+    def oracles_differ(self) -> np.ndarray:
+        return np.not_equal(self.pa.L, self.pb.L) | np.not_equal(self.pa.penalized, self.pb.penalized)
+
+    @cached_property
+    def library_L(self) -> np.ndarray | None:
+        """The library's L per case where the configuration inverts (-1: neither 0 nor 2^(L-1)), else None."""
+        if not self.invertible:
+            return None
+        L, bad = invert_deltas(-self.observed)
+        L[bad] = -1
+        return L
+
+    @cached_property
+    def codes(self) -> np.ndarray:
+        differ = np.not_equal(self.bits, _bits(self.expected))
+        return np.where(self.oracles_differ, 2, np.where(differ, 1, 0)).astype(np.int8)
+
+    @cached_property
+    def L(self) -> np.ndarray:
+        if self.library_L is not None:
+            return self.library_L
+        return np.where(np.equal(self.codes, 0), self.pa.L, -1)
+
+    @cached_property
+    def penalized(self) -> np.ndarray:
+        """The library changed the logit."""
+        if self.library_L is not None:
+            return np.greater(self.library_L, 0)
+        return np.not_equal(self.bits, _bits(self.initial if self.initial is not None else 0.0))
+
+    @cached_property
+    def flagged(self) -> np.ndarray:
+        """The off-by-one reference (L + 1 wherever the model penalizes) differs from the library: the
+        non-vacuity control every mode carries."""
+        pa = self.pa
+        if self.library_L is not None:
+            return np.not_equal(self.library_L, pa.L + np.greater(pa.L, 0))
+        off = Prediction(pa.L + pa.penalized, pa.penalized, pa.ran)
+        exp = output_logits_zero(off, self.cfg) if self.initial is None else output_logits(self.initial, off,
+                                                                                           self.cfg)
+        return np.not_equal(self.bits, _bits(exp))
+
+    # -- per history ------------------------------------------------------------------------------------
+    def row_status(self, r: int) -> str:
+        """AGREE, MISMATCH or ORACLE_DISAGREEMENT for history r (before promises), bytes-compared: the fast
+        path of a batch of one."""
+        pa, pb = self.pa, self.pb
+        if pa.L[r].tobytes() != pb.L[r].tobytes() or pa.penalized[r].tobytes() != pb.penalized[r].tobytes():
+            return ORACLE_DISAGREEMENT
+        if self.bits[r].tobytes() != _bits(self.expected[r]).tobytes():
+            return MISMATCH
+        if self.observed_sorted is not None and bool(self.observed_sorted[r]) != bool(self.expected_sorted[r]):
+            return MISMATCH
+        return AGREE
+
+    def promises(self, r: int) -> list[str]:
+        """The promises history r breaks (judged only where it agrees with the shipped model)."""
+        out = _finite_penalty(self._initial_row(), self.observed[r], self.pa.penalized[r])
+        if self.cfg.multi_token:
+            out += self._restart_promise(r)
+        return out
+
+    def row_class(self, r: int) -> str:
+        """The class check() gives history r: mismatch(-multi-token), oracle-disagreement, a promise's class,
+        or agree."""
+        s = self.row_status(r)
+        if s == MISMATCH:
+            return "mismatch-multi-token" if self.cfg.multi_token else MISMATCH
+        if s != AGREE:
+            return s
+        broken = self.promises(r)
+        return promise_class(broken[0]) if broken else AGREE
+
+    def row_classes(self) -> np.ndarray:
+        """row_class for every history, vectorised where rows agree and break no promise."""
+        N = self.H.shape[0]
+        out = np.full(N, AGREE, dtype=object)
+        dis = np.equal(self.codes, 2).any(axis=1)
+        mis = np.equal(self.codes, 1).any(axis=1) & ~dis
+        if self.observed_sorted is not None:
+            mis |= ~dis & np.not_equal(np.asarray(self.observed_sorted), self.expected_sorted)
+        out[dis] = ORACLE_DISAGREEMENT
+        out[mis] = "mismatch-multi-token" if self.cfg.multi_token else MISMATCH
+        ok = ~(dis | mis)
+        suspect = ok & self._finite_suspects()
+        if self.cfg.multi_token:
+            suspect |= ok & self._restart_suspects()
+        for r in np.nonzero(suspect)[0]:
+            broken = self.promises(int(r))
+            if broken:
+                out[r] = promise_class(broken[0])
+        return out
+
+    def _initial_row(self) -> np.ndarray:
+        return self.initial if self.initial is not None else np.zeros(len(self.cands), dtype=np.float32)
+
+    def _finite_suspects(self) -> np.ndarray:
+        init = np.isfinite(self._initial_row())[None, :]
+        return (self.pa.penalized & init & ~np.isfinite(self.observed)).any(axis=1)
+
+    def _restart_rows(self):
+        cfg = self.cfg
+        n = self.H.shape[1]
+        w = cfg.window_length(n)
+        if not cfg.enabled or w <= cfg.allowed_length:
+            return None  # apply exits before Step 1 in both models
+        return self.H[:, n - w:]
+
+    @cached_property
+    def _promised(self):
+        W = self._restart_rows()
+        if W is None:
+            return None
+        rep = self.pa.rep if self.pa.rep is not None else rep_limits(W, self.cfg.seqs)
+        prom = promised_rep_limits(W, self.cfg.seqs)
+        return W, np.not_equal(rep, prom)
+
+    def _restart_suspects(self) -> np.ndarray:
+        p = self._promised
+        return np.zeros(self.H.shape[0], dtype=bool) if p is None else p[1]
+
+    def _restart_promise(self, r: int) -> list[str]:
+        """Step 1's promise: "the most recently completed restart sequence limits the repetition". Where the
+        output (which agreed with the as-shipped model) differs from the promised model's, the window shows
+        contained-restart (the documented limitation: the sequence the shipped scan stops at lies strictly
+        inside the one completed closer to the end, 'ni' in 'amniotic') or restart-order (anything else)."""
+        p = self._promised
+        if p is None or not p[1][r]:
+            return []  # the two models differ only through rep_limit: nothing to compare
+        H = self.H[r:r + 1]
+        pp = promised_lengths(H, self.cands, self.cfg, match_lengths_A)
+        promised = output_logits(self._initial_row(), pp, self.cfg)[0]
+        promised_sorted = False if pp.ran[0] else self.sorted_in
+        same_sorted = self.observed_sorted is None or bool(self.observed_sorted[r]) == promised_sorted
+        if _bits(self.observed[r]).tobytes() == _bits(promised).tobytes() and same_sorted:
+            return []
+        return [restart_promise_class(p[0][r], self.cfg.seqs)]
+
+
+def check_batch(cfg: Config, H: np.ndarray, cands: np.ndarray, observed: np.ndarray, initial=None,
+                sorted_in: bool = False, observed_sorted=None) -> Batch:
+    """The one verdict: what the library left for the histories H (N, n) and candidates cands (C,), judged
+    against both oracles, the shipped model bit for bit, the promises and the controls."""
+    return Batch(cfg, H, cands, observed, initial, sorted_in, observed_sorted)
+
+
+def promise_class(name: str) -> str:
+    """A broken promise's class: "promise-" + its name, except the limitation the source documents itself."""
+    return PROMISE_CLASSES.get(name, "promise-" + name)
+
+
+def _finite_penalty(initial: np.ndarray, observed: np.ndarray, penalized: np.ndarray) -> list[str]:
+    """finite-penalty: Step 4 clamps the exponent "to prevent floating point overflow in pow(penalty_base,
+    exponent)"; a penalized candidate with a finite logit must keep a finite logit."""
+    if np.count_nonzero(penalized) and np.count_nonzero(penalized & np.isfinite(initial) & ~np.isfinite(observed)):
+        return ["finite-penalty"]
+    return []
+
+
+def restart_promise_class(window, seqs) -> str:
+    """contained-restart or restart-order for a window whose shipped and promised rep_limit differ."""
+    d = restart_divergence(window, seqs)
+    if d is not None and is_interior_factor(d[0][2], d[1][2]):
+        return "contained-restart"
+    return "restart-order"
+
+
+# -- a single case: a batch of one -------------------------------------------------------------------
 
 
 def _list_of(array_field: str) -> cached_property:
@@ -175,7 +345,7 @@ class Verdict:
         if self.status != AGREE:
             return self.status
         if self.broken_promises:
-            return PROMISE_CLASSES.get(self.broken_promises[0], "promise-" + self.broken_promises[0])
+            return promise_class(self.broken_promises[0])
         return AGREE
 
     @property
@@ -212,106 +382,56 @@ def _f(x: float):
     return x if math.isfinite(x) else ("-inf" if x < 0 else ("inf" if x > 0 else "nan"))
 
 
-def _bits(a) -> np.ndarray:
-    return np.asarray(a, dtype=np.float32).view(np.uint32)
-
-
 def check(case: Case, lib=None) -> Verdict:
-    """Run the case through the shipped library and both oracles; the one verdict everything uses."""
+    """Run the case through the selected library and judge it: check_batch on a batch of one."""
     lib = lib or subject()
     cfg = case_config(case, lib.abi)
     cands, H = case_arrays(case)
-    pa, pb = predict_both(H, cands, cfg)
-    planted = fault()
-    if planted == "off-by-one":
-        pa, pb = _inject(pa), _inject(pb)
-    elif planted == "abort" and np.greater_equal(pa.L, 3).any():
-        os.abort()
     initial = np.array(case.logits, dtype=np.float32)
-    expected = output_logits(initial, pa, cfg)[0]
-    expected_sorted = False if pa.ran[0] else case.sorted
     out = lib.run(case)
-
-    v = Verdict(case=case, status=AGREE, oracle_L_array=pa.L[0], oracle_B_L_array=pb.L[0],
-                expected_array=expected, observed_array=out.logits,
-                expected_sorted=expected_sorted, observed_sorted=out.sorted, multi_token=cfg.multi_token)
-
     if out.size != len(cands) or out.ids != case.ids:
+        b = Batch(cfg, H, cands, np.zeros((1, len(cands)), dtype=np.float32), initial, case.sorted)
+        v = _verdict(case, b, out.logits, out.sorted)
         # DRY only changes logits: a changed array is the library's doing (reading it is checked at load).
         v.status, v.detail = MISMATCH, "the sampler changed the candidate array's size or ids"
         v.differing.append({"id": -1, "expected": "unchanged ids and size", "observed": "changed",
                             "direction": "array"})
         return v
+    b = check_batch(cfg, H, cands, out.logits.reshape(1, -1), initial, case.sorted, (out.sorted,))
+    v = _verdict(case, b, out.logits, out.sorted)
     if case.invertible():
-        delta = -out.logits
-        L, bad = invert_deltas(delta)
+        L, bad = invert_deltas(-out.logits)
         # None: not 0 nor 2^(L-1) (past the float range, or not a power of two at all); the bit-exact
-        # comparison below judges it.
-        v.library_L = [None if b else int(x) for x, b in zip(L, bad)]
-    if pa.L.tobytes() != pb.L.tobytes() or pa.penalized.tobytes() != pb.penalized.tobytes():
-        v.status, v.detail = ORACLE_DISAGREEMENT, "oracles A and B disagree; the library is not judged"
-        return v
-    if out.logits.tobytes() != expected.tobytes():  # bit-exact (both float32)
-        diff = np.not_equal(_bits(out.logits), _bits(expected))  # a ufunc: see the note in model.py
+        # comparison judges it.
+        v.library_L = [None if x else int(y) for y, x in zip(L, bad)]
+    status = b.row_status(0)
+    if status == ORACLE_DISAGREEMENT:
+        v.status, v.detail = status, "oracles A and B disagree; the library is not judged"
+    elif status == MISMATCH:
+        v.status = MISMATCH
+        expected = v.expected_array
+        diff = np.not_equal(_bits(out.logits), _bits(expected))  # a ufunc: see the note in oracle/lengths.py
         for i in np.nonzero(diff)[0]:
             obs, exp = float(out.logits[i]), float(expected[i])
             # Lower logit than expected = the library penalized more.
             direction = "more" if obs < exp or (math.isnan(exp) and not math.isnan(obs)) else "less"
             v.differing.append({"id": int(cands[i]), "expected": _f(exp), "observed": _f(obs),
                                 "direction": direction})
-        v.status = MISMATCH
-        v.detail = f"{int(diff.sum())} candidate logit(s) differ from the exact model"
-    elif out.sorted != expected_sorted:
-        v.status, v.detail = MISMATCH, f"sorted flag {out.sorted}, expected {expected_sorted}"
-        v.differing.append({"id": -1, "expected": expected_sorted, "observed": out.sorted,
-                            "direction": "sorted"})
+        if v.differing:
+            v.detail = f"{int(diff.sum())} candidate logit(s) differ from the exact model"
+        else:
+            v.detail = f"sorted flag {out.sorted}, expected {v.expected_sorted}"
+            v.differing.append({"id": -1, "expected": v.expected_sorted, "observed": out.sorted,
+                                "direction": "sorted"})
     else:
-        v.broken_promises = broken_promises(initial, out.logits, pa)
-        v.broken_promises += restart_promise(case, cfg, H, cands, initial, out, pa.rep)
+        v.broken_promises = b.promises(0)
         if v.broken_promises:
             v.detail = "the shipped output agrees with the model but breaks: " + ", ".join(v.broken_promises)
     return v
 
 
-def broken_promises(initial: np.ndarray, observed: np.ndarray, pred: Prediction) -> list[str]:
-    """Promises the source makes that the shipped output breaks (the as-shipped model agreed).
-
-    finite-penalty: Step 4 clamps the exponent "to prevent floating point overflow in pow(penalty_base,
-    exponent)"; a penalized candidate with a finite logit must keep a finite logit.
-    """
-    pen = pred.penalized[0]
-    if np.count_nonzero(pen) and np.count_nonzero(pen & np.isfinite(initial) & ~np.isfinite(observed)):
-        return ["finite-penalty"]
-    return []
-
-
-def restart_promise(case: Case, cfg: Config, H: np.ndarray, cands: np.ndarray, initial: np.ndarray, out,
-                    shipped_rep=None) -> list[str]:
-    """Step 1's promise: "the most recently completed restart sequence limits the repetition". When the
-    output (which agreed with the as-shipped model) differs from the promised model's, the window shows
-    contained-restart (the documented limitation: the sequence the shipped scan stops at lies strictly inside
-    the one completed closer to the end, 'ni' in 'amniotic') or restart-order (anything else: new)."""
-    if not cfg.multi_token:
-        return []  # single-token sequences only: the shipped and promised scans pick the same head (PREREG.md)
-    n = H.shape[1]
-    w = cfg.window_length(n)
-    if not cfg.enabled or w <= cfg.allowed_length:
-        return []  # apply exits before Step 1 in both models
-    W = H[:, n - w:]
-    rep = rep_limits(W, cfg.seqs) if shipped_rep is None else shipped_rep
-    if rep.tobytes() == promised_rep_limits(W, cfg.seqs).tobytes():  # both int64 (N,)
-        return []  # the two models differ only through rep_limit: nothing to compare
-    pp = promised_lengths(H, cands, cfg, match_lengths_A)
-    promised = output_logits(initial, pp, cfg)[0]
-    promised_sorted = False if pp.ran[0] else case.sorted
-    if _bits(out.logits).tobytes() == _bits(promised).tobytes() and out.sorted == promised_sorted:
-        return []
-    return [restart_promise_class(H[0, H.shape[1] - cfg.window_length(H.shape[1]):], cfg.seqs)]
-
-
-def restart_promise_class(window, seqs) -> str:
-    """contained-restart or restart-order for a window whose shipped and promised rep_limit differ."""
-    d = restart_divergence(window, seqs)
-    if d is not None and is_interior_factor(d[0][2], d[1][2]):
-        return "contained-restart"
-    return "restart-order"
+def _verdict(case: Case, b: Batch, observed: np.ndarray, observed_sorted: bool) -> Verdict:
+    return Verdict(case=case, status=AGREE, oracle_L_array=b.pa.L[0], oracle_B_L_array=b.pb.L[0],
+                   expected_array=b.expected[0], observed_array=observed,
+                   expected_sorted=bool(b.expected_sorted[0]), observed_sorted=observed_sorted,
+                   multi_token=b.cfg.multi_token)

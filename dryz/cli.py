@@ -141,7 +141,9 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
                json_path, workers, progress, resume_path):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
     _writable(json_path)
-    from .enumerate.run import (CONFIG_NAMES, HarnessError, case_count, parameter_names, space_config, window_cap_names)
+    from .check import HarnessError
+    from .config import CONFIG_NAMES, parameter_names, space_config, window_cap_names
+    from .space import case_count
     from .subject.symbols import MAX_ALPHABET
 
     if all_alphabets:
@@ -179,7 +181,7 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
             _fail(f"--shard I/N needs 1 <= I <= N, got {shard!r}")
         shard_spec = (i, n)
     if canonical:
-        from .enumerate.canonical import CanonicalError, expected_canonical, space_for
+        from .space import CanonicalError, expected_canonical, space_for
         try:
             work = sum(expected_canonical(space_for(s, alphabet, max_length), max_length)["cases"]
                        for s in specs)
@@ -210,7 +212,6 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         _fail(f"--workers must be in 1..{limit} here (4 per core), got {workers}")
     resume = None
     if resume_path is not None:
-        import json as _json
         resume = parse_json_file(resume_path, _read(resume_path))
         if not isinstance(resume, dict) or resume.get("tool") != "dryz exhaustive":
             _fail(f"--resume {resume_path}: not a dryz exhaustive result")
@@ -284,12 +285,13 @@ class ExhaustiveInterrupted(Exception):
 def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, workers=1, canonical=False,
                    shard=None, scheduler=None, resume=None) -> dict:
     """alphabet None: every alphabet size (canonical). shard (I, N): only that deterministic slice.
-    scheduler: a Dask scheduler address or distributed.Client that runs the slices (dryz.dask_exec).
+    scheduler: a Dask scheduler address or distributed.Client that runs the slices (dryz.enumerate.dask_exec).
     resume: an interrupted run's result (same subject, space and shard): its finished slices are kept.
     Ctrl-C writes a partial result marked interrupted to json_path and raises ExhaustiveInterrupted."""
     from .enumerate import certificate as cert
     from .check import check
-    from .enumerate.run import (ConfigResult, Interrupted, config_slices, multiplier_zero_control, periodic_control, run_configs, shard_slicing, shard_tasks)
+    from .enumerate.controls import multiplier_zero_control, periodic_control
+    from .enumerate.run import ConfigResult, Interrupted, config_slices, run_configs, shard_slicing, shard_tasks
     from .report import Progress, environment, write_json
 
     t0 = time.perf_counter()
@@ -350,11 +352,7 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
     bar.close()
     try:
         periodic = periodic_control(check)
-        if canonical:
-            from .enumerate.canonical import multiplier_zero_control as canonical_mz
-            mz = canonical_mz(lib, alphabet, min(max_length, 7), specs)
-        else:
-            mz = multiplier_zero_control(lib, alphabet, min(max_length, 7), specs)
+        mz = multiplier_zero_control(lib, alphabet, min(max_length, 7), specs, canonical)
     except KeyboardInterrupt:
         interrupted(results)
     configs = [r.to_json() for r in results]
@@ -394,7 +392,6 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
 def merge(paths, json_path):
     """Combine `dryz exhaustive --shard` results into one certificate (refuses shards that do not fit)."""
     _writable(json_path)
-    import json
 
     from .enumerate.certificate import MergeError, merge as merge_results
     from .report import write_json
@@ -423,7 +420,6 @@ def load_case_file(path: str, read_as: str = "auto"):
     A file that starts like JSON (after whitespace or a BOM) is JSON: a parse or schema error is one line with
     where it is, never a silent fallback to fuzz bytes. Bytes are decoded as the harness decodes them only
     when the file does not start like JSON (libFuzzer's crash files), or with read_as="bytes"."""
-    import json
 
     from .case import Case, CaseError
     from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
@@ -496,7 +492,6 @@ def judge_isolated(case, kind: str) -> tuple[int, dict]:
     """check(case) in a child process on the selected subject: (exit code, the check JSON); a child that dies
     is class crash (exit 1), with the signal and the library's last words."""
     import json
-    import signal
     import subprocess
     p = subprocess.run([sys.executable, "-m", "dryz", "check", "--no-isolate", "--as", "json", "/dev/stdin"],
                        input=case.dumps(), capture_output=True, text=True)
@@ -554,8 +549,6 @@ def explain(path, read_as, color):
 def check_cmd(path, read_as, isolate):
     """Judge one case (Case JSON, corpus entry or crash file); print the verdict as JSON."""
     import json
-    import signal
-    import subprocess
 
     from .check import check
     case, kind = load_case_file(path, read_as)
@@ -625,7 +618,6 @@ def minimize(path, corpus_dir, isolate):
     reduced = _replace(reduced, note="")  # a seed's note does not describe its reduction
     seconds = time.perf_counter() - t0
     if crashed:
-        from .check import Verdict
         verdict = None
     else:
         from .check import check

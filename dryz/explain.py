@@ -24,7 +24,7 @@ def matched_at(window: list[int], z: int, L: int) -> list[int]:
 
 
 def explain(case: Case, verdict: dict, subject_line: str, color: bool = False) -> str:
-    from .check import case_config
+    from .config import case_config
     from .oracle.shipped import rep_limits
     from .oracle.promised import restart_occurrences
     import numpy as np

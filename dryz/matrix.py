@@ -5,7 +5,7 @@ Per subject (a llama-cpp-python release built by `dryz subject build`, or the xl
 every cell is a dryz command run in its own process on that subject (`dryz --lib L ...`, with a timeout), so a
 subject that crashes, aborts or hangs costs that cell, never the matrix: the default certificate, the corpus
 replay, `--parameters`, `--window-caps`, the restart sweep and a fuzz campaign. Then the subjects are compared
-case by case against the reference (the pinned release) through `dryz.differ` (edge cases of every parameter,
+case by case against the reference (the pinned release) through `dryz.subject.differ` (edge cases of every parameter,
 the project corpus, random fuzz-decoder cases, and the inputs each subject's campaign kept); each distinct
 difference is minimized with the DRY shrink passes under the predicate "the two subjects still differ the same
 way", proven shortest where the search budget allows, and written to the corpus naming the subjects it
@@ -408,7 +408,6 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
 def _write_witness(case, klass, shortest, calls, ref_row, other_row, results, corpus_dir: Path) -> Path:
     """Judge the witness on the reference subject (in a child: it is the pinned library, but the matrix process
     loads no library itself) and store it."""
-    from .check import Verdict
     from .corpus import write_entry
     p = subprocess.run([sys.executable, "-m", "dryz", "--lib", ref_row["lib"], "check", "--as", "json",
                         "/dev/stdin"], input=case.dumps(), capture_output=True, text=True, timeout=300)

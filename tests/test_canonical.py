@@ -8,11 +8,13 @@ from math import comb
 
 import pytest
 
-from dryz.enumerate import canonical as canon
 from dryz import check as check_mod
-from dryz.enumerate.canonical import CanonicalError, Space, bell, canonical_strings, expected_canonical, space_for
+from dryz.enumerate import run as run_mod
+from dryz.space import CanonicalError, Space, bell, canonical_strings, expected_canonical, space_for
 from dryz.enumerate.certificate import MergeError, merge
-from dryz.enumerate.run import SpaceConfig, case_count, run_configs, space_config, window_cap_names
+from dryz.enumerate.run import run_configs
+from dryz.space import case_count
+from dryz.config import SpaceConfig, space_config, window_cap_names
 
 NAMES = ("base", "window4", "breaker")
 SHARED = ("cases", "histories", "mismatches", "oracle_disagreements", "penalized_cases", "off_by_one_flagged",
@@ -104,14 +106,7 @@ def test_broken_oracle_is_caught_in_canonical_mode(lib, monkeypatch):
 
 def test_fresh_symbol_penalty_is_a_mismatch(lib, monkeypatch):
     """A library that penalized the fresh (absent) candidate would be caught even where the oracles agree."""
-    real = canon.invert_deltas
-
-    def fake(delta):
-        L, bad = real(delta)
-        L = L.copy()
-        L[:, -1] += 1  # base config: the last candidate is the fresh one whenever m < k
-        return L, bad
-    monkeypatch.setattr(canon, "invert_deltas", fake)
+    penalize_fresh(monkeypatch)
     r = run_configs(lib, 3, 4, specs(3, 4, ["base"]), canonical=True)[0]
     assert r.fresh_violations > 0 and r.mismatches > 0
 
@@ -204,3 +199,18 @@ def test_cli_all_alphabets_and_window_caps(tmp_path):
     assert [c["name"] for c in r["configs"]] == ["base"] + [f"window{w}" for w in range(1, 6)]
     assert all(c["canonical_histories_by_length"] == {str(n): bell(n) for n in range(1, 6)} for c in r["configs"])
     assert r["space"]["alphabet"] == "all" and r["space"]["expected_cases"] is None
+
+
+def penalize_fresh(monkeypatch):
+    """A library that also penalizes the fresh (absent) candidate: the walk's output with the last column
+    (base config: the fresh candidate whenever m < k) lowered by 1.0."""
+    real = run_mod.walk
+
+    def walk(lib, space, max_len, args, sink, prefixes):
+        def fake(n, m, H, logits, cands):
+            logits = logits.copy()
+            if space.fresh(m):
+                logits[:, m] -= 1.0
+            sink(n, m, H, logits, cands)
+        real(lib, space, max_len, args, fake, prefixes)
+    monkeypatch.setattr(run_mod, "walk", walk)

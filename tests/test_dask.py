@@ -10,7 +10,7 @@ import pytest
 distributed = pytest.importorskip(
     "distributed", reason="dask.distributed is not installed (pip install -e '.[test,dask]' to run this test)")
 
-from dryz.enumerate.run import parameter_names, space_config
+from dryz.config import parameter_names, space_config
 
 SAME = ("verdict", "checks", "totals", "canonical_totals", "space", "subject")
 
@@ -25,7 +25,7 @@ def comparable(r):
 def cluster():
     import dask
     # The worker's sampling profiler takes the GIL every 10 ms, and every libllama call releases it: off, as
-    # the recipe in dryz.dask_exec recommends (results do not depend on it, only speed).
+    # the recipe in dryz.enumerate.dask_exec recommends (results do not depend on it, only speed).
     with dask.config.set({"distributed.worker.profile.enabled": False}), distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                                   silence_logs=40) as c:
         with distributed.Client(c) as client:

@@ -1,11 +1,12 @@
 """A small exhaustive run with exact counts, controls, workers, and a comparison that can fail."""
 
-import numpy as np
-import pytest
 
 from dryz import check as check_mod
 from dryz.check import check
-from dryz.enumerate.run import (case_count, multiplier_zero_control, periodic_control, run_configs, space_config, slices)
+from dryz.enumerate.controls import multiplier_zero_control, periodic_control
+from dryz.enumerate.run import run_configs
+from dryz.config import space_config
+from dryz.space import case_count, plain_slices as slices
 
 
 def specs(k, n):

@@ -110,7 +110,7 @@ import atheris
 import numpy as np
 with atheris.instrument_imports(include=["dryz"]):   # all of dryz: a superset of what fuzz/dry_fuzz.py instruments
     from dryz.corpus import DEFAULT_DIR, entries, load_entry
-    from dryz.fuzzing import test_one_input
+    from dryz.fuzz.target import test_one_input
 original = atheris._trace_cmp
 found = collections.Counter()
 def traced(*args):

@@ -11,13 +11,12 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from dryz.case import Case
 from dryz.subject.differ import Result, classify
-from dryz.matrix import MatrixError, Spec, markdown, parse_versions
+from dryz.matrix import MatrixError, Spec, parse_versions
 
 REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from dryz.case import Case
-from dryz.check import case_config, predict_both
+from dryz.check import predict_both
+from dryz.config import case_config
 from dryz.oracle.lengths import _match_lengths_B_bytes, match_lengths_A, match_lengths_B
 from dryz.oracle.shipped import rep_limits
 from dryz.subject.symbols import SYMBOLS, from_symbols
@@ -194,7 +195,7 @@ def test_one_window_A_on_long_repeats_equals_its_definition():
 def test_restart_sequences_cached_per_string_equal_uncached():
     """check() builds restart sequences from a per-breaker-string cache and a by-character token index;
     the result equals the direct scan over the whole vocabulary, duplicates and order included."""
-    from dryz.check import restart_sequences_of, symbol_tokenize
+    from dryz.config import restart_sequences_of, symbol_tokenize
     from dryz.oracle.restarts import restart_sequences
     from dryz.subject.symbols import SYMBOLS, symbol_texts
     rng = np.random.default_rng(13)
@@ -209,7 +210,7 @@ def test_one_window_clamping_equals_the_batch_clamping():
     """shipped_lengths_each takes a one-window path for a batch of one window; it must give what the array
     path gives for the same windows inside a larger batch (random windows, caps, breakers incl. multi-token,
     allowed lengths, candidate sets)."""
-    from dryz.check import case_config
+    from dryz.config import case_config
     from dryz.oracle.shipped import shipped_lengths_each
     rng = np.random.default_rng(14)
     for _ in range(150):
@@ -259,7 +260,7 @@ def test_one_window_paths_refuse_negative_ids():
     refuse it (Cases never hold one: validate() keeps ids in the vocabulary)."""
     import pytest
     from dryz.case import Case
-    from dryz.check import case_config
+    from dryz.config import case_config
     from dryz.oracle.lengths import _match_lengths_A_single
     from dryz.oracle.shipped import shipped_lengths_each
     cfg = case_config(Case(history=(0, 1), alphabet=2, penalty_last_n=8, allowed_length=0))

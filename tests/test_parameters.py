@@ -1,17 +1,15 @@
 """The parameter axis (--parameters): allowed_length 0..3 x (multiplier, base) pairs, judged bit-exactly against
 the as-shipped output model in the plain and the canonical walk; a broken penalty model is caught."""
 
-import dataclasses
 
 import numpy as np
 import pytest
 
-from dryz.enumerate import canonical as canon
-from dryz.enumerate import run as exh
 from dryz.oracle import shipped as model
 from dryz.case import f32
 from dryz.enumerate.certificate import merge
-from dryz.enumerate.run import PARAMETER_PAIRS, parameter_names, run_configs, space_config
+from dryz.enumerate.run import run_configs
+from dryz.config import PARAMETER_PAIRS, parameter_names, space_config
 
 NAMES = ("base", "window4", "breaker")
 SHARED = ("cases", "histories", "mismatches", "oracle_disagreements", "penalized_cases", "off_by_one_flagged",
@@ -92,17 +90,10 @@ def test_oracle_self_disagreement_counted_separately(lib, monkeypatch):
 
 def test_fresh_symbol_touched_is_caught(lib, monkeypatch):
     """Canonical exact mode: a fresh candidate whose logit is not bit-identical +0.0 is a fresh violation."""
-    real = exh.exact_batch
-
-    def fake(cfg, logits, pa, pb):
-        eb = real(cfg, logits, pa, pb)
-        bits = eb.bits.copy()
-        bits[:, -1] |= 1  # base config: the last candidate is the fresh one whenever m < k
-        return dataclasses.replace(eb, bits=bits)
-    monkeypatch.setattr(exh, "exact_batch", fake)
+    from test_canonical import penalize_fresh
+    penalize_fresh(monkeypatch)
     r = run_configs(lib, 3, 4, [space_config("base/allowed0/m1/b2", 3, 4)], canonical=True)[0]
     assert r.fresh_violations > 0 and r.mismatches > 0
-    assert canon.run_canonical_slice  # the canonical sink reads exact_batch from dryz.exhaustive
 
 
 def test_parameter_shards_merge_to_the_single_run(tmp_path):
@@ -118,9 +109,11 @@ def test_parameter_shards_merge_to_the_single_run(tmp_path):
 
 
 def test_model_logits_is_output_logits():
-    """exact_batch's table evaluation equals model.output_logits(zeros, pa, cfg) called on the whole batch."""
-    from dryz.check import case_config, predict_both
-    from dryz.enumerate.run import histories, model_logits
+    """output_logits_zero's table evaluation equals output_logits(zeros, pa, cfg) called on the whole batch."""
+    from dryz.check import predict_both
+    from dryz.config import case_config
+    from dryz.oracle.shipped import output_logits_zero as model_logits
+    from dryz.space import histories
     for name in parameter_names(NAMES)[::4]:
         spec = space_config(name, 3, 7)
         cfg = case_config(spec.case(3, ()))

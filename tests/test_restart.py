@@ -5,15 +5,15 @@ import itertools
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from dryz.case import Case
-from dryz.check import check, config_of, restart_promise_class
+from dryz.check import check, restart_promise_class
+from dryz.config import config_of
 from dryz.oracle.promised import _promised_rep_limit_single
 from dryz.oracle.shipped import _rep_limit_single, rep_limits, shipped_lengths
 from dryz.oracle.promised import (promised_lengths, promised_rep_limits, restart_divergence, restart_occurrences, divergence_of)
-from dryz.enumerate.restarts import (CONFIGS, admits_difference, admits_difference_seqs, case_of, histories, model_differences, sweep)
-from dryz.subject.symbols import SYMBOLS, from_symbols, to_symbols
+from dryz.enumerate.restarts import (CONFIGS, admits_difference, admits_difference_seqs, case_of, model_differences, sweep)
+from dryz.subject.symbols import SYMBOLS, from_symbols
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -77,7 +77,6 @@ def test_uninvertible_delta_is_the_librarys_mismatch(lib, monkeypatch):
 
 def test_library_tokenizer_splits_symbol_strings_into_characters(lib):
     """The model tokenizes breaker tails one token per character; the library's own tokenizer agrees."""
-    import ctypes
     L = lib.L
     for text in ["b", "ab", "abc", "zzyx", "a0!#Z", "ba" * 10]:
         raw = text.encode()

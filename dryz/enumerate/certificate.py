@@ -13,7 +13,7 @@ class MergeError(ValueError):
 
 
 def space_json(alphabet, max_length, specs, canonical: bool) -> dict:
-    from .run import case_count
+    from ..space import case_count
     d = {"alphabet": alphabet if alphabet is not None else "all",
          "symbols": SYMBOLS[:alphabet] if alphabet is not None else "every alphabet size (equality patterns)",
          "min_length": 1, "max_length": max_length,
@@ -23,7 +23,7 @@ def space_json(alphabet, max_length, specs, canonical: bool) -> dict:
          "configs": [s.to_json() for s in specs],
          "expected_cases": case_count(alphabet, max_length) * len(specs) if alphabet is not None else None}
     if canonical:
-        from .canonical import bell, expected_canonical, space_for
+        from ..space import bell, expected_canonical, space_for
         per = []
         for s in specs:
             sp = space_for(s, alphabet, max_length)
@@ -67,9 +67,12 @@ def judge(r: dict) -> tuple[str, dict]:
                 c["canonical_histories_by_length"] == e["expected_histories_by_length"]
                 and c["canonical_cases"] == e["expected_canonical_cases"])
     dis = sum(c["oracle_disagreements"] for c in configs)
+    # A broken promise is a finding too (a "documented-" class is the source's own stated limitation: shown,
+    # not a finding); mismatches and oracle disagreements are counted per case above.
+    promises = sum(n for c in configs for k, n in c.get("history_classes", {}).items() if k.startswith("promise-"))
     if not all(checks.values()):
         return "void", checks
-    if mism or dis or not periodic["passed"]:
+    if mism or dis or promises or not periodic["passed"]:
         return "mismatch", checks
     return ("partial" if shard is not None else "certified"), checks
 
@@ -104,7 +107,8 @@ def _merge_config(a: dict, b: dict) -> dict:
             d = dict(a[k])
             for n, c in v.items():
                 d[n] = d.get(n, 0) + c
-            out[k] = dict(sorted(d.items(), key=lambda kv: int(kv[0])))
+            out[k] = dict(sorted(d.items(), key=lambda kv: (0, int(kv[0]), "") if kv[0].isdigit()
+                                 else (1, 0, kv[0])))
         else:
             out[k] = a[k] + v
     return out

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..check import (AGREE, HARNESS_ERROR, MISMATCH, ORACLE_DISAGREEMENT, PROMISE_CLASSES, compare_lengths, config_of, invert_deltas, predict_both, restart_promise_class)
+from ..check import AGREE, HARNESS_ERROR, MISMATCH, ORACLE_DISAGREEMENT, check_batch, restart_promise_class
+from ..config import config_of
+from ..space import histories
 from ..oracle.restarts import restart_sequences
 from ..oracle.promised import promised_lengths, promised_rep_limits, restart_divergence
 from ..oracle.shipped import rep_limits, shipped_lengths
@@ -62,13 +64,6 @@ def admits_difference_seqs(seqs) -> bool:
     return any(restart_divergence(list((h,) + tuple(t)), seqs) is not None for h, t in seqs)
 
 
-def histories(k: int, n: int) -> np.ndarray:
-    """Every history of length n over k symbols, in lexicographic order (row r = r written in base k)."""
-    rows = np.arange(k ** n, dtype=np.int64)
-    powers = k ** np.arange(n - 1, -1, -1, dtype=np.int64)
-    return (rows[:, None] // powers[None, :]) % k
-
-
 @dataclass
 class ModelDifferences:
     """Library-free: histories whose shipped and promised rep_limits (and outputs) differ."""
@@ -84,7 +79,7 @@ def model_differences(breakers, k: int = 3, max_len: int = 7, allowed_length: in
         return out
     cands = np.arange(k, dtype=np.int64)
     for n in range(1, max_len + 1):
-        H = histories(k, n)
+        H = histories(k, n, np.arange(k ** n, dtype=np.int64))
         rs, rp = rep_limits(H, cfg.seqs), promised_rep_limits(H, cfg.seqs)
         for r in np.nonzero(rs != rp)[0]:
             out.rep_differs.append(to_symbols(H[r]))
@@ -127,39 +122,24 @@ def sweep_config(lib, name: str, breakers, k: int = 3, max_len: int = 7, progres
     base 2, allowed_length 1, no window cut: one verdict class per history, as check() would give it."""
     last_n = max(64, max_len)
     cfg = config_of(1.0, 2.0, 1, last_n, tuple(breakers))
-    multi = any(t for _, t in cfg.seqs)
+    multi = cfg.multi_token
     cands = np.arange(k, dtype=np.int64)
     res = SweepResult(name, tuple(breakers), predicted=admits_difference(breakers))
     t0 = time.perf_counter()
 
     def sink(n, rows, logits):
-        powers = k ** np.arange(n - 1, -1, -1, dtype=np.int64)
-        H = (rows[:, None] // powers[None, :]) % k
+        H = histories(k, n, rows)
         res.histories += len(rows)
         if progress:
             progress(len(rows))
-        pa, pb = predict_both(H, cands, cfg)
-        lib_L, bad = invert_deltas(-logits)
-        codes = compare_lengths(lib_L, pa.L, pb.L)
-        bad_row, dis_row = bad.any(axis=1), (codes == 2).any(axis=1)
-        mis_row = (codes == 1).any(axis=1) & ~bad_row & ~dis_row
-        pp = promised_lengths(H, cands, cfg)
-        prom_row = ((pp.L != pa.L).any(axis=1) | (pp.penalized != pa.penalized).any(axis=1))
-        prom_row &= ~(bad_row | dis_row | mis_row)
-        rep_row = rep_limits(H, cfg.seqs) != promised_rep_limits(H, cfg.seqs)
-        res.rep_only += int((rep_row & ~prom_row).sum())
-        for r in np.nonzero(bad_row)[0]:
-            res.add(MISMATCH, to_symbols(H[r]))  # not 0 nor 2^(L-1): the library's doing
-        for r in np.nonzero(dis_row & ~bad_row)[0]:
-            res.add(ORACLE_DISAGREEMENT, to_symbols(H[r]))
-        for r in np.nonzero(mis_row)[0]:
-            res.add("mismatch-multi-token" if multi else MISMATCH, to_symbols(H[r]))
-        for r in np.nonzero(prom_row)[0]:
-            p = restart_promise_class(H[r], cfg.seqs)
-            res.add(PROMISE_CLASSES.get(p, "promise-" + p), to_symbols(H[r]))
-        agree = ~(bad_row | dis_row | mis_row | prom_row)
-        if agree.any():
-            res.add(AGREE, to_symbols(H[np.nonzero(agree)[0][0]]), int(agree.sum()))
+        b = check_batch(cfg, H, cands, logits)
+        classes = b.row_classes()
+        agree = classes == AGREE
+        if multi:
+            res.rep_only += int((agree & b._restart_suspects()).sum())
+        for klass in sorted(set(classes.tolist())):
+            rows_k = np.nonzero(classes == klass)[0]
+            res.add(klass, to_symbols(H[rows_k[0]]), len(rows_k))
 
     lib.run_tree(k, max_len, (1.0, 2.0, 1, last_n, tuple(breakers)), sink)
     res.seconds = time.perf_counter() - t0
@@ -208,7 +188,7 @@ def merges_compare(lib, breakers, max_len: int = 5, variants=None) -> MergesResu
     """Every history up to max_len over the merges vocabulary, every token a candidate, through the library with
     that vocabulary; the as-shipped model with the modelled map must match bit for bit. variants: extra
     name -> seqs maps (e.g. the map without one entry) whose disagreements with the library are counted."""
-    from ..oracle.shipped import Config, output_logits
+    from ..oracle.shipped import Config
     v = lib.merges_vocab()
     k = lib.L.llama_vocab_n_tokens(v)
     seqs = merges_restart_sequences(lib, breakers)
@@ -219,22 +199,18 @@ def merges_compare(lib, breakers, max_len: int = 5, variants=None) -> MergesResu
     alt.update(variants or {})
     res.distinguished = {e: 0 for e in alt}
 
-    def model_out(H, sq):
-        cfg = Config(1.0, 2.0, 1, last_n, sq)
-        p = shipped_lengths(H, cands, cfg)
-        return output_logits(np.zeros(k, dtype=np.float32), p, cfg).view(np.uint32)
+    cfgs = {e: Config(1.0, 2.0, 1, last_n, sq) for e, sq in alt.items()}
+    cfg = Config(1.0, 2.0, 1, last_n, seqs)
 
     def sink(n, rows, logits):
-        powers = k ** np.arange(n - 1, -1, -1, dtype=np.int64)
-        H = (rows[:, None] // powers[None, :]) % k
+        H = histories(k, n, rows)
         res.histories += len(rows)
-        got = np.ascontiguousarray(logits, dtype=np.float32).view(np.uint32)
-        bad = (model_out(H, seqs) != got).any(axis=1)
+        bad = check_batch(cfg, H, cands, logits).codes.any(axis=1)
         res.mismatches += int(bad.sum())
         for r in np.nonzero(bad)[0][:5 - len(res.examples)]:
             res.examples.append(H[r].tolist())
-        for e, sq in alt.items():
-            res.distinguished[e] += int((model_out(H, sq) != got).any(axis=1).sum())
+        for e, c in cfgs.items():  # each entry of the map must be needed: without it the model is wrong
+            res.distinguished[e] += int(check_batch(c, H, cands, logits).codes.any(axis=1).sum())
 
     lib.run_tree(k, max_len, (1.0, 2.0, 1, last_n, tuple(breakers), v), sink)
     return res
@@ -251,8 +227,7 @@ def merges_promise_sweep(lib, sets, max_len: int = 5) -> list[dict]:
         seqs = merges_restart_sequences(lib, bs)
         row = {"breakers": list(bs), "predicted": admits_difference_seqs(seqs), "rep_differs": 0, "classes": {}}
         for n in range(1, max_len + 1):
-            rows = np.arange(k ** n, dtype=np.int64)
-            H = (rows[:, None] // (k ** np.arange(n - 1, -1, -1, dtype=np.int64))[None, :]) % k
+            H = histories(k, n, np.arange(k ** n, dtype=np.int64))
             for r in np.nonzero(rep_limits(H, seqs) != promised_rep_limits(H, seqs))[0]:
                 row["rep_differs"] += 1
                 c = restart_promise_class(H[r].tolist(), seqs)

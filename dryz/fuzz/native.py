@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import fcntl
 import hashlib
 import json
 import os

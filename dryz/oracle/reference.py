@@ -424,7 +424,7 @@ def minimize_divergence(case: Case, klass: str, *, sole: bool | None = None, lib
 
     The predicate: check(case) agrees with the as-shipped model (lib_check) and `klass` is the only
     divergence (sole; default: when the input already has it alone) or among them. Passes: ddmin over the
-    history and the breakers, parameters towards the defaults, symbol merging/canonical form (dryz.reduce),
+    history and the breakers, parameters towards the defaults, symbol merging/canonical form (dryz.shrink),
     then a brute-force search of every shorter history; returns (case, "proven" | "1-minimal", calls)."""
     from minimize import ddmin, shrink_towards
 
@@ -513,7 +513,7 @@ def witness_entry(case: Case, klass: str, shortest: str, provenance: dict, note:
     ref = reference_output(case)
     data["reference_divergence"] = klass
     data["reference"] = {
-        "design": "text-generation-webui DRYLogitsProcessor (dryz.reference)",
+        "design": "text-generation-webui DRYLogitsProcessor (dryz.oracle.reference)",
         "error": ref.error,
         "divergences": divergences(case, v),
         "per_candidate": [

@@ -239,3 +239,17 @@ def output_logits(initial: np.ndarray, pred: Prediction, cfg: Config) -> np.ndar
         pen = penalties(pred.L[pred.penalized], cfg)
         out[pred.penalized] = out[pred.penalized] - pen
     return out
+
+
+def output_logits_zero(pred: Prediction, cfg: Config) -> np.ndarray:
+    """output_logits(zeros, pred, cfg) for a whole batch: evaluated once per distinct (L, penalized) pair (it
+    is elementwise in them) and gathered back, as the enumerator needs it for millions of cases."""
+    L = pred.L.astype(np.int64)
+    if L.size and L.min() < 0:
+        raise ValueError("the model predicted a negative L")
+    top = int(L.max()) + 1 if L.size else 1
+    table_L = np.tile(np.arange(top, dtype=np.int64), 2)[None, :]
+    table_pen = np.repeat(np.array([False, True]), top)[None, :]
+    table = output_logits(np.zeros(2 * top, dtype=np.float32),
+                          Prediction(table_L, table_pen, np.ones(1, dtype=bool)), cfg)[0]
+    return table[pred.penalized.astype(np.int64) * top + L]

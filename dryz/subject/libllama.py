@@ -12,7 +12,6 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 

@@ -1,0 +1,64 @@
+"""The controls every exhaustive run carries: multiplier 0 (negative: every logit untouched) and the periodic
+closed forms (the oracles must reproduce them, else the harness is in doubt; the library must too, else a
+finding). The off-by-one reference is check_batch's own (Batch.flagged), counted by every tally."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..case import Case
+from ..space import PlainSpace, space_for
+from .run import walk
+
+
+def multiplier_zero_control(lib, k, max_len: int, specs, canonical: bool = False) -> dict:
+    """Negative control: with multiplier 0 the sampler must leave every logit at exactly 0 (walked over the
+    same tree as the run: plain, or canonical with k None for every alphabet size)."""
+    nonzero = 0
+    cases = 0
+
+    def sink(n, m, H, logits, cands):
+        nonlocal nonzero, cases
+        nonzero += int(np.count_nonzero(logits))
+        cases += logits.size
+    for spec in specs:
+        space = space_for(spec, k, max_len) if canonical else PlainSpace(k, max_len)
+        walk(lib, space, max_len, (0.0,) + spec.sampler_args()[1:], sink, [()])
+    out = {"max_length": max_len, "cases": cases, "nonzero_deltas": nonzero}
+    if canonical:
+        out["canonical"] = True
+    out["passed"] = nonzero == 0 and cases > 0
+    return out
+
+
+PERIODIC_CONTROLS = ((1, 6, None), (2, 9, None), (3, 11, None), (3, 11, 4), (2, 10, 5), (5, 23, None),
+                     (7, 40, 20))
+
+
+def periodic_control(check_fn) -> dict:
+    """A history (0 1 .. p-1) repeated to length n; with window W (or none), the next symbol in the period has
+    L = min(n, W) - p, every other symbol 0. Two checks in one: both oracles must give the closed form (a
+    harness check: if they do not, the run is void), and so must the library (a check of the subject: if it
+    does not, that is a finding, with the case printed and counted like any mismatch). The off-by-one
+    reference must flag every one of these cases' penalized candidates (non-vacuity that no space can lack)."""
+    rows, findings = [], []
+    oracles_ok, library_ok, flagged = True, True, 0
+    for p, n, W in PERIODIC_CONTROLS:
+        hist = [i % p for i in range(n)]
+        case = Case(history=tuple(hist), alphabet=p + 1, penalty_last_n=W if W else max(64, n))
+        v = check_fn(case)
+        expected = [0] * (p + 1)
+        expected[n % p] = min(n, W or n) - p
+        o_ok = v.oracle_L == expected and v.oracle_B_L == expected
+        l_ok = v.ok and v.library_L == expected
+        oracles_ok &= o_ok
+        library_ok &= l_ok
+        if v.library_L is not None:
+            flagged += sum(1 for a, b in zip(v.library_L, v.oracle_L) if a != b + (b > 0))
+        if o_ok and not l_ok:
+            findings.append({"kind": "mismatch", "case": case.to_json(), "verdict_class": v.klass})
+        rows.append({"period": p, "length": n, "window": W, "expected_L": expected,
+                     "library_L": v.library_L, "oracle_L": v.oracle_L, "oracle_B_L": v.oracle_B_L,
+                     "oracles_passed": o_ok, "library_passed": l_ok})
+    return {"passed": library_ok, "oracles_passed": oracles_ok, "off_by_one_flagged": flagged,
+            "library_failures": len(findings), "findings": findings, "cases": rows}
