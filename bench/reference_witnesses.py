@@ -16,7 +16,8 @@ import time
 
 from dryz.case import Case, f32
 from dryz.corpus import DEFAULT_DIR, write_entry
-from dryz.oracle.reference import divergences, minimize_divergence, witness_entry
+from dryz.oracle.reference import divergences, witness_entry
+from dryz.shrink import minimize_divergence
 from dryz.subject.symbols import from_symbols
 
 
@@ -56,7 +57,7 @@ def main(argv=None):
             return 1
         w, shortest, calls = minimize_divergence(case, klass, sole=True, log=print)
         secs = time.perf_counter() - t0
-        prov = {"found_by": "bench/reference_witnesses.py (dryz.oracle.reference.minimize_divergence)",
+        prov = {"found_by": "bench/reference_witnesses.py (dryz.shrink.minimize_divergence)",
                 "minimized_from": case.to_json(), "original_length": len(case.history),
                 "predicate_calls": calls, "seconds": round(secs, 2)}
         data = witness_entry(w, klass, shortest, prov,

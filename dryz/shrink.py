@@ -1,8 +1,11 @@
-"""DRY reduction passes on a failing Case, built on the generic minimize/ core, run to a fixpoint; then a
-search of every shorter history that either proves the reproducer shortest or continues from a shorter one.
+"""DRY shrink passes on a Case, run to a fixpoint by the generic minimize/ core; then a search of every shorter
+history that either proves the result shortest or continues from a shorter one.
 
-"Fails the same way" = the same verdict signature: the verdict class plus the directions in which candidates
-differ (the library penalizing more or less than the model), or the same crash.
+One Reducer, two predicates:
+- "fails the same way" (same_failure): the same verdict signature: the verdict class plus the directions in
+  which candidates differ (the library penalizing more or less than the model), or the same crash;
+- "shows this reference divergence" (shows_divergence): check() agrees with the shipped model and the
+  reference design (oracle/reference.py) differs from the library in the given class.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from minimize import ddmin, shrink_towards
+from minimize import BUDGET, ddmin, first_shorter, fixpoint, shortest, shrink_towards
 
 from .case import Case, CaseError
 from .subject.symbols import SYMBOLS
@@ -48,19 +51,44 @@ def signature_isolated(case: Case, timeout: float = SUBPROCESS_TIMEOUT) -> tuple
     return (klass, tuple(directions))
 
 
+def same_failure(target: tuple, signature=signature_in_process):
+    """The predicate "fails the same way as target"."""
+    return lambda case: signature(case) == target
+
+
+def shows_divergence(klass: str, sole: bool, lib_check: bool = True):
+    """The predicate "check() agrees (lib_check) and the reference design diverges in klass" (the only
+    divergence when sole)."""
+    from .oracle.reference import divergences
+
+    def pred(case: Case) -> bool:
+        if lib_check:
+            from .check import check
+            v = check(case)
+            if v.klass != "agree":
+                return False
+            d = divergences(case, v)
+        else:
+            d = divergences(case)
+        return d == [klass] if sole else klass in d
+    return pred
+
+
 class Reducer:
-    def __init__(self, target: tuple, signature=signature_in_process, log=None):
-        self.target = target
-        self.signature = signature
+    """The DRY passes over one predicate (Case -> bool), each evaluation cached and counted."""
+
+    def __init__(self, predicate, log=None):
+        self.predicate = predicate
         self.log = log or (lambda msg: None)
         self.calls = 0
         self.cache: dict[str, bool] = {}
+        self.stats: dict = {}
 
     def fails(self, case: Case) -> bool:
         key = case.dumps()
         if key not in self.cache:
             self.calls += 1
-            self.cache[key] = self.signature(case) == self.target
+            self.cache[key] = bool(self.predicate(case))
         return self.cache[key]
 
     def _try(self, case: Case, **changes) -> Case | None:
@@ -160,15 +188,12 @@ class Reducer:
               "merge_symbols", "canonical")
 
     def fixpoint(self, case: Case) -> Case:
-        while True:
-            before = case
-            for name in self.PASSES:
-                new = getattr(self, name)(case)
-                if new != case:
-                    self.log(f"{name}: length {len(new.history)}, calls {self.calls}")
-                case = new
-            if case == before:
-                return case
+        case, stats = fixpoint(case, [(name, getattr(self, name)) for name in self.PASSES], lambda: self.calls,
+                               self.log, lambda c: f"length {len(c.history)}, calls {self.calls}")
+        for name, s in stats.items():
+            mine = self.stats.setdefault(name, type(s)())
+            mine.runs, mine.wins, mine.calls = mine.runs + s.runs, mine.wins + s.wins, mine.calls + s.calls
+        return case
 
     # -- proof of shortness ---------------------------------------------------------------------------
     def shorter(self, case: Case):
@@ -176,15 +201,19 @@ class Reducer:
         or None (proven shortest). Returns 'budget' when the search would exceed PROOF_BUDGET."""
         n, k = len(case.history), case.alphabet
         sym_free = not case.breakers and case.candidates is None
-        total = sum(count_histories(k, m, sym_free) for m in range(n))
-        if n > PROOF_MAX_LENGTH or total > PROOF_BUDGET:
-            return "budget"
-        for m in range(n):
-            for h in (restricted_growth(m, k) if sym_free else itertools.product(range(k), repeat=m)):
-                c = case.with_history(h)
-                if self.fails(c):
-                    return c
-        return None
+        if n > PROOF_MAX_LENGTH:
+            return BUDGET
+        return first_shorter(
+            n, lambda m: (case.with_history(h) for h in (restricted_growth(m, k) if sym_free else
+                                                         itertools.product(range(k), repeat=m))),
+            lambda m: count_histories(k, m, sym_free), self.fails, PROOF_BUDGET)
+
+    def minimize(self, case: Case, proven=lambda c: False) -> tuple[Case, str, int]:
+        """Passes to a fixpoint, then the shortest-search (skipped where proven(case) already settles it);
+        returns (case, "proven" | "1-minimal", predicate calls)."""
+        case, status = shortest(case, self.fixpoint, lambda c: f"{len(c.history)} tokens",
+                                lambda c: None if proven(c) else self.shorter(c), self.log)
+        return case, status, self.calls
 
 
 def rename(case: Case, mapping: dict[int, int]) -> Case | None:
@@ -252,16 +281,23 @@ def restricted_growth(n: int, k: int):
 
 
 def reduce_case(case: Case, target: tuple, signature=signature_in_process, log=None):
-    """Passes to a fixpoint, then the shortest-search; returns (case, shortest status, predicate calls)."""
-    r = Reducer(target, signature, log)
+    """A failing case shrunk to a shortest one that fails the same way: (case, shortest status, calls)."""
+    r = Reducer(same_failure(target, signature), log)
     if not r.fails(case):
         raise ValueError(f"the case does not fail as {target}: nothing to minimize")
-    while True:
-        case = r.fixpoint(case)
-        found = r.shorter(case)
-        if found is None:
-            return case, "proven", r.calls
-        if found == "budget":
-            return case, "1-minimal", r.calls
-        r.log(f"shortest-search found a shorter history ({len(found.history)} tokens); continuing")
-        case = found
+    return r.minimize(case)
+
+
+def minimize_divergence(case: Case, klass: str, *, sole: bool | None = None, lib_check: bool = True,
+                        log=None) -> tuple[Case, str, int]:
+    """A case showing reference divergence `klass` shrunk to a shortest witness (for its configuration):
+    the same passes and search as reduce_case, with the predicate shows_divergence (sole: klass must be the
+    only divergence; default: when the input already has it alone). For the classes that only depend on one
+    match length reaching a threshold, oracle.reference.threshold_length proves shortness analytically."""
+    from .oracle.reference import divergences, threshold_length
+    if sole is None:
+        sole = divergences(case) == [klass]
+    r = Reducer(shows_divergence(klass, sole, lib_check), log)
+    if not r.fails(case):
+        raise ValueError(f"the case does not show {klass!r}" + (" alone" if sole else ""))
+    return r.minimize(case, proven=lambda c: threshold_length(klass, c) == len(c.history))

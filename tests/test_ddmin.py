@@ -212,3 +212,31 @@ def test_shrink_towards():
     assert shrink_towards([0, 1, 2, 3], lambda v: v >= 2) == 2
     assert shrink_towards(["", "a", "ab"], lambda s: len(s) > 5) is None
     assert shrink_towards([], lambda v: True) is None
+
+
+def test_fixpoint_runs_passes_until_nothing_changes_and_counts_them():
+    from minimize import fixpoint
+    calls = [0]
+
+    def halve(x):
+        calls[0] += 1
+        return x // 2 if x % 2 == 0 else x
+
+    def minus_one(x):
+        calls[0] += 1
+        return x - 1 if x > 1 else x
+    item, stats = fixpoint(12, [("halve", halve), ("minus_one", minus_one)], lambda: calls[0])
+    assert item == 1
+    # rounds: 12 -> 6 -> 5 | 5 -> 5 -> 4 | 4 -> 2 -> 1 | 1 -> 1 -> 1 (a round with no change ends it)
+    assert (stats["halve"].runs, stats["halve"].wins) == (4, 2)
+    assert (stats["minus_one"].runs, stats["minus_one"].wins) == (4, 3)
+    assert stats["halve"].calls == 4 and stats["minus_one"].calls == 4
+
+
+def test_first_shorter_finds_the_first_or_proves_none_or_refuses_over_budget():
+    from minimize import BUDGET, first_shorter
+    words = lambda m: ("".join(w) for w in __import__("itertools").product("ab", repeat=m))  # noqa: E731
+    count = lambda m: 2 ** m  # noqa: E731
+    assert first_shorter(4, words, count, lambda w: w.count("b") == 2, 100) == "bb"
+    assert first_shorter(4, words, count, lambda w: len(w) > 5, 100) is None
+    assert first_shorter(4, words, count, lambda w: True, 14) == BUDGET  # 1 + 2 + 4 + 8 = 15 > 14

@@ -127,7 +127,7 @@ def test_two_sufficient_features_are_both_named(lib):
 
 
 def test_minimize_divergence_proves_a_shortest_witness():
-    from dryz.oracle.reference import minimize_divergence
+    from dryz.shrink import minimize_divergence
     w, shortest, calls = minimize_divergence(case("cabcab", multiplier=-1.0), "ref-multiplier-negative")
     assert (w.symbols, shortest) == ("aa", "proven")
     w, shortest, _ = minimize_divergence(case("a" * 58), "ref-match-cap-50")

@@ -184,7 +184,7 @@ def test_contained_restart_witnesses_replay_and_are_shortest(lib):
     from dataclasses import replace
 
     from dryz.corpus import load_entry
-    from dryz.shrink import Reducer, signature_in_process
+    from dryz.shrink import Reducer, same_failure, signature_in_process
     paths = sorted((ROOT / "corpus" / "findings").glob("documented-contained-restart-*.json"))
     assert paths, "no contained-restart witness in corpus/findings"
     lengths = []
@@ -194,7 +194,7 @@ def test_contained_restart_witnesses_replay_and_are_shortest(lib):
         v = check(e.case)
         assert v.klass == e.expect and v.ok, p.name
         # proven: no shorter history under the same configuration fails the same way
-        assert Reducer(signature_in_process(e.case)).shorter(e.case) is None, p.name
+        assert Reducer(same_failure(signature_in_process(e.case))).shorter(e.case) is None, p.name
         # the trigger: without the contained breaker (the shorter string) the promise holds
         longest = max(e.case.breakers, key=len)
         assert check(replace(e.case, breakers=(longest,))).klass == "agree", p.name

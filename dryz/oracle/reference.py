@@ -41,16 +41,14 @@ feature is necessary (two features each suffice), every feature that alone chang
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import itertools
 import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..case import Case, CaseError
+from ..case import Case
 from ..subject.symbols import SYMBOLS
+from .shipped import clamped_exponent, penalty_at, rep_limits
 
 MATCH_CAP = 50  # `while match_length < 50` in DRYLogitsProcessor
 
@@ -114,22 +112,9 @@ def class_name(feature: str, case: Case, ref_error: str | None) -> str:
 
 # -- float helpers ----------------------------------------------------------------------------------
 
-_libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-_logf = _libm.logf
-_logf.argtypes, _logf.restype = [ctypes.c_float], ctypes.c_float
-
-
 def _f32(x: float) -> np.float32:
     with np.errstate(over="ignore"):
         return np.float32(x)
-
-
-def _shipped_max_exponent(base: float) -> int:
-    """int max_exponent = 88.7228391f / std::log(dry_base) (float / float, truncated) when base > 1.000001f."""
-    b = np.float32(base)
-    if b > np.float32(1.000001):
-        return int(np.float32(88.7228391) / np.float32(_logf(b)))
-    return 0
 
 
 # -- the bridge model R(S) ----------------------------------------------------------------------------
@@ -178,24 +163,11 @@ def _breaker_model(case: Case, S: frozenset):
     return singles, seqs
 
 
-def _shipped_rep_limit(w: list[int], singles: set[int], seqs) -> int:
-    """Step 1 as shipped: the most recent head (scanning back from the end) that completes a sequence;
-    rep_limit = its distance from the end minus the longest matching tail; none: the window length."""
-    heads: dict[int, list] = {h: [()] for h in singles}
-    for h, t in seqs:
-        heads.setdefault(h, []).append(t)
-    n = len(w)
-    for i in range(n):
-        tails = heads.get(w[n - 1 - i])
-        if tails is None:
-            continue
-        longest = -1
-        for t in tails:
-            if longest < len(t) <= i and all(t[o] == w[n - i + o] for o in range(len(t))):
-                longest = len(t)
-        if longest >= 0:
-            return i - longest
-    return n
+def _shipped_rep_limit(w: list[int], singles: set[int], seqs=()) -> int:
+    """Step 1 as shipped (oracle.shipped.rep_limits), with the single-token breakers as sequences without a
+    tail: the tokens after the most recent head that completes a sequence; none: the window length."""
+    all_seqs = tuple((h, ()) for h in sorted(singles)) + tuple((h, tuple(t)) for h, t in seqs)
+    return int(rep_limits(np.array([w], dtype=np.int64), all_seqs)[0])
 
 
 def _pow_reference(m: float, b: float, e: int):
@@ -206,14 +178,6 @@ def _pow_reference(m: float, b: float, e: int):
         return None
     except ZeroDivisionError:  # 0.0 ** negative: cannot happen (e >= 0), kept for completeness
         return None
-
-
-def _pow_shipped(m: float, b: float, e: int) -> float:
-    """double(multiplier) * pow(double(base), e): the C pow returns inf where Python raises."""
-    try:
-        return m * (b ** e)
-    except OverflowError:
-        return math.copysign(math.inf, m) if b > 0 or e % 2 == 0 else -math.copysign(math.inf, m)
 
 
 def model(case: Case, S: frozenset = frozenset()) -> RefOutput:
@@ -250,7 +214,7 @@ def model(case: Case, S: frozenset = frozenset()) -> RefOutput:
         # rep_limit) reaches allowed_length votes for the token after it.
         if n <= allowed:
             return untouched
-        rep_limit = _shipped_rep_limit(w, singles, seqs) if "breaker-multi" in S else _single_limit(w, singles)
+        rep_limit = _shipped_rep_limit(w, singles, seqs if "breaker-multi" in S else ())
         if rep_limit < allowed:
             return untouched
         for p in range(n - 1):
@@ -288,21 +252,17 @@ def model(case: Case, S: frozenset = frozenset()) -> RefOutput:
         best = {t: L for t, L in best.items() if L >= allowed}
 
     # Step 4 / the penalty loop: breaker candidates are skipped (reference: `continue` on next_token).
-    mx = _shipped_max_exponent(b) if "clamp" in S else 0
     penalty: dict[int, np.float32] = {}
     for tok, L in best.items():
         if tok in singles:
             continue
-        e = L - allowed
         if "clamp" in S:
-            if mx > 0 and e > mx:
-                e = mx
-            p = _pow_shipped(m, b, e)
-        else:
-            p = _pow_reference(m, b, e)
-            if p is None:
-                return RefOutput([best.get(t, 0) for t in cands], [t in best for t in cands], None,
-                                 error="OverflowError")
+            penalty[tok] = np.float32(penalty_at(m, b, clamped_exponent(L, allowed, b)))
+            continue
+        p = _pow_reference(m, b, L - allowed)
+        if p is None:
+            return RefOutput([best.get(t, 0) for t in cands], [t in best for t in cands], None,
+                             error="OverflowError")
         penalty[tok] = _f32(p)
     out = init.copy()
     Ls, pen = [], []
@@ -316,15 +276,6 @@ def model(case: Case, S: frozenset = frozenset()) -> RefOutput:
                 Ls.append(0)
                 pen.append(False)
     return RefOutput(Ls, pen, out)
-
-
-def _single_limit(w: list[int], singles: set[int]) -> int:
-    """Tokens after the most recent single-token breaker (the whole window when there is none)."""
-    n = len(w)
-    for i in range(n):
-        if w[n - 1 - i] in singles:
-            return i
-    return n
 
 
 def reference_output(case: Case) -> RefOutput:
@@ -377,10 +328,7 @@ def divergences(case: Case, verdict=None, observed=None) -> list[str]:
 
 # -- shortest witnesses ------------------------------------------------------------------------------
 
-PROOF_BUDGET = 40_000
-
-
-def _threshold_length(klass: str, case: Case) -> int | None:
+def threshold_length(klass: str, case: Case) -> int | None:
     """For classes that only depend on one candidate's match length L reaching a threshold (cap, clamp,
     overflow; no breakers, the default candidate array), the shortest history: L <= len(window) - 1, and
     the all-equal history of length L + 1 reaches L. Returns L* + 1 for the least L* that diverges."""
@@ -391,115 +339,6 @@ def _threshold_length(klass: str, case: Case) -> int | None:
         if klass in divergences(c, observed=model(c, ALL).logits):
             return L + 1
     return None
-
-
-class _Pred:
-    def __init__(self, klass: str, sole: bool, lib_check: bool):
-        self.klass, self.sole, self.lib_check = klass, sole, lib_check
-        self.cache: dict[str, bool] = {}
-        self.calls = 0
-
-    def __call__(self, case: Case) -> bool:
-        key = case.dumps()
-        if key not in self.cache:
-            self.calls += 1
-            self.cache[key] = self._eval(case)
-        return self.cache[key]
-
-    def _eval(self, case: Case) -> bool:
-        if self.lib_check:
-            from ..check import check
-            v = check(case)
-            if v.klass != "agree":
-                return False
-            d = divergences(case, v)
-        else:
-            d = divergences(case)
-        return d == [self.klass] if self.sole else self.klass in d
-
-
-def minimize_divergence(case: Case, klass: str, *, sole: bool | None = None, lib_check: bool = True,
-                        log=None) -> tuple[Case, str, int]:
-    """Shrink a case showing divergence `klass` to a shortest witness (for its configuration).
-
-    The predicate: check(case) agrees with the as-shipped model (lib_check) and `klass` is the only
-    divergence (sole; default: when the input already has it alone) or among them. Passes: ddmin over the
-    history and the breakers, parameters towards the defaults, symbol merging/canonical form (dryz.shrink),
-    then a brute-force search of every shorter history; returns (case, "proven" | "1-minimal", calls)."""
-    from minimize import ddmin, shrink_towards
-
-    from ..shrink import canonical_form, count_histories, rename, restricted_growth
-    log = log or (lambda msg: None)
-    if sole is None:
-        sole = divergences(case) == [klass]
-    P = _Pred(klass, sole, lib_check)
-    if not P(case):
-        raise ValueError(f"the case does not show {klass!r}" + (" alone" if sole else ""))
-
-    def attempt(c, **changes):
-        try:
-            c2 = replace(c, **changes)
-        except CaseError:
-            return None
-        return c2 if P(c2) else None
-
-    def passes(c: Case) -> Case:
-        r = ddmin(list(c.history), lambda h: P(c.with_history(h)))
-        c = c.with_history(r.items)
-        if c.breakers:
-            r = ddmin(list(c.breakers), lambda bs: P(replace(c, breakers=tuple(bs))))
-            c = replace(c, breakers=tuple(r.items))
-            for i, s in enumerate(c.breakers):
-                for j in range(len(s)):
-                    bs = list(c.breakers)
-                    bs[i] = s[:j] + s[j + 1:]
-                    if len(bs[i]) < len(s) and (c2 := attempt(c, breakers=tuple(bs))):
-                        c = c2
-                        break
-        if c.candidates is not None:
-            c = attempt(c, candidates=None, sorted=False) or c
-        for changes in ({"multiplier": 1.0, "base": 2.0}, {"multiplier": 1.0}, {"base": 2.0}):
-            if any(getattr(c, k) != v for k, v in changes.items()):
-                c = attempt(c, **changes) or c
-        if c.allowed_length != 1:
-            opts = [a for a in (1, 0, 2, 3) if a != c.allowed_length]
-            c = shrink_towards([x for x in (attempt(c, allowed_length=a) for a in opts) if x], lambda x: True) or c
-        if c.penalty_last_n > len(c.history) or c.penalty_last_n < 0:
-            for plen in (max(len(c.history), 1), 0, -1):
-                if plen != c.penalty_last_n and (c2 := attempt(c, penalty_last_n=plen)):
-                    c = c2
-                    break
-        used = sorted(set(c.history) | {SYMBOLS.index(ch) for b in c.breakers for ch in b})
-        for a, b2 in itertools.combinations(used, 2):
-            c2 = rename(c, {b2: a})
-            if c2 is not None and c2 != c and P(c2):
-                c = c2
-                break
-        cf = canonical_form(c)
-        return cf if cf != c and P(cf) else c
-
-    while True:
-        before = case
-        case = passes(case)
-        if case == before:
-            break
-    log(f"{klass}: reduced to {len(case.history)} tokens, {P.calls} calls")
-    # shortest: an analytic bound for threshold classes, else every shorter history
-    bound = _threshold_length(klass, case)
-    if bound is not None and len(case.history) == bound:
-        return case, "proven", P.calls
-    n, k = len(case.history), case.alphabet
-    sym_free = not case.breakers and case.candidates is None
-    total = sum(count_histories(k, m_, sym_free) for m_ in range(n))
-    if total > PROOF_BUDGET:
-        return case, "1-minimal", P.calls
-    for m_ in range(n):
-        for h in (restricted_growth(m_, k) if sym_free else itertools.product(range(k), repeat=m_)):
-            c = case.with_history(h)
-            if P(c):
-                log(f"{klass}: shorter witness of {m_} tokens found; continuing")
-                return minimize_divergence(c, klass, sole=sole, lib_check=lib_check, log=log)
-    return case, "proven", P.calls
 
 
 def witness_entry(case: Case, klass: str, shortest: str, provenance: dict, note: str = "") -> dict:

@@ -223,10 +223,22 @@ def penalties(L: np.ndarray, cfg: Config) -> np.ndarray:
     if mx > 0:
         exp = np.minimum(exp, mx)
     flat = exp.ravel().tolist()
-    # A Python float product is the C double product; f32 rounds to float as the C conversion does (inf
-    # past the float range, as the C++ gets).
-    table = {e: f32(cfg.multiplier * _pow(cfg.base, float(e))) for e in set(flat)}
+    table = {e: penalty_at(cfg.multiplier, cfg.base, e) for e in set(flat)}
     return np.array([table[e] for e in flat], dtype=np.float32).reshape(exp.shape)
+
+
+def penalty_at(multiplier: float, base: float, exponent: int) -> float:
+    """Step 4's float penalty for one (already clamped) exponent: multiplier * pow(double(base), exponent) in
+    double (a Python float product is the C double product), rounded to float as the C conversion does (inf
+    past the float range, as the C++ gets)."""
+    return f32(multiplier * _pow(base, float(exponent)))
+
+
+def clamped_exponent(L: int, allowed_length: int, base: float) -> int:
+    """repeat_exp = L - allowed_length, clamped to max_exponent when that is positive (Step 4)."""
+    e = L - allowed_length
+    mx = max_exponent(base)
+    return min(e, mx) if mx > 0 else e
 
 
 def output_logits(initial: np.ndarray, pred: Prediction, cfg: Config) -> np.ndarray:
