@@ -42,6 +42,12 @@ _F32 = struct.Struct("f")
 _SYMBOL_SET = frozenset(SYMBOLS)
 
 
+def seed_parameters(multiplier: float, base: float, allowed_length: int) -> bool:
+    """(1, 2, 1): the penalty 1 * 2^(L-1) inverts to L exactly (from 0 logits); every other parameter set is
+    compared bit-exactly with the output model."""
+    return multiplier == 1.0 and base == 2.0 and allowed_length == 1
+
+
 @dataclass(frozen=True)
 class Case:
     history: tuple[int, ...]
@@ -112,13 +118,7 @@ class Case:
 
     def invertible(self) -> bool:
         """The seed configuration whose penalty inverts exactly to L: 1 * 2^(L-1), logits all 0."""
-        return (self.multiplier == 1.0 and self.base == 2.0 and self.allowed_length == 1
-                and not any(self.logits))
-
-    def config_key(self) -> tuple:
-        """Everything but the history: cases with equal keys can be evaluated as one batch."""
-        return (self.alphabet, self.penalty_last_n, self.breakers, self.multiplier, self.base,
-                self.allowed_length, self.candidates, self.sorted, self.n_ctx_train)
+        return seed_parameters(self.multiplier, self.base, self.allowed_length) and not any(self.logits)
 
     def with_history(self, history) -> "Case":
         return replace(self, history=tuple(int(t) for t in history))

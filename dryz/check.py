@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .case import Case
+from .case import Case, seed_parameters
 from .oracle.lengths import match_lengths_A, match_lengths_B
 from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_limits, restart_divergence
 from .oracle.shipped import (Config, Prediction, output_logits, output_logits_zero, rep_limits,
@@ -25,6 +25,20 @@ class HarnessError(RuntimeError):
 
 
 AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"
+CRASH = "crash"
+# Every verdict class, in report order (the one list: corpus entries, sweeps, certificates and the CLI read it).
+CLASSES = (AGREE, "documented-contained-restart", "promise-restart-order", "promise-finite-penalty", MISMATCH,
+           "mismatch-multi-token", ORACLE_DISAGREEMENT, HARNESS_ERROR, CRASH)
+
+
+def is_finding(klass: str) -> bool:
+    """A class that is the library's doing (exit 1): anything but agree and the source's own documented
+    limitations."""
+    return klass != AGREE and not klass.startswith("documented-")
+
+
+def class_order(klass: str) -> int:
+    return CLASSES.index(klass) if klass in CLASSES else len(CLASSES)
 # A broken promise's class is "promise-" + its name, except the limitation the source documents itself.
 PROMISE_CLASSES = {"contained-restart": "documented-contained-restart"}
 
@@ -116,7 +130,7 @@ class Batch:
     @cached_property
     def invertible(self) -> bool:
         c = self.cfg
-        return self.initial is None and c.multiplier == 1.0 and c.base == 2.0 and c.allowed_length == 1
+        return self.initial is None and seed_parameters(c.multiplier, c.base, c.allowed_length)
 
     @cached_property
     def expected(self) -> np.ndarray:

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .case import Case, f32
+from .case import Case, f32, seed_parameters
 from .oracle.restarts import restart_sequences, restart_sequences_one, tokens_by_char
 from .oracle.shipped import Config
 from .subject.symbols import SYMBOLS, symbol_texts
@@ -90,9 +90,7 @@ class SpaceConfig:
 
     @property
     def invertible(self) -> bool:
-        """The seed parameters (1, 2, 1), whose penalty 2^(L-1) inverts to L; any other configuration is
-        compared bit-exactly with the output model (exact_batch)."""
-        return self.multiplier == 1.0 and self.base == 2.0 and self.allowed_length == 1
+        return seed_parameters(self.multiplier, self.base, self.allowed_length)
 
     def to_json(self) -> dict:
         return {"name": self.name, "penalty_last_n": self.penalty_last_n, "breakers": list(self.breakers),

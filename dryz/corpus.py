@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .case import Case, CaseError
+from .check import CLASSES
 
 CORPUS_SCHEMA = "dryz.corpus/1"
 SHORTEST = ("proven", "1-minimal", "not-minimized")
-KNOWN_CLASSES = ("agree", "mismatch", "mismatch-multi-token", "oracle-disagreement", "harness-error",
-                 "promise-finite-penalty", "crash", "documented-contained-restart")
+KNOWN_CLASSES = CLASSES
 
 def _project_dir() -> Path:
     """The project's own corpus: `corpus/` at the top of a checkout (and of an editable install); in an

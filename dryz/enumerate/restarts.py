@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..check import AGREE, HARNESS_ERROR, MISMATCH, ORACLE_DISAGREEMENT, check_batch, restart_promise_class
+from ..check import AGREE, check_batch, class_order, restart_promise_class
 from ..config import config_of
 from ..space import histories
 from ..oracle.restarts import restart_sequences
@@ -40,9 +40,6 @@ CONFIGS = (
     ("overlap-abc-ca", ("abc", "ca")),       # none
     ("pair-and-single-ab-c", ("ab", "c")),   # none
 )
-
-CLASS_ORDER = (AGREE, "documented-contained-restart", "promise-restart-order", MISMATCH, "mismatch-multi-token",
-               ORACLE_DISAGREEMENT, HARNESS_ERROR)
 
 
 def admits_difference(breakers) -> bool:
@@ -111,8 +108,7 @@ class SweepResult:
 
     def to_json(self) -> dict:
         return {"name": self.name, "breakers": list(self.breakers), "histories": self.histories,
-                "counts": dict(sorted(self.counts.items(), key=lambda kv: CLASS_ORDER.index(kv[0])
-                                      if kv[0] in CLASS_ORDER else 99)),
+                "counts": dict(sorted(self.counts.items(), key=lambda kv: class_order(kv[0]))),
                 "rep_only": self.rep_only, "predicted_to_differ": self.predicted,
                 "examples": self.examples, "seconds": round(self.seconds, 3)}
 
