@@ -19,6 +19,7 @@ from dataclasses import replace
 from minimize import BUDGET, ddmin, first_shorter, fixpoint, shortest, shrink_towards
 
 from .case import Case, CaseError
+from .space import Space, canonical_strings
 from .subject.symbols import SYMBOLS
 
 PROOF_BUDGET = 60_000   # histories the shortest-search may check
@@ -256,28 +257,16 @@ def canonical_form(case: Case) -> Case:
 
 
 def count_histories(k: int, n: int, symmetric: bool) -> int:
+    """Histories of length n over k symbols, or (symmetric) their equality patterns with <= k symbols."""
     if not symmetric:
         return k ** n
-    # restricted-growth strings of length n with at most k distinct symbols: sum_{j<=k} S(n, j)
-    S = [[0] * (k + 1) for _ in range(n + 1)]
-    S[0][0] = 1
-    for i in range(1, n + 1):
-        for j in range(1, k + 1):
-            S[i][j] = j * S[i - 1][j] + S[i - 1][j - 1]
-    return sum(S[n])
+    return sum(Space(k, None, n).counts(n).get(n, {0: 1}).values())
 
 
 def restricted_growth(n: int, k: int):
-    """Histories in first-occurrence canonical form: one per equality pattern (with <= k symbols)."""
-    def rec(prefix, m):
-        if len(prefix) == n:
-            yield tuple(prefix)
-            return
-        for t in range(min(m + 1, k)):
-            prefix.append(t)
-            yield from rec(prefix, max(m, t + 1))
-            prefix.pop()
-    yield from rec([], 0)
+    """Histories in first-occurrence canonical form: one per equality pattern (with <= k symbols): the
+    canonical tree's histories of length n (space.canonical_strings)."""
+    return canonical_strings(Space(k, None, max(n, 1)), n)
 
 
 def reduce_case(case: Case, target: tuple, signature=signature_in_process, log=None):
