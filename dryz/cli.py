@@ -596,7 +596,7 @@ def signature_cmd():
 def minimize(path, corpus_dir, isolate):
     """Shrink a failing case (crash file, Case JSON or corpus entry) to a shortest reproducer in ./corpus."""
     from .check import fault
-    from .corpus import USER_DIR, CorpusError, entry_json, write_entry
+    from .corpus import USER_DIR, CorpusError, crash_entry, entry_json, write_entry
     from .shrink import reduce_case, signature_in_process, signature_isolated
     case, kind = load_case_file(path)
     t0 = time.perf_counter()
@@ -644,13 +644,6 @@ def check_class(case) -> str:
     """check()'s class of a case that did not crash in isolation."""
     from .check import check
     return check(case, load_subject()).klass
-
-
-def crash_entry(case, shortest, provenance, identity) -> dict:
-    from .corpus import CORPUS_SCHEMA, subject_json
-    return {"schema": CORPUS_SCHEMA, "expect": "crash", "class": "crash", "shortest": shortest,
-            "history_symbols": case.symbols, "note": "", "case": case.to_json(),
-            "subject": subject_json(identity), "provenance": provenance}
 
 
 @cli.command()

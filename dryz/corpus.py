@@ -47,6 +47,13 @@ class Entry:
     data: dict  # the whole JSON object as stored
 
 
+def crash_entry(case: Case, shortest: str, provenance: dict, identity: dict) -> dict:
+    """The stored form of a case on which the library crashed (no verdict to record: the process died)."""
+    return {"schema": CORPUS_SCHEMA, "expect": "crash", "class": "crash", "shortest": shortest,
+            "history_symbols": case.symbols, "note": "", "case": case.to_json(),
+            "subject": subject_json(identity), "provenance": provenance}
+
+
 def entry_json(case: Case, verdict, *, expect: str, shortest: str, provenance: dict, subject: dict,
                note: str = "") -> dict:
     """The stored form: the case, what the library did and what the oracle expected, per candidate."""

@@ -416,7 +416,7 @@ def _write_witness(case, klass, shortest, calls, ref_row, other_row, results, co
     except (ValueError, KeyError):
         v = {"class": "error"}
     if "candidates" not in v:  # the reference itself crashed (or could not be judged): a crash entry
-        from .cli import crash_entry
+        from .corpus import crash_entry
         from .corpus import write_entry as _write
         data = crash_entry(case, shortest, {"found_by": "dryz matrix", "predicate_calls": calls},
                            ref_row["identity"])

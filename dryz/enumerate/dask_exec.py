@@ -2,7 +2,7 @@
 
 It runs exactly the slice list the fork pool runs (exhaustive.config_slices, or a shard's part of it), one Dask
 task per slice, and hands the results back in slice order, so run_configs merges them as it merges the pool's:
-the results are identical to a single-process run. Each task is exhaustive._run_task, which loads the subject
+the results are identical to a single-process run. Each task is enumerate.run._run_task, which loads the subject
 in the worker's own process (check.subject(): the libllama handle and its buffers are per process); tasks in
 one worker process run one at a time (the subject's buffers are not shared between threads), so a worker
 with several threads still gives correct results but no extra speed. Start workers with one thread each,
@@ -89,15 +89,15 @@ def _subject_sha():
     return subject().identity.get("libllama_sha256")
 
 
-def _run_task_serial(args):
-    from .run import _run_task
+def _serially(fn, args):
     with _LOCK:
-        return _run_task(args)
+        return fn(args)
 
 
-def map_in_order(client, tasks):
-    """Submit every task at once; yield the results in task order (a worker's exception is re-raised here)."""
-    futures = client.map(_run_task_serial, tasks, pure=False)
+def map_in_order(client, fn, tasks):
+    """Submit fn(task) for every task at once, one at a time per worker process; yield the results in task
+    order (a worker's exception is re-raised here)."""
+    futures = client.map(_serially, [fn] * len(tasks), tasks, pure=False)
     try:
         for f in futures:
             yield f.result()

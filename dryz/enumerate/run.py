@@ -267,7 +267,7 @@ def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, ca
             if own_client is not None:
                 own_client.close()
             raise
-        outs = dask_exec.map_in_order(client, [t for _, t in tasks])
+        outs = dask_exec.map_in_order(client, _run_task, [t for _, t in tasks])
         pool = None
     elif workers <= 1:
         outs = (_run_task(t) for _, t in tasks)
