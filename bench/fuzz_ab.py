@@ -29,6 +29,17 @@ REPO = Path(__file__).resolve().parent.parent
 OLD_HARNESS = "fuzz/dry_fuzz.py"  # where builds before dryz/fuzz/harness.py kept the harness
 
 
+def _first(*names):
+    """The first of these modules that exists (a module moved between builds)."""
+    for n in names:
+        try:
+            return importlib.import_module(n)
+        except ModuleNotFoundError as e:
+            if e.name != n:
+                raise
+    raise ModuleNotFoundError(names[-1])
+
+
 def materialize(spec: str, into: Path, name: str) -> None:
     """Copy build `spec` (a directory with dryz/, or a git revision) to into/name, imports renamed."""
     src = Path(spec)
@@ -72,7 +83,7 @@ def build_drive(source: Path, into: Path, module: str) -> None:
 
 
 def load(name: str, instrumented: bool):
-    module = importlib.import_module(name + ".fuzzing")
+    module = _first(name + ".fuzz.target", name + ".fuzzing")  # the fuzz target before/after 2026-12-03
     if instrumented:  # the harness's own instrument(), on this build's copies of the modules it names
         os.environ["DRYZ_INSTRUMENT"] = "0"  # importing an old harness must not instrument anything itself
         try:
@@ -97,7 +108,7 @@ def main():
     sys.path.insert(0, str(work))
     import numpy  # noqa: F401,F811  (before instrumentation, as in the harness)
     builds = {"x": load("dryz_x", a.instrumented), "y": load("dryz_y", a.instrumented)}
-    decode = importlib.import_module("dryz_x.decode").decode
+    decode = _first("dryz_x.fuzz.decode", "dryz_x.decode").decode
     rng = np.random.default_rng(0)
     lo, hi = a.band
     datas = [rng.integers(0, 256, int(rng.integers(0, 3000))).astype(np.uint8).tobytes() for _ in range(12000)]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 
 import numpy as np
 
@@ -62,8 +61,14 @@ def _inject(p: Prediction) -> Prediction:
 
 def subject():
     """The process's one subject (dryz.subject.current(): the library --lib / DRYZ_LIB selects)."""
-    from .subject import current
-    return current()
+    global _current
+    if _current is None:
+        from .subject import current
+        _current = current
+    return _current()
+
+
+_current = None  # dryz.subject.current, imported on first use (loading a library is the caller's choice)
 
 
 if MAX_ALPHABET > 256:
@@ -108,6 +113,24 @@ def _bits(a) -> np.ndarray:
     return np.asarray(a, dtype=np.float32).view(np.uint32)
 
 
+class _lazy:
+    """A value computed on first read and then kept in the instance (functools.cached_property without its
+    per-read lock, which costs ~1 us a read on Python 3.11: a fuzz input reads a dozen)."""
+
+    def __init__(self, fn):
+        self.fn, self.name = fn, fn.__name__
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        v = self.fn(obj)
+        obj.__dict__[self.name] = v
+        return v
+
+
 class Batch:
     """check_batch's verdict on N histories (equal length) x C candidates: what the library left against
     both oracles and the shipped model's output, bit for bit, plus the source's promises and the off-by-one
@@ -122,37 +145,40 @@ class Batch:
     def __init__(self, cfg: Config, H: np.ndarray, cands: np.ndarray, observed: np.ndarray,
                  initial: np.ndarray | None = None, sorted_in: bool = False, observed_sorted=None):
         self.cfg, self.H, self.cands = cfg, H, cands
-        self.observed = observed  # (N, C) float32
+        self.observed = observed  # (N, C) float32, C order
         self.initial = initial    # (C,) float32, None: every logit 0
         self.sorted_in, self.observed_sorted = sorted_in, observed_sorted  # (N,) bool or None: not judged
+        self.one = H.shape[0] == 1  # a batch of one (a fuzz input): whole arrays, no row views
         self.pa, self.pb = predict_both(H, cands, cfg)
 
-    @cached_property
+    @_lazy
     def invertible(self) -> bool:
         c = self.cfg
         return self.initial is None and seed_parameters(c.multiplier, c.base, c.allowed_length)
 
-    @cached_property
+    @_lazy
     def expected(self) -> np.ndarray:
-        if np.count_nonzero(np.less(self.pa.L, 0)):
-            raise HarnessError("the model predicted a negative L")
-        if self.initial is None:
+        if self.initial is not None:
+            return output_logits(self.initial, self.pa, self.cfg)
+        try:
             return output_logits_zero(self.pa, self.cfg)
-        return output_logits(self.initial, self.pa, self.cfg)
+        except ValueError as e:  # a negative L
+            raise HarnessError(str(e)) from None
 
-    @cached_property
+    @_lazy
     def expected_sorted(self) -> np.ndarray:
-        return np.where(self.pa.ran, False, self.sorted_in)
+        """apply clears the sorted flag when it reaches Step 4; else the flag is left as it came."""
+        return np.logical_and(np.logical_not(self.pa.ran), self.sorted_in)
 
-    @cached_property
+    @_lazy
     def bits(self) -> np.ndarray:
         return _bits(np.ascontiguousarray(self.observed))
 
-    @cached_property
+    @_lazy
     def oracles_differ(self) -> np.ndarray:
         return np.not_equal(self.pa.L, self.pb.L) | np.not_equal(self.pa.penalized, self.pb.penalized)
 
-    @cached_property
+    @_lazy
     def library_L(self) -> np.ndarray | None:
         """The library's L per case where the configuration inverts (-1: neither 0 nor 2^(L-1)), else None."""
         if not self.invertible:
@@ -161,25 +187,25 @@ class Batch:
         L[bad] = -1
         return L
 
-    @cached_property
+    @_lazy
     def codes(self) -> np.ndarray:
         differ = np.not_equal(self.bits, _bits(self.expected))
         return np.where(self.oracles_differ, 2, np.where(differ, 1, 0)).astype(np.int8)
 
-    @cached_property
+    @_lazy
     def L(self) -> np.ndarray:
         if self.library_L is not None:
             return self.library_L
         return np.where(np.equal(self.codes, 0), self.pa.L, -1)
 
-    @cached_property
+    @_lazy
     def penalized(self) -> np.ndarray:
         """The library changed the logit."""
         if self.library_L is not None:
             return np.greater(self.library_L, 0)
         return np.not_equal(self.bits, _bits(self.initial if self.initial is not None else 0.0))
 
-    @cached_property
+    @_lazy
     def flagged(self) -> np.ndarray:
         """The off-by-one reference (L + 1 wherever the model penalizes) differs from the library: the
         non-vacuity control every mode carries."""
@@ -196,17 +222,30 @@ class Batch:
         """AGREE, MISMATCH or ORACLE_DISAGREEMENT for history r (before promises), bytes-compared: the fast
         path of a batch of one."""
         pa, pb = self.pa, self.pb
-        if pa.L[r].tobytes() != pb.L[r].tobytes() or pa.penalized[r].tobytes() != pb.penalized[r].tobytes():
+        if self.one:
+            La, Lb, Pa, Pb, obs, exp = pa.L, pb.L, pa.penalized, pb.penalized, self.observed, self.expected
+        else:
+            La, Lb, Pa, Pb = pa.L[r], pb.L[r], pa.penalized[r], pb.penalized[r]
+            obs, exp = self.observed[r], self.expected[r]
+        if La.tobytes() != Lb.tobytes() or Pa.tobytes() != Pb.tobytes():
             return ORACLE_DISAGREEMENT
-        if self.bits[r].tobytes() != _bits(self.expected[r]).tobytes():
+        if obs.tobytes() != exp.tobytes():  # bit-exact (both float32, C order)
             return MISMATCH
-        if self.observed_sorted is not None and bool(self.observed_sorted[r]) != bool(self.expected_sorted[r]):
+        if self.observed_sorted is not None and bool(self.observed_sorted[r]) != self.row_sorted(r):
             return MISMATCH
         return AGREE
 
+    def row_sorted(self, r: int) -> bool:
+        """The sorted flag history r must leave: apply clears it when it reaches Step 4."""
+        return False if self.pa.ran[r] else bool(self.sorted_in)
+
     def promises(self, r: int) -> list[str]:
         """The promises history r breaks (judged only where it agrees with the shipped model)."""
-        out = _finite_penalty(self._initial_row(), self.observed[r], self.pa.penalized[r])
+        initial = self.initial if self.initial is not None else self._initial_row()
+        if self.one:
+            out = _finite_penalty(initial, self.observed, self.pa.penalized)
+        else:
+            out = _finite_penalty(initial, self.observed[r], self.pa.penalized[r])
         if self.cfg.multi_token:
             out += self._restart_promise(r)
         return out
@@ -257,7 +296,7 @@ class Batch:
             return None  # apply exits before Step 1 in both models
         return self.H[:, n - w:]
 
-    @cached_property
+    @_lazy
     def _promised(self):
         W = self._restart_rows()
         if W is None:
@@ -281,7 +320,7 @@ class Batch:
         H = self.H[r:r + 1]
         pp = promised_lengths(H, self.cands, self.cfg, match_lengths_A)
         promised = output_logits(self._initial_row(), pp, self.cfg)[0]
-        promised_sorted = False if pp.ran[0] else self.sorted_in
+        promised_sorted = False if pp.ran[0] else bool(self.sorted_in)
         same_sorted = self.observed_sorted is None or bool(self.observed_sorted[r]) == promised_sorted
         if _bits(self.observed[r]).tobytes() == _bits(promised).tobytes() and same_sorted:
             return []
@@ -292,7 +331,8 @@ def check_batch(cfg: Config, H: np.ndarray, cands: np.ndarray, observed: np.ndar
                 sorted_in: bool = False, observed_sorted=None) -> Batch:
     """The one verdict: what the library left for the histories H (N, n) and candidates cands (C,), judged
     against both oracles, the shipped model bit for bit, the promises and the controls."""
-    return Batch(cfg, H, cands, observed, initial, sorted_in, observed_sorted)
+    return Batch(cfg, H, cands, np.ascontiguousarray(observed, dtype=np.float32), initial, sorted_in,
+                 observed_sorted)
 
 
 def promise_class(name: str) -> str:
@@ -319,9 +359,9 @@ def restart_promise_class(window, seqs) -> str:
 # -- a single case: a batch of one -------------------------------------------------------------------
 
 
-def _list_of(array_field: str) -> cached_property:
+def _list_of(array_field: str) -> _lazy:
     """A Verdict field's list form, made when first read."""
-    return cached_property(lambda v: getattr(v, array_field).tolist())
+    return _lazy(lambda v: getattr(v, array_field).tolist())
 
 
 @dataclass
@@ -342,7 +382,7 @@ class Verdict:
     differing: list[dict] = field(default_factory=list)  # per differing candidate: id, expected, observed
     broken_promises: list[str] = field(default_factory=list)  # promises the shipped output breaks
 
-    @cached_property
+    @_lazy
     def candidates(self) -> list[int]:
         return list(self.case.ids)
 
@@ -411,7 +451,7 @@ def check(case: Case, lib=None) -> Verdict:
         v.differing.append({"id": -1, "expected": "unchanged ids and size", "observed": "changed",
                             "direction": "array"})
         return v
-    b = check_batch(cfg, H, cands, out.logits.reshape(1, -1), initial, case.sorted, (out.sorted,))
+    b = Batch(cfg, H, cands, out.logits.reshape(1, -1), initial, case.sorted, (out.sorted,))  # float32 C
     v = _verdict(case, b, out.logits, out.sorted)
     if case.invertible():
         L, bad = invert_deltas(-out.logits)
@@ -447,5 +487,5 @@ def check(case: Case, lib=None) -> Verdict:
 def _verdict(case: Case, b: Batch, observed: np.ndarray, observed_sorted: bool) -> Verdict:
     return Verdict(case=case, status=AGREE, oracle_L_array=b.pa.L[0], oracle_B_L_array=b.pb.L[0],
                    expected_array=b.expected[0], observed_array=observed,
-                   expected_sorted=bool(b.expected_sorted[0]), observed_sorted=observed_sorted,
+                   expected_sorted=b.row_sorted(0), observed_sorted=observed_sorted,
                    multi_token=b.cfg.multi_token)
