@@ -173,7 +173,7 @@ done:
  *
  * The GIL is released while the library runs and taken back for emit, for allocations, and every check_every
  * histories for PyErr_CheckSignals (a KeyboardInterrupt stops the walk there). On any error every live
- * sampler is freed before returning NULL. */
+ * sampler is freed before returning NULL (with the error set aside meanwhile). */
 
 typedef void *(*clone_fn)(void *);
 
@@ -196,6 +196,7 @@ typedef struct {
     int64_t path[256];     /* the tokens of the current history */
     PyObject *emit, *changed_exc;
     PyThreadState *ts;     /* non-NULL while the GIL is released */
+    PyObject *et, *ev, *etb; /* the walk's error, held while the live samplers are freed */
     long long applied, check_every, until_check;
 } walker_t;
 
@@ -211,6 +212,14 @@ static inline void gil_take(walker_t *w) {
 static inline void gil_drop(walker_t *w) {
     if (!w->ts)
         w->ts = PyEval_SaveThread();
+}
+
+/* An error was set (GIL held): keep it aside, so the samplers are freed with no exception pending (the
+ * library does not care; a test's ctypes wrappers of the library's functions do). */
+static int failed(walker_t *w) {
+    gil_take(w);
+    PyErr_Fetch(&w->et, &w->ev, &w->etb);
+    return -1;
 }
 
 /* Hand group g's batch to emit (GIL held). 0 on success. */
@@ -249,7 +258,7 @@ static int record(walker_t *w, void *s, int n, int m) {
         if (!g->H || !g->L) {
             Py_CLEAR(g->H);
             Py_CLEAR(g->L);
-            return -1;
+            return failed(w);
         }
         g->h = (int64_t *)PyByteArray_AS_STRING(g->H);
         g->l = (float *)PyByteArray_AS_STRING(g->L);
@@ -264,14 +273,14 @@ static int record(walker_t *w, void *s, int n, int m) {
     if (arr.data != d || arr.size != (size_t)c) {
         gil_take(w);
         PyErr_SetString(w->changed_exc, "the sampler changed the candidate array's size or data pointer");
-        return -1;
+        return failed(w);
     }
     float *lo = g->l + g->fill * c;
     for (int i = 0; i < c; ++i) {
         if (d[i].id != ids[i]) {
             gil_take(w);
             PyErr_SetString(w->changed_exc, "the sampler changed candidate ids in the array (DRY must not)");
-            return -1;
+            return failed(w);
         }
         lo[i] = d[i].logit;
     }
@@ -282,14 +291,14 @@ static int record(walker_t *w, void *s, int n, int m) {
     if (++g->fill == g->cap) {
         gil_take(w);
         if (group_flush(w, n, m) < 0)
-            return -1;
+            return failed(w);
         gil_drop(w);
     }
     if (--w->until_check <= 0) {
         w->until_check = w->check_every;
         gil_take(w);
         if (PyErr_CheckSignals() < 0)
-            return -1;
+            return failed(w);
         gil_drop(w);
     }
     return 0;
@@ -311,7 +320,7 @@ static int visit(walker_t *w, void *s, int depth, int m) {
             w->free(s);
             gil_take(w);
             PyErr_SetString(PyExc_RuntimeError, "llama_sampler_clone returned NULL");
-            return -1;
+            return failed(w);
         }
         int32_t t = w->kid_tok[i];
         int mc = w->kid_m[i];
@@ -473,8 +482,10 @@ static PyObject *drive_walk(PyObject *self, PyObject *args) {
         }
         int rc = visit(&w, s, (int)np_, m0);
         gil_take(&w);
-        if (rc < 0)
+        if (rc < 0) {
+            PyErr_Restore(w.et, w.ev, w.etb);
             goto done;
+        }
     }
     /* The rest of every batch, in (n, m) order. */
     for (int n = 1; n <= max_len; ++n)
