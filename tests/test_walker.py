@@ -357,19 +357,26 @@ def test_interrupted_walks_do_not_grow_the_heap(lib):
             raise KeyboardInterrupt
 
     def interrupted():
+        """True when the interrupt stopped the C walk (after its first batch: the samplers were live)."""
         nonlocal armed
+        batches = []
         t = threading.Timer(0.02, _thread.interrupt_main)
-        armed = True
-        t.start()
+        stopped = False
         try:
-            walk(lib, space, N, args, lambda *a: None)
-        except KeyboardInterrupt:
-            return True
-        finally:
-            armed = False
-            t.cancel()
+            try:
+                armed = True
+                t.start()
+                walk(lib, space, N, args, lambda *a: batches.append(1), batch_rows=512)
+            except KeyboardInterrupt:
+                stopped = True
+            finally:
+                armed = False
+                t.cancel()
+                t.join()
+        except KeyboardInterrupt:  # one that arrived in the finally clause
+            armed, stopped = False, True
             t.join()
-        return False
+        return stopped and bool(batches)
 
     old = signal.signal(signal.SIGINT, on_sigint)
     try:

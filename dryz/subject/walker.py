@@ -29,7 +29,9 @@ from . import libllama as _libllama
 from .binding import ArrayChanged
 
 BATCH_ROWS = 65536          # histories per batch at most
-BATCH_BYTES = 8 << 20       # and at most this many output bytes per batch (token history + logits)
+BATCH_BYTES = 4 << 20       # and at most this many output bytes per batch (token history + logits): a
+                            # (n, m) group of length 13, 14 candidates holds 34,952 histories; the canonical
+                            # all-alphabets tree of length 13 then holds at most ~100 MB of batches at once
 CHECK_EVERY = 16384         # histories between two looks at pending signals (KeyboardInterrupt)
 
 
