@@ -5,6 +5,9 @@
  * reads the candidate array. A llama_sampler_accept through ctypes costs ~0.8 us; here it costs what
  * libllama's own code costs. dryz/subject/libllama.py keeps a pure-ctypes path doing the same calls
  * (DRYZ_DRIVE=ctypes), and a test checks both give identical output.
+ *
+ * walk() is the tree walk of `dryz exhaustive` (plain and canonical trees, dryz/subject/walker.py): the same
+ * clone/accept/apply/free sequence the Python runners made through ctypes, with the output kept in batches here.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
