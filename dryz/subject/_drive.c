@@ -5,6 +5,9 @@
  * reads the candidate array. A llama_sampler_accept through ctypes costs ~0.8 us; here it costs what
  * libllama's own code costs. dryz/subject/libllama.py keeps a pure-ctypes path doing the same calls
  * (DRYZ_DRIVE=ctypes), and a test checks both give identical output.
+ *
+ * walk() is the tree walk of `dryz exhaustive` (plain and canonical trees, dryz/subject/walker.py): the same
+ * clone/accept/apply/free sequence the Python runners made through ctypes, with the output kept in batches here.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -12,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* llama.h's public structs (llama_token_data, llama_token_data_array). dryz/subject/libllama.py compares layout()
  * with dryz's ctypes definitions when it loads the library and refuses to use this module if
@@ -148,6 +152,368 @@ done:
     return result;
 }
 
+/* ---- walk: a depth-first walk of a history tree, every call to the library made here ---------------------
+ *
+ * walk(fns, vocab, abi, n_ctx_train, multiplier, base, allowed_length, penalty_last_n, breakers,
+ *      kid_off, kid_tok, kid_m, cand_off, cand_ids, caps, roots, max_len, emit, changed_exc, check_every)
+ *   -> number of histories applied
+ *
+ * fns: (init_dry, clone, accept, apply, free) addresses. The tree has S = len(kid_off) - 1 states m; a node
+ * in state m has the children kid_off[m] .. kid_off[m+1]-1 (token kid_tok[i], state kid_m[i]) in walk order
+ * and the candidates cand_ids[cand_off[m] .. cand_off[m+1]-1] (all int32 arrays, as bytes). caps: int64
+ * bytes, (max_len + 1) * S batch capacities, rows, per (length n, state m). roots: a sequence of
+ * (prefix tokens, state m): per root a new sampler (init_dry with the arguments as run() passes them), the
+ * prefix accepted, then every history prefix + x with 1 <= len(x), len(prefix + x) <= max_len, one apply each.
+ *
+ * A child's sampler is a llama_sampler_clone of its parent's after the parent's apply, then one accept of the
+ * child's token; the last child takes its parent's sampler over instead of a clone, so every sampler is freed
+ * exactly once (at a leaf, or when its subtree is done) and at most one sampler per depth is alive. Each apply
+ * runs on a candidate array {ids = the state's candidates, logit 0, p 0}, selected -1, unsorted; afterwards the
+ * array must hold the same data pointer, size and ids (else changed_exc is raised), and its logits are copied
+ * out. Output per (n, m) group: the token history (n int64) and the logits (float32 per candidate) of each
+ * history, in bytearrays of caps rows; a full group (and every group at the end, in (n, m) order) is handed to
+ * emit(n, m, H bytearray, logits bytearray) and a new pair is allocated.
+ *
+ * The GIL is released while the library runs and taken back for emit, for allocations, and every check_every
+ * histories for PyErr_CheckSignals (a KeyboardInterrupt stops the walk there). On any error every live
+ * sampler is freed before returning NULL (with the error set aside meanwhile). */
+
+typedef void *(*clone_fn)(void *);
+
+typedef struct {
+    PyObject *H, *L;     /* the batch being filled (bytearrays of cap rows), or NULL */
+    int64_t *h;
+    float *l;
+    Py_ssize_t fill, cap;
+} group_t;
+
+typedef struct {
+    clone_fn clone;
+    accept_fn accept;
+    apply_fn apply;
+    free_fn free;
+    int S, max_len;
+    const int32_t *kid_off, *kid_tok, *kid_m, *cand_off, *cand_ids;
+    group_t *groups;       /* (max_len + 1) * S */
+    token_data *scratch;   /* one candidate array of the largest candidate count */
+    int64_t path[256];     /* the tokens of the current history */
+    PyObject *emit, *changed_exc;
+    PyThreadState *ts;     /* non-NULL while the GIL is released */
+    PyObject *et, *ev, *etb; /* the walk's error, held while the live samplers are freed */
+    long long applied, check_every, until_check;
+} walker_t;
+
+#define WALK_MAX_LEN 256
+
+static inline void gil_take(walker_t *w) {
+    if (w->ts) {
+        PyEval_RestoreThread(w->ts);
+        w->ts = NULL;
+    }
+}
+
+static inline void gil_drop(walker_t *w) {
+    if (!w->ts)
+        w->ts = PyEval_SaveThread();
+}
+
+/* An error was set (GIL held): keep it aside, so the samplers are freed with no exception pending (the
+ * library does not care; a test's ctypes wrappers of the library's functions do). */
+static int failed(walker_t *w) {
+    gil_take(w);
+    PyErr_Fetch(&w->et, &w->ev, &w->etb);
+    return -1;
+}
+
+/* Hand group g's batch to emit (GIL held). 0 on success. */
+static int group_flush(walker_t *w, int n, int m) {
+    group_t *g = &w->groups[n * w->S + m];
+    if (!g->H || !g->fill)
+        return 0;
+    int c = w->cand_off[m + 1] - w->cand_off[m];
+    PyObject *H = g->H, *L = g->L;
+    Py_ssize_t fill = g->fill;
+    g->H = g->L = NULL, g->h = NULL, g->l = NULL, g->fill = 0;
+    int rc = -1;
+    if (fill < g->cap && (PyByteArray_Resize(H, fill * n * 8) < 0 || PyByteArray_Resize(L, fill * c * 4) < 0))
+        goto done;
+    PyObject *r = PyObject_CallFunction(w->emit, "iiOO", n, m, H, L);
+    if (r) {
+        Py_DECREF(r);
+        rc = 0;
+    }
+done:
+    Py_DECREF(H);
+    Py_DECREF(L);
+    return rc;
+}
+
+/* Apply s to a fresh candidate array of state m and record the history path[0..n) in group (n, m).
+ * 0 on success, -1 with an exception set (the caller still owns s). */
+static int record(walker_t *w, void *s, int n, int m) {
+    group_t *g = &w->groups[n * w->S + m];
+    int c = w->cand_off[m + 1] - w->cand_off[m];
+    const int32_t *ids = w->cand_ids + w->cand_off[m];
+    if (!g->H) {
+        gil_take(w);
+        g->H = PyByteArray_FromStringAndSize(NULL, g->cap * n * 8);
+        g->L = PyByteArray_FromStringAndSize(NULL, g->cap * c * 4);
+        if (!g->H || !g->L) {
+            Py_CLEAR(g->H);
+            Py_CLEAR(g->L);
+            return failed(w);
+        }
+        g->h = (int64_t *)PyByteArray_AS_STRING(g->H);
+        g->l = (float *)PyByteArray_AS_STRING(g->L);
+        g->fill = 0;
+        gil_drop(w);
+    }
+    token_data *d = w->scratch;
+    for (int i = 0; i < c; ++i)
+        d[i].id = ids[i], d[i].logit = 0.0f, d[i].p = 0.0f;
+    token_data_array arr = {d, (size_t)c, -1, false};
+    w->apply(s, &arr);
+    if (arr.data != d || arr.size != (size_t)c) {
+        gil_take(w);
+        PyErr_SetString(w->changed_exc, "the sampler changed the candidate array's size or data pointer");
+        return failed(w);
+    }
+    float *lo = g->l + g->fill * c;
+    for (int i = 0; i < c; ++i) {
+        if (d[i].id != ids[i]) {
+            gil_take(w);
+            PyErr_SetString(w->changed_exc, "the sampler changed candidate ids in the array (DRY must not)");
+            return failed(w);
+        }
+        lo[i] = d[i].logit;
+    }
+    int64_t *ho = g->h + g->fill * n;
+    for (int i = 0; i < n; ++i)
+        ho[i] = w->path[i];
+    w->applied++;
+    if (++g->fill == g->cap) {
+        gil_take(w);
+        if (group_flush(w, n, m) < 0)
+            return failed(w);
+        gil_drop(w);
+    }
+    if (--w->until_check <= 0) {
+        w->until_check = w->check_every;
+        gil_take(w);
+        if (PyErr_CheckSignals() < 0)
+            return failed(w);
+        gil_drop(w);
+    }
+    return 0;
+}
+
+/* The subtree below a node of depth `depth` in state m whose sampler is s (already applied, or the root).
+ * Takes ownership of s: it is freed (or handed to the last child) on every path. */
+static int visit(walker_t *w, void *s, int depth, int m) {
+    int lo = w->kid_off[m], hi = w->kid_off[m + 1];
+    int n = depth + 1;
+    if (lo == hi) {
+        w->free(s);
+        return 0;
+    }
+    for (int i = lo; i < hi; ++i) {
+        int last = i == hi - 1;
+        void *c = last ? s : w->clone(s);
+        if (!c) {
+            w->free(s);
+            gil_take(w);
+            PyErr_SetString(PyExc_RuntimeError, "llama_sampler_clone returned NULL");
+            return failed(w);
+        }
+        int32_t t = w->kid_tok[i];
+        int mc = w->kid_m[i];
+        w->path[depth] = t;
+        w->accept(c, t);
+        if (record(w, c, n, mc) < 0) {
+            w->free(c);
+            if (!last)
+                w->free(s);
+            return -1;
+        }
+        if (n < w->max_len) {
+            if (visit(w, c, n, mc) < 0) {
+                if (!last)
+                    w->free(s);
+                return -1;
+            }
+        } else {
+            w->free(c);
+        }
+    }
+    return 0;
+}
+
+static int as_int32s(PyObject *o, Py_buffer *b, const char *what) {
+    if (PyObject_GetBuffer(o, b, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (b->len % 4) {
+        PyBuffer_Release(b);
+        b->obj = NULL;
+        PyErr_Format(PyExc_ValueError, "%s: not int32 bytes", what);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *drive_walk(PyObject *self, PyObject *args) {
+    unsigned long long f_init, f_clone, f_accept, f_apply, f_free, vocab;
+    float multiplier, base;
+    int abi, n_ctx_train, allowed, last_n, max_len;
+    long long check_every;
+    PyObject *breakers_o, *kid_off_o, *kid_tok_o, *kid_m_o, *cand_off_o, *cand_ids_o, *caps_o, *roots_o, *emit,
+        *changed_exc;
+    if (!PyArg_ParseTuple(args, "(KKKKK)KiiffiiOOOOOOOOiOOL", &f_init, &f_clone, &f_accept, &f_apply, &f_free,
+                          &vocab, &abi, &n_ctx_train, &multiplier, &base, &allowed, &last_n, &breakers_o,
+                          &kid_off_o, &kid_tok_o, &kid_m_o, &cand_off_o, &cand_ids_o, &caps_o, &roots_o, &max_len,
+                          &emit, &changed_exc, &check_every))
+        return NULL;
+
+    Py_buffer bufs[6];
+    PyObject *objs[6] = {kid_off_o, kid_tok_o, kid_m_o, cand_off_o, cand_ids_o, caps_o};
+    const char *names[6] = {"kid_off", "kid_tok", "kid_m", "cand_off", "cand_ids", "caps"};
+    int nbufs = 0;
+    PyObject *breakers = NULL, *roots = NULL, *result = NULL;
+    const char **texts = NULL;
+    walker_t w;
+    memset(&w, 0, sizeof w);
+    for (; nbufs < 6; ++nbufs)
+        if (as_int32s(objs[nbufs], &bufs[nbufs], names[nbufs]) < 0)
+            goto done;
+    if (!PyCallable_Check(emit)) {
+        PyErr_SetString(PyExc_TypeError, "emit must be callable");
+        goto done;
+    }
+    if (max_len < 0 || max_len >= WALK_MAX_LEN) {
+        PyErr_Format(PyExc_ValueError, "max_len must be in 0..%d", WALK_MAX_LEN - 1);
+        goto done;
+    }
+    /* The tables, checked once here so the walk itself trusts them. */
+    Py_ssize_t n_off = bufs[0].len / 4, n_kids = bufs[1].len / 4, n_coff = bufs[3].len / 4,
+               n_cand = bufs[4].len / 4;
+    w.S = (int)(n_off - 1);
+    w.max_len = max_len;
+    w.kid_off = bufs[0].buf, w.kid_tok = bufs[1].buf, w.kid_m = bufs[2].buf;
+    w.cand_off = bufs[3].buf, w.cand_ids = bufs[4].buf;
+    if (w.S < 1 || n_coff != n_off || bufs[2].len != bufs[1].len ||
+        bufs[5].len != (Py_ssize_t)(max_len + 1) * w.S * 8 || w.kid_off[0] != 0 || w.kid_off[w.S] != n_kids ||
+        w.cand_off[0] != 0 || w.cand_off[w.S] != n_cand) {
+        PyErr_SetString(PyExc_ValueError, "walk: inconsistent tree tables");
+        goto done;
+    }
+    int cmax = 0;
+    for (int m = 0; m < w.S; ++m) {
+        if (w.kid_off[m + 1] < w.kid_off[m] || w.cand_off[m + 1] < w.cand_off[m]) {
+            PyErr_SetString(PyExc_ValueError, "walk: offsets must not decrease");
+            goto done;
+        }
+        if (w.cand_off[m + 1] - w.cand_off[m] > cmax)
+            cmax = w.cand_off[m + 1] - w.cand_off[m];
+    }
+    for (Py_ssize_t i = 0; i < n_kids; ++i)
+        if (w.kid_m[i] < 0 || w.kid_m[i] >= w.S) {
+            PyErr_SetString(PyExc_ValueError, "walk: a child's state is out of range");
+            goto done;
+        }
+    const int64_t *caps = bufs[5].buf;
+    if (!(w.groups = calloc((size_t)(max_len + 1) * w.S, sizeof(group_t))) ||
+        !(w.scratch = malloc((cmax ? cmax : 1) * sizeof(token_data)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)(max_len + 1) * w.S; ++i)
+        w.groups[i].cap = caps[i] > 0 ? caps[i] : 1;
+    w.clone = (clone_fn)(uintptr_t)f_clone, w.accept = (accept_fn)(uintptr_t)f_accept;
+    w.apply = (apply_fn)(uintptr_t)f_apply, w.free = (free_fn)(uintptr_t)f_free;
+    w.emit = emit, w.changed_exc = changed_exc;
+    w.check_every = w.until_check = check_every > 0 ? check_every : 1;
+
+    if (!(breakers = PySequence_Fast(breakers_o, "breakers must be a sequence")) ||
+        !(roots = PySequence_Fast(roots_o, "roots must be a sequence")))
+        goto done;
+    Py_ssize_t nb = PySequence_Fast_GET_SIZE(breakers), nr = PySequence_Fast_GET_SIZE(roots);
+    if (!(texts = malloc((nb ? nb : 1) * sizeof(const char *)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nb; ++i)
+        if (!(texts[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(breakers, i))))
+            goto done;
+
+    for (Py_ssize_t r = 0; r < nr; ++r) {
+        /* The root: its prefix tokens converted (and checked) before the library is called. */
+        int32_t prefix[WALK_MAX_LEN];
+        PyObject *tokens_o, *root = PySequence_Fast_GET_ITEM(roots, r);
+        int m0;
+        if (!PyArg_ParseTuple(root, "Oi", &tokens_o, &m0))
+            goto done;
+        PyObject *tokens = PySequence_Fast(tokens_o, "a root's prefix must be a sequence");
+        if (!tokens)
+            goto done;
+        Py_ssize_t np_ = PySequence_Fast_GET_SIZE(tokens);
+        if (np_ >= WALK_MAX_LEN || m0 < 0 || m0 >= w.S) {
+            Py_DECREF(tokens);
+            PyErr_SetString(PyExc_ValueError, "walk: a root's prefix is too long or its state out of range");
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < np_; ++i)
+            prefix[i] = (int32_t)PyLong_AsLong(PySequence_Fast_GET_ITEM(tokens, i));
+        Py_DECREF(tokens);
+        if (PyErr_Occurred())
+            goto done;
+        if (np_ >= max_len)
+            continue;  /* nothing below it within max_len */
+        void *s;
+        if (abi == 8)
+            s = ((init_dry8_fn)(uintptr_t)f_init)((const void *)(uintptr_t)vocab, n_ctx_train, multiplier, base,
+                                                  allowed, last_n, nb ? texts : NULL, (size_t)nb);
+        else
+            s = ((init_dry_fn)(uintptr_t)f_init)((const void *)(uintptr_t)vocab, multiplier, base, allowed,
+                                                 last_n, nb ? texts : NULL, (size_t)nb);
+        if (!s) {
+            PyErr_SetString(PyExc_RuntimeError, "llama_sampler_init_dry returned NULL");
+            goto done;
+        }
+        gil_drop(&w);
+        for (Py_ssize_t i = 0; i < np_; ++i) {
+            w.path[i] = prefix[i];
+            w.accept(s, prefix[i]);
+        }
+        int rc = visit(&w, s, (int)np_, m0);
+        gil_take(&w);
+        if (rc < 0) {
+            PyErr_Restore(w.et, w.ev, w.etb);
+            goto done;
+        }
+    }
+    /* The rest of every batch, in (n, m) order. */
+    for (int n = 1; n <= max_len; ++n)
+        for (int m = 0; m < w.S; ++m)
+            if (group_flush(&w, n, m) < 0)
+                goto done;
+    result = PyLong_FromLongLong(w.applied);
+
+done:
+    gil_take(&w);
+    if (w.groups)
+        for (Py_ssize_t i = 0; i < (Py_ssize_t)(max_len + 1) * w.S; ++i) {
+            Py_XDECREF(w.groups[i].H);
+            Py_XDECREF(w.groups[i].L);
+        }
+    free(w.groups);
+    free(w.scratch);
+    free(texts);
+    Py_XDECREF(breakers);
+    Py_XDECREF(roots);
+    for (int i = 0; i < nbufs; ++i)
+        PyBuffer_Release(&bufs[i]);
+    return result;
+}
+
 /* layout() -> (sizeof token_data, offsets of id, logit, p, sizeof token_data_array, offsets of data, size,
  * selected, sorted): what this module assumes of llama.h, for the comparison with the bindings. */
 static PyObject *drive_layout(PyObject *self, PyObject *noargs) {
@@ -161,6 +527,7 @@ static PyObject *drive_layout(PyObject *self, PyObject *noargs) {
 
 static PyMethodDef methods[] = {
     {"run", drive_run, METH_VARARGS, "init a DRY sampler, accept the history, apply once to a candidate array, free"},
+    {"walk", drive_walk, METH_VARARGS, "walk a history tree depth-first with llama_sampler_clone, output in batches"},
     {"layout", drive_layout, METH_NOARGS, "the llama.h struct layout this module assumes"},
     {NULL, NULL, 0, NULL},
 };
