@@ -9,7 +9,6 @@ from math import comb
 import pytest
 
 from dryz import check as check_mod
-from dryz.enumerate import run as run_mod
 from dryz.space import CanonicalError, Space, bell, canonical_strings, expected_canonical, space_for
 from dryz.enumerate.certificate import MergeError, merge
 from dryz.enumerate.run import run_configs
@@ -204,13 +203,14 @@ def test_cli_all_alphabets_and_window_caps(tmp_path):
 def penalize_fresh(monkeypatch):
     """A library that also penalizes the fresh (absent) candidate: the walk's output with the last column
     (base config: the fresh candidate whenever m < k) lowered by 1.0."""
-    real = run_mod.walk
+    from dryz.subject.libllama import LibLlama
+    real = LibLlama.walk
 
-    def walk(lib, space, max_len, args, sink, prefixes):
+    def walk(self, space, max_len, args, sink, prefixes=((),)):
         def fake(n, m, H, logits, cands):
             logits = logits.copy()
             if space.fresh(m):
                 logits[:, m] -= 1.0
             sink(n, m, H, logits, cands)
-        real(lib, space, max_len, args, fake, prefixes)
-    monkeypatch.setattr(run_mod, "walk", walk)
+        return real(self, space, max_len, args, fake, prefixes)
+    monkeypatch.setattr(LibLlama, "walk", walk)

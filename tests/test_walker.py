@@ -12,12 +12,11 @@ import _thread
 import numpy as np
 import pytest
 
-from dryz import canonical
-from dryz.canonical import canonical_slices, canonical_strings, space_for
-from dryz.exhaustive import case_count, space_config
+from dryz.config import space_config
+from dryz.space import PlainSpace as PlainTree, canonical_slices, canonical_strings, case_count, space_for
 from dryz.subject import libllama
 from dryz.subject.binding import ArrayChanged
-from dryz.subject.walker import PlainTree, addresses, walk
+from dryz.subject.walker import addresses, walk
 
 NAMES = ("base", "window4", "breaker")
 DRIVES = ["c", "ctypes"] if libllama._DRIVE is not None else ["ctypes"]
@@ -63,16 +62,8 @@ def merged(*outs):
 # -- the plain tree ----------------------------------------------------------------------------------------
 
 
-def old_plain(lib, k, N, args):
-    from dryz.exhaustive import histories
-    parts = {}
-    lib.run_tree(k, N, args, lambda n, rows, logits: parts.setdefault(n, []).append((rows.copy(), logits.copy())))
-    return {(n, 0): sort_rows(histories(k, n, np.concatenate([r for r, _ in v])),
-                              np.concatenate([lg for _, lg in v])) for n, v in parts.items()}
-
-
 @pytest.mark.parametrize("name", NAMES)
-def test_plain_tree_equals_the_python_runner(lib, name):
+def test_plain_tree_walks_every_history_once(lib, name):
     k, N = 3, 7
     args = space_config(name, k, N).sampler_args()
     new, sizes = collect(lib, PlainTree(k, N), N, args)
@@ -81,9 +72,6 @@ def test_plain_tree_equals_the_python_runner(lib, name):
         assert np.array_equal(new[(n, 0)][0], np.array(list(itertools.product(range(k), repeat=n))))
     assert sum(lg.size for _, lg in new.values()) == case_count(k, N) == 9_837
     assert sum(r for _, r in sizes) == sum(k ** n for n in range(1, N + 1))
-    if not hasattr(lib, "run_tree"):
-        pytest.skip("the Python TreeRunner is gone")
-    assert same(new, old_plain(lib, k, N, args))
 
 
 def test_plain_penalties_are_there(lib):
@@ -158,21 +146,11 @@ def test_top_and_prefixes(lib):
 # -- the canonical tree -------------------------------------------------------------------------------------
 
 
-def old_canonical(lib, space, N, args):
-    parts = {}
-
-    def sink(n, m, rows, logits, cands):
-        parts.setdefault((n, m), []).append((canonical.decode(space, n, rows), logits.copy()))
-    canonical.CanonicalTreeRunner(lib, space, N, args, sink).run()
-    return {key: sort_rows(np.concatenate([h for h, _ in v]), np.concatenate([lg for _, lg in v]))
-            for key, v in parts.items()}
-
-
 CANONICAL = [("base", 4, 7), ("breaker", 4, 7), ("window4", None, 8), ("breaker", None, 8)]
 
 
 @pytest.mark.parametrize("name,alphabet,N", CANONICAL)
-def test_canonical_tree_equals_the_python_runner(lib, name, alphabet, N):
+def test_canonical_tree_walks_every_pattern_once(lib, name, alphabet, N):
     spec = space_config(name, alphabet or 64, N)
     space = space_for(spec, alphabet, N)
     new, _ = collect(lib, space, N, spec.sampler_args())
@@ -183,9 +161,6 @@ def test_canonical_tree_equals_the_python_runner(lib, name, alphabet, N):
         H = np.concatenate([new[(n, m)][0] for m in counts[n]])
         want = space.digit_tokens()[np.array(canonical_strings(space, n), dtype=np.int64)]
         assert np.array_equal(sort_rows(H, H)[0], sort_rows(want, want)[0])
-    if not hasattr(canonical, "CanonicalTreeRunner"):
-        pytest.skip("the Python CanonicalTreeRunner is gone")
-    assert same(new, old_canonical(lib, space, N, spec.sampler_args()))
 
 
 def test_canonical_slices_cover_the_walk(lib):

@@ -8,7 +8,6 @@ import numpy as np
 
 from ..case import Case
 from ..space import PlainSpace, space_for
-from .run import walk
 
 
 def multiplier_zero_control(lib, k, max_len: int, specs, canonical: bool = False) -> dict:
@@ -23,7 +22,7 @@ def multiplier_zero_control(lib, k, max_len: int, specs, canonical: bool = False
         cases += logits.size
     for spec in specs:
         space = space_for(spec, k, max_len) if canonical else PlainSpace(k, max_len)
-        walk(lib, space, max_len, (0.0,) + spec.sampler_args()[1:], sink, [()])
+        lib.walk(space, max_len, (0.0,) + spec.sampler_args()[1:], sink)
     out = {"max_length": max_len, "cases": cases, "nonzero_deltas": nonzero}
     if canonical:
         out["canonical"] = True

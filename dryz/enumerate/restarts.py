@@ -1,7 +1,7 @@
 """Multi-token restart sequences: Step 1 as shipped against Step 1 as promised, enumerated.
 
 `sweep` runs configurations with length-2 and length-3 breakers, a breaker contained in another, and
-overlapping breakers over every history up to length N through the shipped library (Subject.run_tree, one
+overlapping breakers over every history up to length N through the shipped library (subject.walker.walk, one
 accept and one apply per history) and gives verdict counts per class, with the same classes check() gives.
 `model_differences` is the library-free side the PREREG derivation is tested against; `admits_difference` is
 the derivation's prediction for a breaker set (PREREG.md, "Step 1 as shipped and as promised").
@@ -18,7 +18,7 @@ import numpy as np
 
 from ..check import AGREE, check_batch, class_order, restart_promise_class
 from ..config import config_of
-from ..space import histories
+from ..space import PlainSpace, histories
 from ..oracle.restarts import restart_sequences
 from ..oracle.promised import promised_lengths, promised_rep_limits, restart_divergence
 from ..oracle.shipped import rep_limits, shipped_lengths
@@ -123,11 +123,10 @@ def sweep_config(lib, name: str, breakers, k: int = 3, max_len: int = 7, progres
     res = SweepResult(name, tuple(breakers), predicted=admits_difference(breakers))
     t0 = time.perf_counter()
 
-    def sink(n, rows, logits):
-        H = histories(k, n, rows)
-        res.histories += len(rows)
+    def sink(n, m, H, logits, cands_):
+        res.histories += len(H)
         if progress:
-            progress(len(rows))
+            progress(len(H))
         b = check_batch(cfg, H, cands, logits)
         classes = b.row_classes()
         agree = classes == AGREE
@@ -137,7 +136,7 @@ def sweep_config(lib, name: str, breakers, k: int = 3, max_len: int = 7, progres
             rows_k = np.nonzero(classes == klass)[0]
             res.add(klass, to_symbols(H[rows_k[0]]), len(rows_k))
 
-    lib.run_tree(k, max_len, (1.0, 2.0, 1, last_n, tuple(breakers)), sink)
+    lib.walk(PlainSpace(k, max_len), max_len, (1.0, 2.0, 1, last_n, tuple(breakers)), sink)
     res.seconds = time.perf_counter() - t0
     return res
 
@@ -198,9 +197,8 @@ def merges_compare(lib, breakers, max_len: int = 5, variants=None) -> MergesResu
     cfgs = {e: Config(1.0, 2.0, 1, last_n, sq) for e, sq in alt.items()}
     cfg = Config(1.0, 2.0, 1, last_n, seqs)
 
-    def sink(n, rows, logits):
-        H = histories(k, n, rows)
-        res.histories += len(rows)
+    def sink(n, m, H, logits, cands_):
+        res.histories += len(H)
         bad = check_batch(cfg, H, cands, logits).codes.any(axis=1)
         res.mismatches += int(bad.sum())
         for r in np.nonzero(bad)[0][:5 - len(res.examples)]:
@@ -208,7 +206,7 @@ def merges_compare(lib, breakers, max_len: int = 5, variants=None) -> MergesResu
         for e, c in cfgs.items():  # each entry of the map must be needed: without it the model is wrong
             res.distinguished[e] += int(check_batch(c, H, cands, logits).codes.any(axis=1).sum())
 
-    lib.run_tree(k, max_len, (1.0, 2.0, 1, last_n, tuple(breakers), v), sink)
+    lib.walk(PlainSpace(k, max_len), max_len, (1.0, 2.0, 1, last_n, tuple(breakers), v), sink)
     return res
 
 

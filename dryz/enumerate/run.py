@@ -1,6 +1,6 @@
 """Exhaustive enumeration: every history of length 1..N over k symbols, every symbol as candidate.
 
-The library's side walks the history tree with llama_sampler_clone (subject.TreeRunner); each batch of its
+The library's side walks the history tree with llama_sampler_clone (Subject.walk); each batch of its
 output is judged with the same model and comparison check() uses (check.predict_both, compare_lengths).
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 from ..case import Case
 from ..check import check_batch
 from ..config import SpaceConfig, case_config
-from ..space import PlainSpace, canonical_slices, decode, histories, plain_slices, space_for
+from ..space import PlainSpace, canonical_slices, plain_slices, space_for
 from ..subject.symbols import MAX_ALPHABET
 
 MAX_EXAMPLES = 5
@@ -51,7 +51,7 @@ class ConfigResult:
     examples: list = field(default_factory=list)  # first few disagreeing Cases
     seconds: float = 0.0
     L_histogram: dict = field(default_factory=dict)  # library L -> cases (a checksum of the whole output)
-    # Canonical mode (dryz.enumerate.canonical): the counts above are covered concrete counts (multiplicity-weighted);
+    # Canonical mode (dryz.space.Space): the counts above are covered concrete counts (multiplicity-weighted);
     # these are the canonical ones actually run.
     mode: str = "plain"
     canonical_cases: int = 0
@@ -194,24 +194,10 @@ def run_slice(lib, k, max_len: int, spec: SpaceConfig, canonical: bool = False, 
         b = check_batch(cfg, H, np.asarray(cands, dtype=np.int64), logits)
         res.tally(n, b, weights[m], space.history_weight(m), m if canonical and space.fresh(m) else None, k)
 
-    walk(lib, space, top if top is not None else max_len, spec.sampler_args(), sink,
+    lib.walk(space, top if top is not None else max_len, spec.sampler_args(), sink,
          [()] if top is not None else [tuple(p) for p in (prefixes if prefixes is not None else [prefix])])
     res.seconds = time.perf_counter() - t0
     return res
-
-
-def walk(lib, space, max_len: int, sampler_args, sink, prefixes) -> None:
-    """Every history of `space` below each prefix, to sink(n, m, H, logits, cands)."""
-    if isinstance(space, PlainSpace):
-        cands = tuple(range(space.k))
-        for prefix in prefixes:
-            lib.run_tree(space.k, max_len, sampler_args,
-                         lambda n, rows, logits: sink(n, 0, histories(space.k, n, rows), logits, cands), prefix)
-        return
-    from .canonical import CanonicalTreeRunner
-    CanonicalTreeRunner(lib, space, max_len, sampler_args,
-                        lambda n, m, rows, logits, cands: sink(n, m, decode(space, n, rows), logits, cands)
-                        ).run_many(prefixes)
 
 
 def _run_task(args):
@@ -243,7 +229,7 @@ def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, ca
                 tasks=None, scheduler=None, partial=None, on_done=None) -> list[ConfigResult]:
     """Every configuration's space, split into slices run by `workers` forked processes (1: in-process).
     Slices are merged in their fixed order, so results do not depend on the number of workers.
-    canonical: enumerate equality patterns (dryz.enumerate.canonical); k None there means every alphabet size.
+    canonical: enumerate equality patterns (dryz.space.Space); k None there means every alphabet size.
     tasks: an explicit list of (config index, slice) to run (a shard, or what a resumed run has left); default
     every slice. partial: ConfigResults to merge into (a resumed run's). on_done(i): called with the position
     in `tasks` of each merged slice.

@@ -21,7 +21,7 @@ class Output:
 
 
 class Subject:
-    """The interface: identity, one case, a walk of a space."""
+    """The interface: identity, one case, a walk of a tree of histories."""
 
     kind = "abstract"
     abi: int  # llama_sampler_init_dry's argument count (7 since llama.cpp PR #26524, 8 before)
@@ -38,6 +38,7 @@ class Subject:
         """A fresh sampler for the case's configuration, its history accepted, one apply on its candidates."""
         raise NotImplementedError
 
-    def run_tree(self, alphabet: int, max_len: int, sampler_args, sink, prefix=()) -> None:
-        """Every history of the space below `prefix`, in batches to sink(n, rows, logits)."""
+    def walk(self, tree, max_len: int, sampler_args, sink, prefixes=((),)) -> int:
+        """Every history of a tree below the prefixes, in batches to sink(n, m, H, logits, cands)
+        (dryz.subject.walker.walk for a libllama)."""
         raise NotImplementedError

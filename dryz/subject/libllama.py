@@ -19,7 +19,7 @@ import numpy as np
 
 from .symbols import MAX_ALPHABET
 from .vocab import sha256_file, symbol_vocab_path
-from .binding import ArrayChanged, Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
+from .binding import Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
 from .interface import Output, Subject
 
 try:
@@ -235,6 +235,11 @@ class LibLlama(Subject):
         return (self.L.llama_sampler_clone, self.L.llama_sampler_accept, self.L.llama_sampler_apply,
                 self.L.llama_sampler_free)
 
+    def walk(self, tree, max_len: int, sampler_args, sink, prefixes=((),)) -> int:
+        """Every history of the tree below the prefixes (dryz.subject.walker: depth-first in C, clones)."""
+        from .walker import walk
+        return walk(self, tree, max_len, sampler_args, sink, prefixes)
+
     def apply_once(self, smpl, ids, logits, sorted_flag) -> Output:
         buf = self._buffer(len(ids))
         buf.fill(ids, logits, sorted_flag)
@@ -283,24 +288,6 @@ class LibLlama(Subject):
             raise SubjectError(f"tokenize({text!r}) needs {-n} tokens")
         return list(toks[:n])
 
-    # -- the enumeration tree -----------------------------------------------------------------------
-    def run_tree(self, alphabet: int, max_len: int, sampler_args, sink, prefix=()) -> None:
-        """Every history prefix + x with 1 <= len(x) and len(prefix + x) <= max_len, over `alphabet`
-        symbols, candidates = the alphabet with logit 0 (the prefix itself is not evaluated).
-        Depth-first with llama_sampler_clone, so each history costs one accept and one apply.
-
-        Output arrives in batches: sink(n, rows, logits) with rows the histories' lexicographic indices
-        among length-n histories and logits (len(rows), alphabet) float32 in candidate order.
-        """
-        TreeRunner(self, alphabet, max_len, sampler_args, sink).run(prefix)
-
-    def tree_buffer(self, k: int) -> "TreeBuffer":
-        cache = self.__dict__.setdefault("_tree_buffers", {})
-        if k not in cache:
-            cache[k] = TreeBuffer(self.L, k, TreeRunner.BATCH)
-        return cache[k]
-
-
 class CandidateBuffer:
     """One candidate array of n entries (llama_token_data) and the llama_token_data_array header pointing at
     it, both viewed through numpy so a case fills and reads them without ctypes attribute access. One per
@@ -331,104 +318,3 @@ class CandidateBuffer:
             # The sampler swapped the data pointer or resized (DRY never should): read what it points to.
             view = np.frombuffer((self.L.llama_token_data * size).from_address(data), dtype=TOKEN_DATA)
         return Output(tuple(view["id"].tolist()), view["logit"].copy(), bool(sorted_flag), int(size))
-
-
-class TreeBuffer:
-    """BATCH candidate arrays of k entries each, in one block that numpy reads and resets at once.
-    Made once per process and alphabet size (creating 16k ctypes pointers is not free)."""
-
-    def __init__(self, L, k: int, B: int):
-        self.data = (L.llama_token_data * (B * k))()
-        self.data_np = np.frombuffer(self.data, dtype=TOKEN_DATA)
-        self.template_ids = np.tile(np.arange(k, dtype=np.int32), B)
-        self.data_np["id"] = self.template_ids
-        self.arrs = (L.llama_token_data_array * B)()
-        base = ctypes.addressof(self.data)
-        entry = ctypes.sizeof(L.llama_token_data)
-        for i in range(B):
-            self.arrs[i].data = ctypes.cast(base + i * k * entry, L.llama_token_data_p)
-            self.arrs[i].size, self.arrs[i].selected, self.arrs[i].sorted = k, -1, False
-        self.arrs_np = np.frombuffer(self.arrs, dtype=np.dtype(
-            {"names": ["data", "size"], "formats": [np.uint64, np.uint64], "offsets": [0, 8],
-             "itemsize": ctypes.sizeof(L.llama_token_data_array)}))
-        self.expected_ptrs = self.arrs_np["data"].copy()
-        self.ptrs = [ctypes.addressof(self.arrs[i]) for i in range(B)]  # addresses: apply takes c_void_p
-
-
-class TreeRunner:
-    """Depth-first walk of the history tree. A node's k children are applied together into k consecutive
-    slots of one candidate buffer; each child but the last gets a clone of the node's sampler, the last
-    takes the node's own sampler over, so every sampler is freed exactly once."""
-
-    BATCH = 16384  # histories per flush
-
-    def __init__(self, subject: Subject, k: int, max_len: int, sampler_args, sink):
-        self.S, self.k, self.N, self.args, self.sink = subject, k, max_len, sampler_args, sink
-        buf = subject.tree_buffer(k)
-        self.data_np, self.template_ids, self.arrs_np = buf.data_np, buf.template_ids, buf.arrs_np
-        self.expected_ptrs, self.ptrs = buf.expected_ptrs, buf.ptrs
-        self.fill = 0                 # histories in the buffer
-        self.records: list = []       # (length, first row, first slot) per applied sibling group
-
-    def run(self, prefix=()):
-        root = self.S.new_sampler(*self.args)
-        row = 0
-        for t in prefix:
-            self.S.accept(root, t)
-            row = row * self.k + t
-        if len(prefix) >= self.N:
-            self.S.free(root)
-            return
-        self._visit(root, len(prefix), row)
-        self._flush()
-
-    def _visit(self, parent, depth, row):
-        S, k = self.S, self.k
-        clone, accept, apply, free = S.clone, S.accept, S.apply, S.free
-        n = depth + 1
-        if self.fill + k > self.BATCH:
-            self._flush()
-        slot = self.fill
-        self.fill += k
-        self.records.append((n, row * k))
-        ptrs = self.ptrs
-        if n == self.N:  # leaves: nothing to keep
-            for c in range(k - 1):
-                s = clone(parent)
-                accept(s, c)
-                apply(s, ptrs[slot + c])
-                free(s)
-            accept(parent, k - 1)
-            apply(parent, ptrs[slot + k - 1])
-            free(parent)
-            return
-        kids = []
-        for c in range(k):
-            s = clone(parent) if c < k - 1 else parent
-            accept(s, c)
-            apply(s, ptrs[slot + c])
-            kids.append(s)
-        for c, s in enumerate(kids):
-            self._visit(s, n, row * k + c)
-
-    def _flush(self):
-        m = self.fill
-        if not m:
-            return
-        k = self.k
-        ids = self.data_np["id"][:m * k]
-        if not np.array_equal(ids, self.template_ids[:m * k]):
-            raise ArrayChanged("the sampler changed candidate ids in the array (DRY must not)")
-        if not (np.all(self.arrs_np["size"][:m] == k) and np.array_equal(self.arrs_np["data"][:m],
-                                                                          self.expected_ptrs[:m])):
-            raise ArrayChanged("the sampler changed the candidate array's size or data pointer")
-        logits = self.data_np["logit"][:m * k].reshape(m, k).copy()
-        self.data_np["logit"][:m * k] = 0.0
-        rec = np.array(self.records, dtype=np.int64)
-        self.records.clear()
-        self.fill = 0
-        lens = np.repeat(rec[:, 0], k)
-        rows = (rec[:, 1, None] + np.arange(k)).ravel()
-        for n in np.unique(lens):
-            sel = lens == n
-            self.sink(int(n), rows[sel], logits[sel])

@@ -1,12 +1,12 @@
 """One tree walker for the library's side of `dryz exhaustive`: the plain tree (every history over k symbols)
-and the canonical tree (dryz.canonical.Space), walked depth-first in C (dryz/subject/_drive.c, walk).
+and the canonical tree (dryz.space.Space), walked depth-first in C (dryz/subject/_drive.c, walk).
 
 A tree is described by any object with
   radix             the base of its digits (not needed by the walk itself; kept for the callers' row codes),
   labels            the largest state m (states are 0..labels),
   children(m)       [(digit, token, child m), ...] in walk order, for a node in state m,
   cands(m)          the candidate token ids of a history in state m (each at logit 0 in its candidate array).
-PlainTree(k, max_len) is the plain tree (one state, m = 0); canonical.Space satisfies the protocol as it is.
+dryz.space.PlainSpace (one state, m = 0) and dryz.space.Space (the canonical tree) satisfy it.
 
 walk() makes the same library calls as the Python runners it replaces, and no others: per root a sampler
 from llama_sampler_init_dry with the prefix accepted; per history one llama_sampler_clone of its parent's
@@ -33,27 +33,6 @@ BATCH_BYTES = 4 << 20       # and at most this many output bytes per batch (toke
                             # (n, m) group of length 13, 14 candidates holds 34,952 histories; the canonical
                             # all-alphabets tree of length 13 then holds at most ~100 MB of batches at once
 CHECK_EVERY = 16384         # histories between two looks at pending signals (KeyboardInterrupt)
-
-
-@dataclass(frozen=True)
-class PlainTree:
-    """Every history over k symbols: one state (m = 0), children = every symbol, candidates = every symbol."""
-    k: int
-    max_len: int
-
-    @property
-    def radix(self) -> int:
-        return self.k
-
-    @property
-    def labels(self) -> int:
-        return 0
-
-    def children(self, m: int) -> list[tuple[int, int, int]]:
-        return [(t, t, 0) for t in range(self.k)]
-
-    def cands(self, m: int) -> tuple[int, ...]:
-        return tuple(range(self.k))
 
 
 @dataclass(frozen=True)
@@ -152,7 +131,7 @@ def walk(subject, tree, max_len: int, sampler_args, sink, prefixes=((),), top: i
     history. Output: sink(n, m, H, logits, cands) per batch of one (length n, state m) group, H int64
     (rows, n) token histories, logits float32 (rows, len(cands)), cands int64 (len(cands),). Batches hold at
     most batch_rows histories and batch_bytes output bytes; the rest of every group is flushed at the end, in
-    (n, m) order. sampler_args: (multiplier, base, allowed_length, penalty_last_n, breakers) as
+    (n, m) order. sampler_args: (multiplier, base, allowed_length, penalty_last_n, breakers[, vocab]) as
     LibLlama.new_sampler takes them. Returns the number of histories applied.
 
     Raises ArrayChanged when the sampler changed a candidate array's ids, size or data pointer. Every sampler
@@ -169,7 +148,8 @@ def walk(subject, tree, max_len: int, sampler_args, sink, prefixes=((),), top: i
     roots = resolve_roots(tab, prefixes)
     counts = group_counts(tab, [(len(t), m) for t, m in roots if len(t) < max_len], max_len)
     caps = batch_caps(tab, counts, max_len, batch_rows, batch_bytes)
-    multiplier, base, allowed_length, penalty_last_n, breakers = sampler_args
+    multiplier, base, allowed_length, penalty_last_n, breakers = sampler_args[:5]
+    vocab = _vocab_address(subject, sampler_args)
     breakers = tuple(breakers)
     if n_ctx_train is None:
         n_ctx_train = _libllama.N_CTX_TRAIN_DEFAULT
@@ -188,11 +168,20 @@ def walk(subject, tree, max_len: int, sampler_args, sink, prefixes=((),), top: i
             from . import _drive as drive  # _drive="c" asked for it: fail loudly when it is not built
         else:
             drive = _libllama._DRIVE
-        return drive.walk(fns, subject.vocab_address, subject.abi, n_ctx_train, multiplier, base,
+        return drive.walk(fns, vocab, subject.abi, n_ctx_train, multiplier, base,
                           allowed_length, penalty_last_n, breakers, tab.kid_off.tobytes(), tab.kid_tok.tobytes(),
                           tab.kid_m.tobytes(), tab.cand_off.tobytes(), tab.cand_ids.tobytes(), caps.tobytes(),
                           roots, max_len, emit, ArrayChanged, CHECK_EVERY)
     return _walk_ctypes(subject, fns, tab, caps, roots, max_len, sampler_args, n_ctx_train, emit)
+
+
+def _vocab_address(subject, sampler_args) -> int:
+    """The vocabulary the samplers are made with: sampler_args' sixth element (a llama_vocab pointer, e.g.
+    LibLlama.merges_vocab()) when given, else the subject's symbol vocabulary."""
+    if len(sampler_args) > 5 and sampler_args[5] is not None:
+        v = sampler_args[5]
+        return v if isinstance(v, int) else ctypes.cast(v, ctypes.c_void_p).value
+    return subject.vocab_address
 
 
 # -- the same walk through ctypes (DRYZ_DRIVE=ctypes) --------------------------------------------------------
@@ -212,7 +201,7 @@ def _ctypes_calls(subject, fns):
 
 def _walk_ctypes(subject, fns, tab: Tables, caps, roots, max_len, sampler_args, n_ctx_train, emit) -> int:
     init, clone, accept, apply, free = _ctypes_calls(subject, fns)
-    multiplier, base, allowed_length, penalty_last_n, breakers = sampler_args
+    multiplier, base, allowed_length, penalty_last_n, breakers = sampler_args[:5]
     T, A = subject.L.llama_token_data, subject.L.llama_token_data_array
     cmax = max(1, int(np.diff(tab.cand_off).max()))
     scratch = (T * cmax)()
@@ -288,7 +277,7 @@ def _walk_ctypes(subject, fns, tab: Tables, caps, roots, max_len, sampler_args, 
         texts = (ctypes.c_char_p * len(breakers))(*[b.encode() for b in breakers])
     else:
         texts = None
-    vocab = subject.vocab_address
+    vocab = _vocab_address(subject, sampler_args)
     for toks, m0 in roots:
         if len(toks) >= max_len:
             continue
