@@ -199,6 +199,7 @@ class LoadedVocab:
         f.restype = ctypes.c_int32
         self._detok = f
         self._texts = None
+        self._pieces = None
         self._tok_cache: dict[bytes, tuple[int, ...]] = {}
         self._lock = threading.Lock()
 
@@ -233,24 +234,50 @@ class LoadedVocab:
                 self._texts = out
             return self._texts
 
-    def tokenize(self, data: bytes | str) -> tuple[int, ...]:
-        """vocab.tokenize(data, add_special false, parse_special false), on raw bytes."""
+    def pieces(self) -> list[bytes]:
+        """Every token's piece as a streaming client prints it: llama_token_to_piece(lstrip 0, special true),
+        no leading-space removal, no space cleaning (the text a model's output is made of)."""
+        with self._lock:
+            if self._pieces is None:
+                L, h = self.lib.L, self.handle
+                cap = 256
+                buf = ctypes.create_string_buffer(cap)
+                out = []
+                for t in range(self.n_tokens):
+                    n = L.llama_token_to_piece(h, t, buf, cap, 0, True)
+                    if n < 0:
+                        big = ctypes.create_string_buffer(-n)
+                        n = L.llama_token_to_piece(h, t, big, -n, 0, True)
+                        out.append(big.raw[:n])
+                    else:
+                        out.append(buf.raw[:n])
+                self._pieces = out
+            return self._pieces
+
+    def tokenize(self, data: bytes | str, parse_special: bool = False) -> tuple[int, ...]:
+        """vocab.tokenize(data, add_special false, parse_special), on raw bytes. parse_special false is what
+        init_dry uses; true is how a chat model emits its template markers (one special token each)."""
         if isinstance(data, str):
             data = data.encode()
+        if parse_special:
+            return self._tokenize(data, True)
         hit = self._tok_cache.get(data)
         if hit is not None:
             return hit
+        out = self._tokenize(data, False)
+        self._tok_cache[data] = out
+        return out
+
+    def _tokenize(self, data: bytes, parse_special: bool) -> tuple[int, ...]:
         L = self.lib.L
         cap = len(data) + 8
         while True:
             toks = (ctypes.c_int32 * cap)()
-            n = L.llama_tokenize(self.handle, data, len(data), toks, cap, False, False)
+            n = L.llama_tokenize(self.handle, data, len(data), toks, cap, False, parse_special)
             if n >= 0:
                 break
             cap = -n
-        out = tuple(toks[:n])
-        self._tok_cache[data] = out
-        return out
+        return tuple(toks[:n])
 
 
 _LOADED: dict = {}
