@@ -90,6 +90,7 @@ PROMISE_SETS = (
     ("long", ["=" * 41, "The quick brown fox jumps over the lazy d", "1 2 3 4 5 6 7 8 9 0 1 2"]),
     ("non-ascii", ["—", "。", "🙂"]),
     ("nested", ["ab", "abc"]),
+    ("contained", ["### Instruction:", "Instruction"]),  # the source's 'ni' in 'amniotic', on real tokens
 )
 
 CLASSES = ("agree", "documented-contained-restart", "documented-breaker-truncated", "documented-tail-cap",
