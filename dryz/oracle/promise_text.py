@@ -180,7 +180,8 @@ def _cause(window, k0, k1, bb, pieces, texts_of, model, tokenize):
     if alone and alone[0] not in emitted[:1] and texts_of[alone[0]].strip() == b"" and \
             not rest.startswith(b" "):
         return msg + " (the tokenizer prepends the vocabulary's space prefix)"
-    return msg + " (in the text the remainder is tokenized together with what follows)"
+    return msg + (" (tokenized alone the remainder is a text of its own - a word start, with the vocabulary's "
+                  "word-initial form - while in the text it continues the head's word or merges with what follows)")
 
 
 def classify(window, pieces, texts_of, breakers, model, observed_rep: int, tokenize=None) -> tuple[str, dict]:
