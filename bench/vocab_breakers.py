@@ -1,0 +1,74 @@
+"""The restart-sequence construction, model against library, on every vocabulary llama.cpp vendors.
+
+    .venv/bin/python bench/vocab_breakers.py [NAME ...] [--promise]
+
+Per vocabulary: tokens; the model's build time over the whole breaker suite (dryz.enumerate.vocab_probes.
+BREAKER_SUITE, every set, texts already loaded) and for the largest set ("all") alone; probes and
+disagreements of compare_vocab; init_dry with the 4 default breakers (median of 5 fresh samplers, each freed);
+with --promise, the text-level sweep's class counts (dryz.oracle.promise_text).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+from dryz.enumerate.vocab_probes import BREAKER_SUITE, DEFAULTS, compare_vocab
+from dryz.oracle.restarts_vocab import TextIndex, restart_model
+from dryz.subject import current
+from dryz.subject.vocabs import VocabUnavailable, load, vendored_names
+
+
+def init_dry_seconds(lib, vocab, breakers, n=5) -> float:
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        s = lib.new_sampler(1.0, 2.0, 0, 4096, breakers=breakers, vocab=vocab.handle)
+        times.append(time.perf_counter() - t)
+        lib.free(s)
+    return statistics.median(times)
+
+
+def main(argv):
+    promise = "--promise" in argv
+    names = [a for a in argv if not a.startswith("--")] or vendored_names()
+    lib = current()
+    print(f"{'vocab':16} {'tokens':>7} {'texts s':>8} {'model s':>8} {'all s':>7} {'probes':>7} {'shadow':>6} "
+          f"{'disagree':>8} {'init_dry ms':>11}  compare s")
+    total = 0
+    for name in names:
+        try:
+            v = load(name, lib)
+        except VocabUnavailable as e:
+            print(f"{name:16} unavailable: {e}")
+            continue
+        t = time.perf_counter()
+        idx = TextIndex(v.texts())
+        t_texts = time.perf_counter() - t
+        t = time.perf_counter()
+        for _, bs in BREAKER_SUITE:
+            restart_model(bs, idx, v.tokenize)
+        t_model = time.perf_counter() - t
+        t = time.perf_counter()
+        restart_model(dict(BREAKER_SUITE)["all"], idx, v.tokenize)
+        t_all = time.perf_counter() - t
+        t = time.perf_counter()
+        s = compare_vocab(name, lib=lib)
+        t_cmp = time.perf_counter() - t
+        init = init_dry_seconds(lib, v, DEFAULTS)
+        total += len(s.disagreements)
+        print(f"{name:16} {v.n_tokens:7d} {t_texts:8.3f} {t_model:8.3f} {t_all:7.3f} {s.probes:7d} {s.shadowed:6d} "
+              f"{len(s.disagreements):8d} {init * 1e3:11.1f}  {t_cmp:.1f}", flush=True)
+        for d in s.disagreements[:3]:
+            print("   ", d)
+        if promise:
+            from dryz.oracle.promise_text import promise_sweep
+            r = promise_sweep(name, lib=lib)
+            print(f"{'':16} promise texts {r.counts}  vocabulary {r.vocab_counts}", flush=True)
+    print(f"total construction disagreements: {total}")
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,287 @@
+"""The restart-sequence model (dryz.oracle.restarts_vocab) against the real library, on a real vocabulary.
+
+The library does not expose the restart sequences init_dry builds, so they are probed through what Step 1 of
+llama_sampler_dry_apply does with them: rep_limit is the distance back to the end of the restart sequence found
+by scanning back from the last token for the first head whose tail follows it, and every candidate's L is
+capped by it. All probes run with multiplier 1, base 2, allowed_length 0 (so no early exit: a candidate that
+follows some window position gets exactly -2^L with L = min(M, rep_limit), 0 <= L < 128, every value exact in
+float32), penalty_last_n 4096 (the window never cuts), on one sampler per breaker set (init_dry over a large
+vocabulary is the expensive part), `llama_sampler_reset` between probes, every candidate array the distinct
+tokens of the history plus the probe's own candidate `z`, every logit starting at 0.
+
+The prediction is made independently of the library: the model's restart map, the shipped Step-1 scan
+(restated in `rep_limit`, certified against the library on symbol vocabularies by `dryz exhaustive`'s breaker
+configuration and the restart sweep), M from dryz's oracle A (`model._match_lengths_A_single`), and the
+Step-4 rule that a candidate holding an empty-tail entry (a single-token breaker) is never penalized.
+
+Probes, with f and z two tokens the model says are no head and appear in no tail:
+
+* head probes, one per modelled entry (h, T): history Q z Q with Q = h T f. The model predicts rep_limit 1
+  (only f after the restart) unless a later head inside T completes a restart of its own, and L_z = min(|Q|,
+  rep_limit). Sound and sensitive: each probe is also predicted with (h, T) removed from the map; if the two
+  predictions are equal the entry is *shadowed* (a restart inside T always completes after it, in every
+  history, so no history can tell it apart) and is counted, not probed. Otherwise a library without (h, T) -
+  or with a different tail for h, a shorter (the cap) or a longer one - answers differently. h is a candidate
+  too: Step 4 exempts it exactly when the library has (h, []).
+* non-head probes (group tests): a sample of tokens the model says are no head - random ones plus "near
+  misses" (tokens holding a breaker's first byte: the ones a wrong containment or prefix test would catch) -
+  in groups G: history G f z G f. No restart in the model's view, so rep_limit = the window; any member that
+  the library treats as a single-token breaker cuts L_z (M_z = |G| + 1 > any cut) and is exempt as a
+  candidate. For each tail T the model builds (tokenize(s[l:])[:20] over every breaker s and l), the same
+  with B = t1 T t2 T ... in place of G: a library entry (t_j, T) for any member cuts L_z. A group whose
+  model prediction already has a restart (T itself holds one) cannot tell its members apart and is skipped,
+  counted as shadowed. Groups are at most 100 tokens so every L stays below the 2^128 clamp.
+
+A disagreement is a probe whose library logits differ from the prediction; since the prediction is the model's
+restart map run through the shipped Step 1 (which the symbol-vocabulary certificates pin down), it means the
+library's restart set differs from the model's on that head or group.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model import _match_lengths_A_single
+from ..oracle.restarts_vocab import TextIndex, restart_model
+
+LAST_N = 4096
+GROUP_TOKENS = 100
+N_RANDOM = 192
+N_NEAR = 192
+
+DEFAULTS = ["\n", ":", "\"", "*"]
+
+
+def _digits(n: int) -> str:
+    return " ".join(str((i + 1) % 10) for i in range(n))
+
+
+# Breaker sets: (name, breakers). Each set gets its own sampler (interactions within a set: shared heads,
+# the duplicate check across breakers, contained breakers).
+BREAKER_SUITE: tuple = (
+    ("defaults", DEFAULTS),
+    ("templates", ["<|im_end|>", "<|eot_id|>", "### Instruction:", "<end_of_turn>"]),
+    ("whole-token", [" the", "ing", "Hello", "\n\n"]),
+    ("split", ["qwertyuiop", "ational", "}}\n", "<|endoftext|>x"]),
+    # 39 / 40 / 41 characters (the cut is at 40 bytes)
+    ("char-limit", ["=" * 39, "=" * 40, "=" * 41, "The quick brown fox jumps over the lazy",
+                    "The quick brown fox jumps over the lazy ", "The quick brown fox jumps over the lazy d"]),
+    # tails of about 19, 20, 21+ tokens (digits split one per token in most vocabularies)
+    ("tail-length", [_digits(10), _digits(11), _digits(12), _digits(20)]),
+    # multi-byte UTF-8; 14 em dashes are 42 bytes: the cut at 40 splits the 14th in two
+    ("non-ascii", ["—", "。", "🙂", "—" * 14, "🙂" * 11, "é"]),
+    ("nested", ["ab", "abc"]),
+)
+BREAKER_SUITE = BREAKER_SUITE + (("all", sorted({b for _, bs in BREAKER_SUITE for b in bs})),)
+
+
+@dataclass
+class Disagreement:
+    kind: str             # head | non-head | non-head-tail
+    breaker_set: str
+    hypothesis: str       # what the probe tests
+    history: tuple
+    candidates: tuple
+    predicted: dict       # candidate -> predicted logit, only the differing ones
+    library: dict
+
+
+@dataclass
+class Summary:
+    vocab: str
+    sha256: str
+    tokens: int
+    sets: list = field(default_factory=list)   # per breaker set: dict of counts and times
+    probes: int = 0
+    shadowed: int = 0
+    disagreements: list = field(default_factory=list)
+    model_seconds: float = 0.0
+    probe_seconds: float = 0.0
+
+    def line(self) -> str:
+        return (f"{self.vocab}: {self.tokens} tokens, {self.probes} probes ({self.shadowed} shadowed entries/groups "
+                f"not probeable), {len(self.disagreements)} disagreements")
+
+
+# -- the prediction ---------------------------------------------------------------------------------------
+
+
+def rep_limit(window, seqs: dict) -> int:
+    """Step 1 as shipped: scanning back from the last token (distance i = 0), the first head whose longest
+    matching tail (of length k <= i) follows it sets rep_limit = i - k; none: the window length."""
+    w = len(window)
+    for i in range(w):
+        tails = seqs.get(window[w - 1 - i])
+        if not tails:
+            continue
+        longest = -1
+        after = window[w - i:]
+        for t in tails:
+            k = len(t)
+            if longest < k <= i and tuple(after[:k]) == t:
+                longest = k
+        if longest >= 0:
+            return i - longest
+    return w
+
+
+def predict(history, cands, seqs: dict) -> np.ndarray:
+    """The logits (float32) the shipped sampler should leave, multiplier 1, base 2, allowed_length 0, the
+    whole history in the window, every candidate starting at 0."""
+    window = list(history)[-LAST_N:]
+    rep = rep_limit(window, seqs)
+    c = np.asarray(cands, dtype=np.int64)
+    M = _match_lengths_A_single(np.asarray(window, dtype=np.int64), c)
+    follows = set(window[1:])
+    out = np.zeros(len(c), dtype=np.float32)
+    for n, z in enumerate(c.tolist()):
+        if z in follows and () not in seqs.get(z, ()):
+            L = min(int(M[n]), rep)
+            out[n] = -np.float32(2.0 ** L)
+    return out
+
+
+class LibraryProbe:
+    """One sampler for one breaker set on one vocabulary, reset between probes."""
+
+    def __init__(self, lib, vocab, breakers):
+        self.lib = lib
+        self.s = lib.new_sampler(1.0, 2.0, 0, LAST_N, breakers=list(breakers), vocab=vocab.handle)
+
+    def run(self, history, cands) -> np.ndarray:
+        lib, s = self.lib, self.s
+        lib.reset(s)
+        for t in history:
+            lib.accept(s, t)
+        out = lib.apply_once(s, list(cands), np.zeros(len(cands), dtype=np.float32), False)
+        if tuple(out.ids) != tuple(cands):
+            raise RuntimeError("the sampler changed the candidate ids")
+        return out.logits
+
+    def close(self):
+        if self.s:
+            self.lib.free(self.s)
+            self.s = None
+
+
+# -- the probe set ---------------------------------------------------------------------------------------
+
+
+def _fillers(index: TextIndex, seqs: dict, tails_tokens: set, n: int = 2) -> list[int]:
+    """n tokens that are no head, appear in no tail, and read as a plain word (deterministic)."""
+    out = []
+    for t in range(index.n):
+        txt = index.texts[t].strip()
+        if (len(txt) >= 4 and txt.isalpha() and txt.isascii() and t not in seqs and t not in tails_tokens):
+            out.append(t)
+            if len(out) == n:
+                return out
+    for t in range(index.n):  # a vocabulary without such words: any non-head
+        if t not in seqs and t not in tails_tokens and t not in out and index.texts[t]:
+            out.append(t)
+            if len(out) == n:
+                return out
+    raise RuntimeError("the vocabulary has no two tokens outside every restart sequence")
+
+
+def _sample_nonheads(index: TextIndex, seqs: dict, breakers: list[bytes], seed: str) -> list[int]:
+    rng = random.Random(seed)
+    non = [t for t in range(index.n) if t not in seqs]
+    pick = set(rng.sample(non, min(N_RANDOM, len(non))))
+    near = set()
+    for s in breakers:
+        near.update(t for t in index.containing(s[:1]).tolist() if t not in seqs)
+    near = sorted(near)
+    pick.update(rng.sample(near, min(N_NEAR, len(near))))
+    return sorted(pick)
+
+
+def _cands(history, z) -> tuple:
+    return tuple(sorted(set(history) | {z}))
+
+
+def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summary) -> dict:
+    t0 = time.perf_counter()
+    model = restart_model(breakers, index, vocab.tokenize)
+    t_model = time.perf_counter() - t0
+    seqs = model.seqs
+    tails = sorted({t for ts in seqs.values() for t in ts if t})
+    tail_tokens = {x for t in tails for x in t}
+    f, z = _fillers(index, seqs, tail_tokens)
+    probe = LibraryProbe(lib, vocab, breakers)
+    stats = {"set": name, "breakers": len(breakers), "heads": len(seqs), "entries": len(model.pairs()),
+             "model_s": t_model, "probes": 0, "shadowed": 0, "disagreements": 0,
+             "tail_full_lengths": sorted(set(model.full_tail_lengths.values()))}
+    t1 = time.perf_counter()
+
+    def check(kind, hyp, history, cands, pred):
+        got = probe.run(history, cands)
+        stats["probes"] += 1
+        if not np.array_equal(got, pred):
+            bad = np.flatnonzero(got != pred).tolist()
+            stats["disagreements"] += 1
+            summary.disagreements.append(Disagreement(
+                kind, name, hyp, tuple(history), tuple(cands),
+                {cands[i]: float(pred[i]) for i in bad}, {cands[i]: float(got[i]) for i in bad}))
+
+    try:
+        # head probes
+        for h, T in model.pairs():
+            Q = [h, *T, f]
+            hist = Q + [z] + Q
+            cands = _cands(hist, z)
+            pred = predict(hist, cands, seqs)
+            without = dict(seqs)
+            without[h] = seqs[h] - {T}
+            if np.array_equal(pred, predict(hist, cands, without)):
+                stats["shadowed"] += 1
+                continue
+            check("head", f"({h}, {list(T)}) is a restart sequence", hist, cands, pred)
+        # non-head group tests
+        sample = _sample_nonheads(index, seqs, model.breakers, f"{summary.sha256}:{name}")
+        for T in [()] + tails:
+            per = max(1, GROUP_TOKENS // (1 + len(T)))
+            for g in range(0, len(sample), per):
+                members = sample[g:g + per]
+                B = [x for t in members for x in (t, *T)]
+                hist = B + [f, z] + B + [f]
+                cands = _cands(hist, z)
+                if rep_limit(hist, seqs) != len(hist):
+                    stats["shadowed"] += 1
+                    continue
+                pred = predict(hist, cands, seqs)
+                kind = "non-head" if not T else "non-head-tail"
+                check(kind, f"none of {members} is a head with tail {list(T)}", hist, cands, pred)
+    finally:
+        probe.close()
+    stats["probe_s"] = time.perf_counter() - t1
+    summary.probes += stats["probes"]
+    summary.shadowed += stats["shadowed"]
+    summary.model_seconds += t_model
+    summary.probe_seconds += stats["probe_s"]
+    summary.sets.append(stats)
+    return stats
+
+
+def compare_vocab(vocab_spec, breakers=None, lib=None) -> Summary:
+    """Probe the model's restart sequences against the library for one vocabulary. `breakers`: a list of
+    strings (one set), a sequence of (name, list) sets, or None for BREAKER_SUITE."""
+    from ..subject import current
+    from ..subject.vocabs import load
+    lib = lib or current()
+    vocab = load(vocab_spec, lib)
+    index = TextIndex(vocab.texts())
+    summary = Summary(vocab.ref.name, vocab.ref.sha256, vocab.n_tokens)
+    if breakers is None:
+        sets = BREAKER_SUITE
+    elif breakers and isinstance(breakers[0], str):
+        sets = (("custom", list(breakers)),)
+    else:
+        sets = tuple(breakers)
+    for name, bs in sets:
+        compare_set(lib, vocab, index, name, bs, summary)
+    return summary
