@@ -57,11 +57,15 @@ def capacity(trace: Trace, abi: int = 7) -> int:
 
 def held_tokens(trace: Trace, abi: int = 7) -> list[tuple[int, ...]]:
     """Per apply, in order: the tokens the current sampler's ring buffer holds, oldest first."""
-    cap = capacity(trace, abi)
+    return held_tokens_of(trace.events, capacity(trace, abi))
+
+
+def held_tokens_of(events, cap: int) -> list[tuple[int, ...]]:
+    """held_tokens for valid events and a ring buffer capacity (the enumerator calls it directly)."""
     cur: deque = deque(maxlen=cap)
     kept: list[deque] = []  # the originals a clone left behind (never observed again; kept to mirror the driver)
     out = []
-    for e in trace.events:
+    for e in events:
         name = e[0]
         if name == "accept":
             if cap:
