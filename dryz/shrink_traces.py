@@ -25,6 +25,7 @@ from minimize import ddmin
 from .trace import Trace, TraceError
 
 PROVE_EVENTS = 7
+PROVE_BUDGET = 20000  # traces tried by the shortest-witness search, at most
 MAX_CALLS = 20000
 
 
@@ -193,23 +194,29 @@ def _config_pass(t: Trace, P) -> Trace:
 
 def _prove_shortest(t: Trace, P) -> tuple[Trace, bool]:
     """Search every shorter trace of the enumerator's space (one-token accepts, applies over every symbol,
-    reset, clone, free last) under t's configuration; a shorter failing one replaces t. True when t is then
-    known to be shortest in that space."""
-    from .enumerate_traces import iter_traces
-    while True:
-        flat = flatten(t)
-        n = len(flat.events)
-        if n > PROVE_EVENTS or t.alphabet > 3 or any(e[0] == "apply" and e[1] is not None for e in t.events):
-            return t, False
-        shorter = None
-        for events in iter_traces(n - 1, t.alphabet, free=True):
-            cand = _make(t, events=events)
-            if P(cand):
-                shorter = cand
-                break
-        if shorter is None:
-            return flat, True
-        t = shorter
+    reset, clone, free last) under t's configuration, shortest first; a shorter failing one replaces t. Then,
+    among the failing traces of that shortest length, take the first whose merged form has the fewest events.
+    True when t is then known to be shortest in that space. Skipped (False) when the space below t holds more
+    than PROVE_BUDGET traces."""
+    from .enumerate_traces import count_traces, iter_traces
+    flat = flatten(t)
+    n = len(flat.events)
+    if (n > PROVE_EVENTS or any(e[0] == "apply" and e[1] is not None for e in t.events)
+            or count_traces(n, t.alphabet) > PROVE_BUDGET):
+        return t, False
+    best, best_merged = flat, len(merge(flat).events)
+    for events in iter_traces(n, t.alphabet, free=True):
+        if len(events) > len(best.events):
+            break
+        cand = _make(t, events=events)
+        if cand is None:
+            continue
+        m = len(merge(cand).events)
+        if len(events) == len(best.events) and m >= best_merged:
+            continue  # not shorter, and merges no better
+        if P(cand):
+            best, best_merged = cand, m
+    return best, True
 
 
 # -- predicates and the command -----------------------------------------------------------------------------
