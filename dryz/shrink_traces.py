@@ -233,7 +233,6 @@ def same_status(status: str, lib=None, control: bool = True):
 
 def main(argv=None) -> int:
     import argparse
-    import json
     import sys
     import time
     from .oracle.trace_model import check_trace

@@ -28,7 +28,7 @@ a Case ("-inf" for -inf). Everything dryz refuses is a TraceError with one line 
 from __future__ import annotations
 
 import json
-from dataclasses import InitVar, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .case import MAX_HISTORY, N_CTX_TRAIN, Case, CaseError, _is_int, _logit_from_json, _logit_to_json
@@ -59,13 +59,9 @@ class Trace:
     allowed_length: int = 1
     n_ctx_train: int = N_CTX_TRAIN
     note: str = field(default="", compare=False)
-    # True only where the events are valid by construction (the enumerator, the fuzz decoder); every other
-    # construction validates.
-    skip_validation: InitVar[bool] = False
 
-    def __post_init__(self, skip_validation: bool):
-        if skip_validation:
-            return
+    def __post_init__(self):
+        # Every construction validates (replace() included); the events are stored in their normal form.
         try:
             events = tuple(_normal_event(e, i) for i, e in enumerate(self.events))
         except TypeError:

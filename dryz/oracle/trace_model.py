@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..case import Case, f32
-from ..check import AGREE, HARNESS_ERROR, MISMATCH, ORACLE_DISAGREEMENT, Verdict, check, subject
+from ..check import AGREE, MISMATCH, Verdict, check, subject
 from ..trace import Trace
 
 CONTROL_DIFFERS = "fresh sampler's output differs from the trace's"
