@@ -198,7 +198,7 @@ def _prove_shortest(t: Trace, P) -> tuple[Trace, bool]:
     among the failing traces of that shortest length, take the first whose merged form has the fewest events.
     True when t is then known to be shortest in that space. Skipped (False) when the space below t holds more
     than PROVE_BUDGET traces."""
-    from .enumerate_traces import count_traces, iter_traces
+    from .enumerate.traces import count_traces, iter_traces
     flat = flatten(t)
     n = len(flat.events)
     if (n > PROVE_EVENTS or any(e[0] == "apply" and e[1] is not None for e in t.events)

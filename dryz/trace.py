@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .case import MAX_HISTORY, N_CTX_TRAIN, Case, CaseError, _is_int, _logit_from_json, _logit_to_json
-from .symbols import to_symbols
+from .subject.symbols import to_symbols
 
 TRACE_SCHEMA = "dryz.trace/1"
 EVENT_NAMES = ("accept", "apply", "reset", "clone", "free")

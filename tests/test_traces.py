@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dryz.enumerate_traces import CONFIGS, count_traces, enumerate_traces, iter_traces
-from dryz.fuzz_traces import MAX_APPLIES, MAX_CLONES, MAX_EVENTS, MAX_TOKENS, decode_trace
+from dryz.enumerate.traces import CONFIGS, count_traces, enumerate_traces, iter_traces
+from dryz.fuzz.traces import MAX_APPLIES, MAX_CLONES, MAX_EVENTS, MAX_TOKENS, decode_trace
 from dryz.oracle.trace_model import capacity, check_trace, equivalent_cases, held_tokens
 from dryz.shrink_traces import flatten, merge, shrink_trace
 from dryz.subject.trace_driver import run_trace
@@ -342,9 +342,9 @@ def test_reset_keeps_tokens_is_found_by_traces_only(reset_keeps_tokens, tmp_path
     p = _run(lib, "dryz", "exhaustive", "--json", str(tmp_path / "main.json"))
     assert p.returncode == 0 and "CERTIFIED" in p.stdout, p.stdout + p.stderr
     # no trace of 3 events shows it; 18 of 4 events do, the first of each configuration `+a +a R A`
-    p = _run(lib, "dryz.enumerate_traces", "-n", "3")
+    p = _run(lib, "dryz.enumerate.traces", "-n", "3")
     assert p.returncode == 0 and "disagreements 0  wall" in p.stdout, p.stdout + p.stderr
-    p = _run(lib, "dryz.enumerate_traces", "-n", "4", "--json", str(tmp_path / "t.json"))
+    p = _run(lib, "dryz.enumerate.traces", "-n", "4", "--json", str(tmp_path / "t.json"))
     assert p.returncode == 1, p.stdout + p.stderr
     r = json.loads((tmp_path / "t.json").read_text())
     assert r["subject"]["built_by_dryz"]["patch"] == "reset-keeps-tokens.diff"

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model import _match_lengths_A_single
+from ..oracle.lengths import _match_lengths_A_single
 from ..oracle.restarts_vocab import TextIndex, restart_model
 
 LAST_N = 4096

@@ -37,7 +37,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..vocab import cache_dir, sha256_file
+from .vocab import cache_dir, sha256_file
 from .libllama import PINNED_VERSION
 
 PREFIX = "ggml-vocab-"

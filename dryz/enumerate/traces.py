@@ -13,7 +13,7 @@ apply's observed output is judged by dryz.check.check on the equivalent single C
 once per distinct (equivalent Case, observed output) pair, the fresh sampler once per distinct equivalent Case;
 a library that answers one equivalent Case two ways gets both answers judged.
 
-    python -m dryz.enumerate_traces -n 5 [-k 2] [--configs base,window3,breaker] [--json FILE]
+    python -m dryz.enumerate.traces -n 5 [-k 2] [--configs base,window3,breaker] [--json FILE]
 
 Exit 0: no disagreement; 1: some trace disagrees (the shortest ones are printed); 2: bad input or the harness
 in doubt (the count control).
@@ -27,10 +27,10 @@ import json
 import sys
 import time
 
-from .check import AGREE, check, subject
-from .oracle.trace_model import _Recorded, capacity, held_tokens_of, same_output
-from .subject.trace_driver import run_events
-from .trace import Trace
+from ..check import AGREE, check, subject
+from ..oracle.trace_model import _Recorded, capacity, held_tokens_of, same_output
+from ..subject.trace_driver import run_events
+from ..trace import Trace
 
 # name: configuration (the seed sweep's, with a window the ring buffer wraps within a few events)
 CONFIGS = {
@@ -136,7 +136,7 @@ def enumerate_traces(n_max: int, k: int = 2, configs=None, free: bool = True, li
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dryz.enumerate_traces", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m dryz.enumerate.traces", description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=5, help="at most this many events per trace (default 5)")
     ap.add_argument("-k", type=int, default=2, help="alphabet size (default 2)")
     ap.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of {', '.join(CONFIGS)}")

@@ -17,7 +17,7 @@ that Trace. Otherwise:
 A trace without an apply gets one at the end. Budgets: MAX_EVENTS events, MAX_TOKENS tokens, MAX_APPLIES
 applies, MAX_CLONES clones.
 
-    python -m dryz.fuzz_traces [--seconds 20] [--seed 0] [--max-len 512]
+    python -m dryz.fuzz.traces [--seconds 20] [--seed 0] [--max-len 512]
 
 runs random byte strings through decode_trace and check_trace for a while and prints exec/s (and any trace that
 does not agree).
@@ -33,9 +33,9 @@ import struct
 import sys
 import time
 
-from .case import f32
-from .symbols import MAX_ALPHABET, SYMBOLS
-from .trace import Trace, TraceError
+from ..case import f32
+from ..subject.symbols import MAX_ALPHABET, SYMBOLS
+from ..trace import Trace, TraceError
 
 MAX_EVENTS = 512
 MAX_TOKENS = 2048
@@ -175,8 +175,8 @@ def _float(r: _Reader) -> float:
 def smoke(seconds: float = 20.0, seed: int = 0, max_len: int = 512, control: bool = True, log=print) -> dict:
     """Random byte strings (length uniform in 0..max_len) through decode_trace and check_trace until `seconds`
     pass. Returns the counts and exec/s; any trace that does not agree is kept (JSON)."""
-    from .check import subject
-    from .oracle.trace_model import check_trace
+    from ..check import subject
+    from ..oracle.trace_model import check_trace
     lib = subject()
     rng = random.Random(seed)
     n = applies = events = 0
@@ -201,7 +201,7 @@ def smoke(seconds: float = 20.0, seed: int = 0, max_len: int = 512, control: boo
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dryz.fuzz_traces")
+    ap = argparse.ArgumentParser(prog="python -m dryz.fuzz.traces")
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-len", type=int, default=512)
