@@ -8,6 +8,7 @@ from __future__ import annotations
 import array
 import json
 import math
+import re
 import struct
 from dataclasses import InitVar, dataclass, field, replace
 from typing import Any
@@ -23,6 +24,9 @@ INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 MAX_ABS_ALLOWED = 1 << 20
 MAX_PENALTY_LAST_N = 1 << 20
 N_CTX_TRAIN = 4096  # Case.n_ctx_train's default
+# A real vocabulary's size (Case.alphabet of a vocab case): llama_token is int32; the largest vendored one has
+# 262,144 tokens.
+MAX_VOCAB = (1 << 31) - 1
 
 
 class CaseError(ValueError):
@@ -63,6 +67,12 @@ class Case:
     # The 8-argument init_dry (llama.cpp before PR #26524) takes the model's training context; it is the window
     # when penalty_last_n is -1. Ignored by the 7-argument ABI. Written to JSON only when not the default.
     n_ctx_train: int = 4096
+    # The vocabulary: None = dryz's symbol vocabulary (alphabet = how many of its symbols are used, ids 0..63);
+    # else a vendored name (`llama-bpe`, dryz.subject.vocabs) or a GGUF path, and then alphabet is the
+    # vocabulary's size (every id below it; checked against the loaded file with vocab_sha256, when given,
+    # by dryz.vocabcase.vocab_of). Breakers are then any UTF-8 strings. Written to JSON only when set.
+    vocab: str | None = None
+    vocab_sha256: str | None = None
     # Provenance-free annotations never enter the verdict; kept out of equality.
     note: str = field(default="", compare=False)
     # multiplier and base as the user wrote them, when that is not a float32 value: the Case holds the float32
@@ -125,21 +135,30 @@ class Case:
 
     @property
     def symbols(self) -> str:
-        return to_symbols(self.history)
+        """The history spelled in the symbol vocabulary ("" for a real-vocabulary case: its text needs the
+        vocabulary, dryz.vocabcase.history_text)."""
+        return "" if self.vocab is not None else to_symbols(self.history)
 
     # -- JSON -----------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "schema": CASE_SCHEMA,
             "history": list(self.history),
-            "history_symbols": self.symbols,
+        }
+        if self.vocab is None:
+            d["history_symbols"] = self.symbols
+        d.update({
             "alphabet": self.alphabet,
             "penalty_last_n": self.penalty_last_n,
             "breakers": list(self.breakers),
             "multiplier": self.multiplier,
             "base": self.base,
             "allowed_length": self.allowed_length,
-        }
+        })
+        if self.vocab is not None:
+            d["vocab"] = self.vocab
+            if self.vocab_sha256 is not None:
+                d["vocab_sha256"] = self.vocab_sha256
         if self.candidates is not None:
             d["candidates"] = [[t, _logit_to_json(lg)] for t, lg in self.candidates]
             d["sorted"] = self.sorted
@@ -164,7 +183,7 @@ class Case:
         if schema != CASE_SCHEMA:
             raise CaseError(f"unknown case schema {schema!r} (this dryz reads {CASE_SCHEMA!r})")
         known = {"schema", "history", "history_symbols", "alphabet", "penalty_last_n", "breakers",
-                 "multiplier", "base", "allowed_length", "candidates", "sorted", "note", "n_ctx_train", "as_written"}
+                 "multiplier", "base", "allowed_length", "candidates", "sorted", "note", "n_ctx_train", "as_written", "vocab", "vocab_sha256"}
         extra = sorted(set(d) - known)
         if extra:
             raise CaseError(f"unknown case field(s): {', '.join(extra)}")
@@ -174,6 +193,14 @@ class Case:
         history = d["history"]
         if not isinstance(history, list) or not all(_is_int(t) for t in history):
             raise CaseError("'history' must be a list of integer token ids")
+        vocab, vocab_sha = d.get("vocab"), d.get("vocab_sha256")
+        if vocab is not None and (not isinstance(vocab, str) or not vocab):
+            raise CaseError("'vocab' must be a vocabulary name or a GGUF path (a non-empty string)")
+        if vocab_sha is not None and (vocab is None or not isinstance(vocab_sha, str)
+                                      or not re.fullmatch(r"[0-9a-f]{64}", vocab_sha)):
+            raise CaseError("'vocab_sha256' must be 64 lowercase hex digits, beside a 'vocab'")
+        if "history_symbols" in d and vocab is not None:
+            raise CaseError("'history_symbols' spells the symbol vocabulary; a case with a 'vocab' has none")
         if "history_symbols" in d:
             try:
                 spelled = from_symbols(d["history_symbols"])
@@ -215,6 +242,8 @@ class Case:
             n_ctx_train=int(d.get("n_ctx_train", N_CTX_TRAIN)),
             note=str(d.get("note", "")),
             as_written=tuple(sorted(written.items())),
+            vocab=vocab,
+            vocab_sha256=vocab_sha,
         )
 
     @classmethod
@@ -229,8 +258,11 @@ def validate(c: Case) -> None:
     """Refuse a Case outside what dryz can run, with a one-line reason. The checks are first made in bulk
     (this runs for every Case made, minimizer candidates included); only a Case that fails them is walked
     field by field for the message."""
+    if c.vocab is not None:
+        return _validate_vocab(c)
     h, m, b = c.history, c.multiplier, c.base
-    if (isinstance(c.alphabet, int) and 1 <= c.alphabet <= MAX_ALPHABET and len(h) <= MAX_HISTORY
+    if (c.vocab_sha256 is None and isinstance(c.alphabet, int) and 1 <= c.alphabet <= MAX_ALPHABET
+            and len(h) <= MAX_HISTORY
             and _ids_below(h, c.alphabet)
             and INT32_MIN <= c.penalty_last_n <= MAX_PENALTY_LAST_N
             and INT32_MIN <= c.n_ctx_train <= MAX_PENALTY_LAST_N
@@ -242,6 +274,72 @@ def validate(c: Case) -> None:
         return
     _refuse(c)
     raise CaseError("invalid case")  # not reached: _refuse names what failed
+
+
+def _validate_vocab(c: Case) -> None:
+    """validate() for a real-vocabulary case: ids below the vocabulary's size (alphabet), breakers any UTF-8
+    strings without NUL (init_dry reads C strings). The rest as for the symbol vocabulary."""
+    if not (_is_int(c.alphabet) and 1 <= c.alphabet <= MAX_VOCAB):
+        raise CaseError(f"alphabet (the vocabulary's size) must be an integer in 1..{MAX_VOCAB}, got {c.alphabet!r}")
+    if not isinstance(c.vocab, str) or not c.vocab:
+        raise CaseError(f"vocab must be a vocabulary name or GGUF path, got {c.vocab!r}")
+    if c.vocab_sha256 is not None and not (isinstance(c.vocab_sha256, str)
+                                           and re.fullmatch(r"[0-9a-f]{64}", c.vocab_sha256)):
+        raise CaseError(f"vocab_sha256 must be 64 lowercase hex digits, got {c.vocab_sha256!r}")
+    if len(c.history) > MAX_HISTORY:
+        raise CaseError(f"history has {len(c.history)} tokens; at most {MAX_HISTORY} are supported")
+    _vocab_ids(c.history, c.alphabet, c.vocab, "history token")
+    for b in c.breakers:
+        if not isinstance(b, str):
+            raise CaseError(f"breaker {b!r} is not a string")
+        if len(b) > MAX_BREAKER_CHARS:
+            raise CaseError(f"breaker of {len(b)} characters; at most {MAX_BREAKER_CHARS}")
+        if "\0" in b:
+            raise CaseError(f"breaker {b!r} holds a NUL character (init_dry reads C strings)")
+        try:
+            b.encode()
+        except UnicodeEncodeError:
+            raise CaseError(f"breaker {b!r} is not encodable as UTF-8") from None
+    if c.candidates is not None:
+        if not c.candidates:
+            raise CaseError("candidates, when given, must not be empty")
+        for entry in c.candidates:
+            if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+                raise CaseError("candidates must be (token id, logit) pairs")
+        ids, logits = zip(*c.candidates)
+        _vocab_ids(ids, c.alphabet, c.vocab, "candidate id")
+        if len(set(ids)) != len(ids):
+            raise CaseError(f"candidate id {next(t for t in ids if ids.count(t) > 1)} appears twice")
+        if not _float32_logits(list(logits)):
+            lg = next(x for x in logits if not _float32_logits([x]))
+            raise CaseError(f"candidate logit {lg!r} must be a finite float32 or -inf")
+    _validate_rest(c)
+
+
+def _vocab_ids(ids, size: int, vocab: str, what: str) -> None:
+    if not all(_is_int(t) for t in ids):
+        raise CaseError(f"{what} {next(t for t in ids if not _is_int(t))!r} is not an integer")
+    if ids and (min(ids) < 0 or max(ids) >= size):
+        t = next(t for t in ids if not (0 <= t < size))
+        raise CaseError(f"{what} {t} is outside the vocabulary {vocab} (ids 0..{size - 1})")
+
+
+def _validate_rest(c: Case) -> None:
+    """The parameter checks every case shares (window, n_ctx_train, allowed_length, multiplier, base)."""
+    if not (_is_int(c.penalty_last_n) and INT32_MIN <= c.penalty_last_n <= INT32_MAX):
+        raise CaseError(f"penalty_last_n {c.penalty_last_n} does not fit the C int32 parameter")
+    if c.penalty_last_n > MAX_PENALTY_LAST_N:
+        raise CaseError(f"penalty_last_n {c.penalty_last_n} is above {MAX_PENALTY_LAST_N:,} "
+                        f"(libllama would allocate {8 * c.penalty_last_n:,} bytes per sampler)")
+    if not (_is_int(c.n_ctx_train) and INT32_MIN <= c.n_ctx_train <= MAX_PENALTY_LAST_N):
+        raise CaseError(f"n_ctx_train must be an integer in {INT32_MIN}..{MAX_PENALTY_LAST_N:,}, "
+                        f"got {c.n_ctx_train!r}")
+    if not (_is_int(c.allowed_length) and -MAX_ABS_ALLOWED <= c.allowed_length <= MAX_ABS_ALLOWED):
+        raise CaseError(f"allowed_length must be within +-{MAX_ABS_ALLOWED}, got {c.allowed_length}")
+    for name in ("multiplier", "base"):
+        v = getattr(c, name)
+        if not (isinstance(v, float) and math.isfinite(v) and f32(v) == v):
+            raise CaseError(f"{name} must be a finite float32 (at most 3.4028235e+38 in magnitude), got {v!r}")
 
 
 def _candidates_ok(candidates) -> bool:
@@ -270,6 +368,8 @@ def _ids_below(ids, k: int) -> bool:
 
 def _refuse(c: Case) -> None:
     """Raise CaseError naming the first thing validate() refuses."""
+    if c.vocab_sha256 is not None:
+        raise CaseError("vocab_sha256 without a vocab (the symbol vocabulary has no sha256 in a case)")
     if not (isinstance(c.alphabet, int) and 1 <= c.alphabet <= MAX_ALPHABET):
         raise CaseError(f"alphabet must be an integer in 1..{MAX_ALPHABET}, got {c.alphabet!r}")
     if len(c.history) > MAX_HISTORY:

@@ -77,7 +77,11 @@ if MAX_ALPHABET > 256:
 
 def case_arrays(case: Case) -> tuple[np.ndarray, np.ndarray]:
     """(candidate ids, history as a (1, n) batch), as uint8 arrays: every id is below MAX_ALPHABET <= 256, and
-    the one-window model reads uint8 ids without the conversions and range checks wider ids need."""
+    the one-window model reads uint8 ids without the conversions and range checks wider ids need. A case over
+    a real vocabulary (ids up to its size): int64 arrays."""
+    if case.vocab is not None:
+        return (np.array(case.ids, dtype=np.int64).reshape(-1),
+                np.array(case.history, dtype=np.int64).reshape(1, -1))
     return (np.frombuffer(bytes(case.ids), dtype=np.uint8),
             np.frombuffer(bytes(case.history), dtype=np.uint8).reshape(1, -1))
 
@@ -439,7 +443,7 @@ def _f(x: float):
 def check(case: Case, lib=None) -> Verdict:
     """Run the case through the selected library and judge it: check_batch on a batch of one."""
     lib = lib or subject()
-    cfg = case_config(case, lib.abi)
+    cfg = case_config(case, lib.abi, lib) if case.vocab is not None else case_config(case, lib.abi)
     cands, H = case_arrays(case)
     initial = np.array(case.logits, dtype=np.float32)
     out = lib.run(case)

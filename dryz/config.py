@@ -58,9 +58,26 @@ def effective_last_n(penalty_last_n: int, n_ctx_train: int, abi: int = 7) -> int
     return penalty_last_n
 
 
-def case_config(case: Case, abi: int = 7) -> Config:
+def case_config(case: Case, abi: int = 7, lib=None) -> Config:
+    if case.vocab is not None:
+        return vocab_config(case, abi, lib)
     return config_of(case.multiplier, case.base, case.allowed_length,
                      effective_last_n(case.penalty_last_n, case.n_ctx_train, abi), case.breakers)
+
+
+def vocab_config(case: Case, abi: int = 7, lib=None) -> Config:
+    """A real vocabulary's configuration: restart sequences from restart_model (dryz.oracle.restarts_vocab) over
+    the case's vocabulary and breakers (cached per pair, dryz.vocabcase), with what the text-level promise
+    needs."""
+    from .vocabcase import restart_sequences
+    seqs, text = restart_sequences(case, lib)
+    return _vocab_config(case.multiplier, case.base, case.allowed_length,
+                         effective_last_n(case.penalty_last_n, case.n_ctx_train, abi), seqs, text)
+
+
+@lru_cache(maxsize=4096)
+def _vocab_config(multiplier, base, allowed_length, penalty_last_n, seqs, text) -> Config:
+    return Config(multiplier, base, allowed_length, penalty_last_n, seqs, text)
 
 
 CONFIG_NAMES = ("base", "window4", "breaker")

@@ -106,6 +106,8 @@ def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     if w == 0:
         return M.T.copy()
     if N == 1:
+        if W.dtype != np.uint8 and bytes_or_none(W[0]) is None:  # a real vocabulary's ids
+            return _match_lengths_B_str(W[0], cands)[None, :]
         return _match_lengths_B_bytes(W[0], cands)[None, :]
     T = _columns(W)
     for ci, z in enumerate(cands):
@@ -145,6 +147,42 @@ def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
     for ci in np.flatnonzero(follows[c]).tolist():
         extended = text + bytes([int(c[ci])])
         # The suffix of length lo occurs, hi is an upper bound; gallop (most lengths are short), then bisect.
+        lo, hi, step = 2, w, 1
+        while lo < hi:
+            mid = min(lo + step, hi)
+            if text.find(extended[w + 1 - mid:]) >= 0:
+                lo, step = mid, 2 * step
+            else:
+                hi = mid - 1
+                break
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if text.find(extended[w + 1 - mid:]) >= 0:
+                lo = mid
+            else:
+                hi = mid - 1
+        out[ci] = lo - 1
+    return out
+
+
+def _match_lengths_B_str(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
+    """_match_lengths_B_bytes for ids past a byte (a real vocabulary): the window as a str of code points
+    chr(id) (every llama_token id is below 0x110000 here), searched with str.find the same way."""
+    c = np.asarray(cands)
+    out = np.zeros(len(c), dtype=np.int64)
+    w = len(window)
+    if w < 2 or not len(c):
+        return out
+    ids = [int(t) for t in window]
+    if min(ids) < 0 or int(c.min()) < 0:
+        raise ValueError("token ids must be non-negative")
+    text = "".join(map(chr, ids))
+    last = ids[-1]
+    follows = {ids[i + 1] for i in range(w - 1) if ids[i] == last}
+    for ci, z in enumerate(c.tolist()):
+        if z not in follows:
+            continue
+        extended = text + chr(z)
         lo, hi, step = 2, w, 1
         while lo < hi:
             mid = min(lo + step, hi)

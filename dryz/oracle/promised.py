@@ -9,6 +9,7 @@ import numpy as np
 
 from .idbytes import bytes_or_none
 from .lengths import match_lengths_A
+from .seqindex import RestartSeqs
 from .shipped import Config, Prediction, _completes, _sequence_bytes, shipped_lengths
 
 # -- Step 1 as promised ----------------------------------------------------------------------------------
@@ -51,6 +52,12 @@ def promised_rep_limits(W: np.ndarray, seqs) -> np.ndarray:
     rep = np.full(N, w, dtype=np.int64)
     if not seqs:
         return rep
+    if isinstance(seqs, RestartSeqs):  # a real vocabulary's: by head position (seqindex.py)
+        if N == 1:
+            return np.array([seqs.promised_rep_limit(W[0])], dtype=np.int64)
+        seqs = seqs.restricted(set(np.unique(W).tolist()))
+        if not seqs:
+            return rep
     if N == 1:
         one = _promised_rep_limit_single(W[0], seqs)
         if one is not None:
@@ -83,6 +90,8 @@ def restart_divergence(window, seqs):
     """Where Step 1 as shipped and as promised part, for one window: None when they agree, else
     (shipped occurrence, promised occurrence), each (i, k, seq), the promised one with the fewest tokens
     after it (the most recent head among ties)."""
+    if isinstance(seqs, RestartSeqs):
+        return divergence_of(seqs.occurrences(window))
     occ = _rightmost_occurrences(window, seqs)
     return divergence_of(restart_occurrences(window, seqs) if occ is None else occ)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy as np
 from ..case import f32
 from .idbytes import all_bytes, bytes_or_none, cached_when_hashable
 from .lengths import match_lengths_A
+from .seqindex import RestartSeqs
 
 # -- rep_limit (Step 1) and the configuration model -----------------------------------------
 
@@ -29,6 +30,12 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
     rep = np.full(N, w, dtype=np.int64)
     if not seqs:
         return rep
+    if isinstance(seqs, RestartSeqs):  # a real vocabulary's (thousands of sequences): by head position
+        if N == 1:
+            return np.array([seqs.rep_limit(W[0])], dtype=np.int64)
+        seqs = seqs.restricted(set(np.unique(W).tolist()))
+        if not seqs:
+            return rep
     if N == 1:
         one = _rep_limit_single(W[0], seqs)
         if one is not None:
@@ -94,6 +101,9 @@ class Config:
     allowed_length: int
     penalty_last_n: int
     seqs: tuple  # restart sequences, (head, tail) pairs
+    # A real vocabulary's configuration: what the text-level promise needs (dryz.vocabcase.VocabText); None
+    # for the symbol vocabulary. Not part of equality (seqs already differ between vocabularies).
+    text: object = field(default=None, compare=False)
 
     def __post_init__(self):
         # Derived once per Config (one is made per checked case; cached_property locks on Python 3.11).
@@ -104,6 +114,11 @@ class Config:
         object.__setattr__(self, "window_cap", max(self.penalty_last_n, 0) if enabled else 0)
         object.__setattr__(self, "single_token_heads", heads)  # sorted ids of the single-token sequences
         object.__setattr__(self, "multi_token", multi)          # some restart sequence has a tail
+        table = None  # a real vocabulary's: single-token heads as a boolean table over the ids
+        if isinstance(self.seqs, RestartSeqs):
+            table = np.zeros(len(self.seqs.is_head), dtype=bool)
+            table[list(heads)] = True
+        object.__setattr__(self, "single_token_table", table)
 
     def window_length(self, n: int) -> int:
         return min(n, self.window_cap)  # the last penalty_last_n tokens; none when disabled
@@ -167,7 +182,10 @@ def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracl
     c = np.asarray(cands)
     eligible = None
     if ran[0] and len(c) and W.shape[1] > 1:
-        eligible = _eligible(W[0], c, cfg.single_token_heads)
+        if cfg.single_token_table is not None:
+            eligible = _eligible_table(W[0], c, cfg.single_token_table)
+        else:
+            eligible = _eligible(W[0], c, cfg.single_token_heads)
     if eligible is None or not np.count_nonzero(eligible):
         return [Prediction(np.zeros((1, len(c)), dtype=np.int64), np.zeros((1, len(c)), dtype=bool), ran, rep)
                 for _ in oracles]
@@ -191,6 +209,16 @@ def _eligible(window: np.ndarray, c: np.ndarray, breaker_heads: tuple) -> np.nda
     follows[window[1:]] = True
     follows[list(breaker_heads)] = False
     return follows[c]
+
+
+def _eligible_table(window: np.ndarray, c: np.ndarray, heads: np.ndarray) -> np.ndarray:
+    """_eligible for a real vocabulary: ids up to its size, single-token heads as a table over the ids."""
+    if np.count_nonzero(np.less(c, 0)) or np.count_nonzero(np.less(window, 0)):
+        raise ValueError("token ids must be non-negative")
+    after = set(window[1:].tolist())
+    cl = c.tolist()
+    n = len(heads)
+    return np.array([t in after and not (t < n and heads[t]) for t in cl], dtype=bool)
 
 
 # -- Step 4 arithmetic, as the C++ computes it -------------------------------------------------------

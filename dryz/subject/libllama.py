@@ -201,7 +201,12 @@ class LibLlama(Subject):
         """A new sampler for the case's configuration (llama_sampler_init_dry), the whole history accepted,
         one apply on the case's candidate array, the sampler freed. The sequence runs in dryz.subject._drive
         (one call from Python, which also fills and reads the candidate array) unless DRYZ_DRIVE=ctypes or the
-        extension is not built; both make the same libllama calls."""
+        extension is not built; both make the same libllama calls.
+
+        A case over a real vocabulary (case.vocab) runs on that vocabulary (dryz.vocabcase: loaded once per
+        process) through run_vocab: a clone of a sampler initialized once per configuration."""
+        if case.vocab is not None:
+            return self.run_vocab(case)
         if _DRIVE is None:
             s = self.sampler_for(case)
             try:
@@ -216,6 +221,76 @@ class LibLlama(Subject):
                                               case.logits, case.sorted)
         return Output(tuple(array.array("i", ids)), np.frombuffer(logits, dtype=np.float32), sorted_flag,
                       len(ids) // 4)
+
+    # Initialized samplers per (vocabulary, parameters, breakers): init_dry processes the breakers over the whole
+    # vocabulary (30-80 ms on 128k-262k tokens); a clone copies them. At most this many are kept (LRU).
+    PROTOTYPES = 512
+
+    def prototype(self, case, vocab_handle, sha256: str):
+        """An initialized DRY sampler for the case's configuration on a real vocabulary that never accepts a
+        token: llama_sampler_clone of it is what init_dry with these arguments returns (the clone copies the
+        parameters, the processed breakers and the, empty, state: llama_sampler_dry_clone)."""
+        protos = self.__dict__.setdefault("_prototypes", {})
+        key = (sha256, case.multiplier, case.base, case.allowed_length, case.penalty_last_n, tuple(case.breakers),
+               case.n_ctx_train if self.abi == 8 else None)
+        s = protos.pop(key, None)
+        if s is None:
+            s = self.new_sampler(case.multiplier, case.base, case.allowed_length, case.penalty_last_n,
+                                 case.breakers, vocab=vocab_handle, n_ctx_train=case.n_ctx_train)
+            s = s if isinstance(s, int) else ctypes.cast(s, ctypes.c_void_p).value
+            while len(protos) >= self.PROTOTYPES:
+                old = next(iter(protos))
+                self.free(protos.pop(old))
+        protos[key] = s  # most recently used last
+        return s
+
+    def run_vocab(self, case) -> Output:
+        """run() for a real vocabulary: llama_sampler_clone of the configuration's prototype, the history
+        accepted, one apply, the clone freed (in dryz.subject._drive.run_clone, or through ctypes)."""
+        from ..vocabcase import vocab_of
+        v = vocab_of(case, self)
+        proto = self.prototype(case, v.handle, v.ref.sha256)
+        if self.reuse_samplers:
+            if _DRIVE is None:
+                self.reset(proto)
+                for t in case.history:
+                    self.accept(proto, t)
+                return self.apply_once(proto, case.ids, case.logits, case.sorted)
+            ids, logits, sorted_flag = _DRIVE.run_clone(self.reset_address, *self.addresses[1:], proto,
+                                                        case.history, case.ids, case.logits, case.sorted, True)
+            return Output(tuple(array.array("i", ids)), np.frombuffer(logits, dtype=np.float32), sorted_flag,
+                          len(ids) // 4)
+        if _DRIVE is None:
+            s = self.clone(proto)
+            try:
+                for t in case.history:
+                    self.accept(s, t)
+                return self.apply_once(s, case.ids, case.logits, case.sorted)
+            finally:
+                self.free(s)
+        ids, logits, sorted_flag = _DRIVE.run_clone(self.clone_address, *self.addresses[1:], proto, case.history,
+                                                    case.ids, case.logits, case.sorted)
+        return Output(tuple(array.array("i", ids)), np.frombuffer(logits, dtype=np.float32), sorted_flag,
+                      len(ids) // 4)
+
+    @cached_property
+    def clone_address(self) -> int:
+        return self.L.address("llama_sampler_clone")
+
+    @cached_property
+    def reset_address(self) -> int:
+        return self.L.address("llama_sampler_reset")
+
+    @cached_property
+    def reuse_samplers(self) -> bool:
+        """DRYZ_VOCAB_SAMPLER=reset: a real-vocabulary case runs on its prototype after llama_sampler_reset (no
+        clone: a DRY clone copies the processed breakers, ~300 us on llama-bpe with the default breakers).
+        reset leaves what a fresh sampler holds (apply reassigns the repeat counts and clears the maximum per
+        token; reset clears the ring buffer): tests/test_vocabcase.py compares both. Default: clone."""
+        mode = os.environ.get("DRYZ_VOCAB_SAMPLER", "clone")
+        if mode not in ("clone", "reset"):
+            raise SubjectError(f"DRYZ_VOCAB_SAMPLER must be clone or reset, got {mode!r}")
+        return mode == "reset"
 
     @cached_property
     def addresses(self) -> tuple[int, int, int, int]:

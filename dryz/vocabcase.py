@@ -1,0 +1,131 @@
+"""Cases over a real vocabulary (Case.vocab): the vocabulary a case names, loaded once per process and
+checked against the case (its sha256 when the case records one, its size = Case.alphabet), and what the
+oracles need from it (restart sequences from restart_model, cached per (vocabulary, breakers), and the token
+pieces of the text-level promise).
+
+A vocabulary that cannot be had, a sha256 that differs, or a size that differs is a VocabError (a CaseError:
+one line, exit 2 at the command line).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from .case import Case, CaseError
+
+# The four sequence breakers llama.cpp's common/ defaults to (common.h: dry_sequence_breakers).
+DEFAULT_BREAKERS = ("\n", ":", "\"", "*")
+BREAKER_PRESETS = {"default": DEFAULT_BREAKERS, "none": ()}
+
+
+class VocabError(CaseError):
+    """A case's vocabulary that cannot be had or does not match what the case records."""
+
+
+_LOCK = threading.Lock()
+_CHECKED: dict = {}
+
+
+def _lib(lib):
+    if lib is None:
+        from .check import subject
+        return subject()
+    return lib
+
+
+def load_vocab(spec, lib=None):
+    """The LoadedVocab for a NAME or PATH (VocabError when it cannot be had)."""
+    from .subject.vocabs import VocabUnavailable, load
+    try:
+        return load(spec, _lib(lib))
+    except VocabUnavailable as e:
+        raise VocabError(str(e)) from None
+
+
+def vocab_of(case: Case, lib=None):
+    """The loaded vocabulary of a vocab case, checked once per (library, vocab, sha256, size)."""
+    lib = _lib(lib)
+    key = (id(lib), case.vocab, case.vocab_sha256, case.alphabet)
+    v = _CHECKED.get(key)
+    if v is not None:
+        return v
+    with _LOCK:
+        v = load_vocab(case.vocab, lib)
+        if case.vocab_sha256 is not None and case.vocab_sha256 != v.ref.sha256:
+            raise VocabError(f"vocabulary {case.vocab}: the case records sha256 {case.vocab_sha256[:16]}..., the "
+                             f"file {v.ref.path} has {v.ref.sha256[:16]}... (another file of that name)")
+        if case.alphabet != v.n_tokens:
+            raise VocabError(f"the case's alphabet {case.alphabet} is not the size of vocabulary {case.vocab} "
+                             f"({v.n_tokens} tokens)")
+        _CHECKED[key] = v
+        return v
+
+
+def with_vocab(case: Case, spec, lib=None) -> Case:
+    """The case on vocabulary spec (a NAME or PATH): vocab, vocab_sha256 and alphabet (its size) filled. A case
+    that already names a vocabulary must name this one (same sha256)."""
+    v = load_vocab(spec, lib)
+    if case.vocab is not None:
+        mine = vocab_of(case, lib)
+        if mine.ref.sha256 != v.ref.sha256:
+            raise VocabError(f"the case is on vocabulary {case.vocab} (sha256 {mine.ref.sha256[:16]}...), not "
+                             f"{spec} ({v.ref.sha256[:16]}...)")
+        return replace(case, vocab_sha256=mine.ref.sha256)
+    return replace(case, vocab=v.ref.name if "/" not in str(spec) and not str(spec).endswith(".gguf")
+                   else str(v.ref.path), vocab_sha256=v.ref.sha256, alphabet=v.n_tokens)
+
+
+def resolved(case: Case, lib=None) -> Case:
+    """A vocab case with its vocab_sha256 filled (unchanged when it has one, or for the symbol vocabulary)."""
+    if case.vocab is None or case.vocab_sha256 is not None:
+        return case
+    return replace(case, vocab_sha256=vocab_of(case, lib).ref.sha256)
+
+
+@dataclass(frozen=True, eq=False)
+class VocabText:
+    """What the text-level promise needs of a configuration over a real vocabulary."""
+    name: str
+    pieces: list      # bytes per token: llama_token_to_piece(lstrip 0, special true), as a client prints it
+    texts: list       # bytes per token: detokenize({id}, true), as init_dry reads it
+    breakers: tuple
+    model: object     # restart_model's RestartModel
+    tokenize: object  # bytes -> ids (add_special false, parse_special false)
+
+
+_INDEX: dict = {}
+
+
+def _index(v):
+    from .oracle.restarts_vocab import TextIndex
+    with _LOCK:
+        if v.ref.sha256 not in _INDEX:
+            _INDEX[v.ref.sha256] = TextIndex(v.texts())
+        return _INDEX[v.ref.sha256]
+
+
+@lru_cache(maxsize=256)
+def _restarts(v, breakers: tuple):
+    from .oracle.restarts_vocab import restart_model
+    from .oracle.seqindex import RestartSeqs
+    index = _index(v)
+    model = restart_model(list(breakers), index, v.tokenize)
+    seqs = RestartSeqs(model.pairs(), v.n_tokens)
+    text = VocabText(v.ref.name, v.pieces(), index.texts, breakers, model, v.tokenize)
+    return seqs, text
+
+
+def restart_sequences(case: Case, lib=None):
+    """(RestartSeqs, VocabText) for a vocab case's vocabulary and breakers (cached per pair)."""
+    return _restarts(vocab_of(case, lib), tuple(case.breakers))
+
+
+def history_text(case: Case, lib=None) -> str:
+    """The history as a client prints it (the tokens' pieces), for humans; "" for the symbol vocabulary."""
+    if case.vocab is None:
+        return case.symbols
+    v = vocab_of(case, lib)
+    pieces = v.pieces()
+    return b"".join(pieces[t] for t in case.history).decode("utf-8", errors="replace")
