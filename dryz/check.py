@@ -15,7 +15,7 @@ from .case import Case, seed_parameters
 from .oracle.lengths import match_lengths_A, match_lengths_B
 from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_limits, restart_divergence
 from .oracle.shipped import (Config, Prediction, output_logits, output_logits_zero, rep_limits,
-                             shipped_lengths_each)
+                             shipped_lengths, shipped_lengths_each)
 from .config import case_config
 from .subject.symbols import MAX_ALPHABET
 
@@ -26,7 +26,9 @@ class HarnessError(RuntimeError):
 AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"
 CRASH = "crash"
 # Every verdict class, in report order (the one list: corpus entries, sweeps, certificates and the CLI read it).
-CLASSES = (AGREE, "documented-contained-restart", "promise-restart-order", "promise-finite-penalty", MISMATCH,
+CLASSES = (AGREE, "documented-contained-restart", "documented-breaker-truncated", "documented-tail-cap",
+           "promise-restart-order", "promise-finite-penalty", "promise-breaker-in-token",
+           "promise-breaker-across-tokens", "promise-breaker-phantom", MISMATCH,
            "mismatch-multi-token", ORACLE_DISAGREEMENT, HARNESS_ERROR, CRASH)
 
 
@@ -39,7 +41,10 @@ def is_finding(klass: str) -> bool:
 def class_order(klass: str) -> int:
     return CLASSES.index(klass) if klass in CLASSES else len(CLASSES)
 # A broken promise's class is "promise-" + its name, except the limitation the source documents itself.
-PROMISE_CLASSES = {"contained-restart": "documented-contained-restart"}
+PROMISE_CLASSES = {"contained-restart": "documented-contained-restart",
+                   # the text-level promise over a real vocabulary (dryz.oracle.promise_text): init_dry cuts a
+                   # breaker to 40 bytes and a tail to 20 tokens, and says so
+                   "breaker-truncated": "documented-breaker-truncated", "tail-cap": "documented-tail-cap"}
 
 # Fault injection for positive controls (fuzz campaign, minimizer demo): DRYZ_FAULT=off-by-one makes the
 # reference claim one more than the true length wherever that length is >= 2, in both oracles;
@@ -252,6 +257,8 @@ class Batch:
             out = _finite_penalty(initial, self.observed[r], self.pa.penalized[r])
         if self.cfg.multi_token:
             out += self._restart_promise(r)
+        if self.cfg.text is not None:
+            out += self._text_promise(r)
         return out
 
     def row_class(self, r: int) -> str:
@@ -279,6 +286,8 @@ class Batch:
         suspect = ok & self._finite_suspects()
         if self.cfg.multi_token:
             suspect |= ok & self._restart_suspects()
+        if self.cfg.text is not None:
+            suspect |= ok & self._text_suspects()
         for r in np.nonzero(suspect)[0]:
             broken = self.promises(int(r))
             if broken:
@@ -329,6 +338,51 @@ class Batch:
         if _bits(self.observed[r]).tobytes() == _bits(promised).tobytes() and same_sorted:
             return []
         return [restart_promise_class(p[0][r], self.cfg.seqs)]
+
+
+    # -- the text-level promise over a real vocabulary -------------------------------------------------------
+    def _text_rep(self, r: int):
+        """(the rep_limit the text promises for history r's window, the shipped one); None when apply exits
+        before Step 1 or no breaker is given."""
+        t = self.cfg.text
+        W = self._restart_rows()
+        if W is None or not t.breakers or self.pa.rep is None:
+            return None
+        from .oracle.promise_text import promised_rep_limit
+        window = W[r].tolist()
+        prom = min(promised_rep_limit(window, t.pieces, t.breakers)[0], len(window))
+        return window, prom, int(self.pa.rep[r])
+
+    def _text_suspects(self) -> np.ndarray:
+        out = np.zeros(self.H.shape[0], dtype=bool)
+        for r in range(self.H.shape[0]):
+            x = self._text_rep(r)
+            out[r] = x is not None and x[1] != x[2]
+        return out
+
+    def _text_promise(self, r: int) -> list[str]:
+        """A sequence breaker stops a repetition wherever it occurs in the text the tokens print
+        (dryz.oracle.promise_text): where the text's rep_limit differs from Step 1's and the output would differ,
+        promise_text.classify names the class (documented-breaker-truncated, documented-tail-cap,
+        documented-contained-restart, promise-breaker-in-token, -across-tokens, -phantom)."""
+        x = self._text_rep(r)
+        if x is None or x[1] == x[2]:
+            return []
+        window, prom, ship = x
+        pp = shipped_lengths(self.H[r:r + 1], self.cands, self.cfg, match_lengths_A,
+                             rep_fn=lambda W, seqs: np.array([prom], dtype=np.int64))
+        promised = output_logits(self._initial_row(), pp, self.cfg)[0]
+        promised_sorted = False if pp.ran[0] else bool(self.sorted_in)
+        same_sorted = self.observed_sorted is None or bool(self.observed_sorted[r]) == promised_sorted
+        if _bits(self.observed[r]).tobytes() == _bits(promised).tobytes() and same_sorted:
+            return []
+        from .oracle.promise_text import classify
+        t = self.cfg.text
+        cls, info = classify(window, t.pieces, t.texts, t.breakers, t.model, min(ship, len(window)), t.tokenize)
+        if cls in ("agree", "construction-mismatch"):
+            raise HarnessError(f"the text-level promise model and Step 1's model disagree on a window ({cls}: "
+                               f"{info})")
+        return [cls.split("-", 1)[1]]  # promise-breaker-in-token -> breaker-in-token; documented-X -> X
 
 
 def check_batch(cfg: Config, H: np.ndarray, cands: np.ndarray, observed: np.ndarray, initial=None,

@@ -519,13 +519,17 @@ def judge_isolated(case, kind: str) -> tuple[int, dict]:
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
               help="How to read the file (as dryz check reads it).")
 @click.option("--color/--no-color", default=None, help="Highlight matches with terminal colours. [default: on a tty]")
-def explain(path, read_as, color):
+@click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
+              help="Run the case on this real vocabulary (a name such as llama-bpe: the ggml-vocab-*.gguf files of "
+                   "the pinned sdist; or a GGUF path): its token ids are that vocabulary's.")
+def explain(path, read_as, color, vocab):
     """One case as a table: the window with positions, the restart sequence that set rep_limit, per candidate
     the matched suffix, L by each oracle and by the library, the expected and observed logit. (dryz check gives
     the same verdict as JSON, for machines.)"""
     from .explain import explain as render
     from .report import subject_line
     case, kind = load_case_file(path, read_as)
+    case = on_vocab(case, vocab)
     rc, out = judge_isolated(case, kind)
     v = out["verdict"]
     ident = out.get("subject") or {}
@@ -546,12 +550,16 @@ def explain(path, read_as, color):
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help="Run the case in a child process, so a case that crashes the library is reported as class "
                    "crash (exit 1) instead of taking dryz down with it.")
-def check_cmd(path, read_as, isolate):
+@click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
+              help="Run the case on this real vocabulary (a name such as llama-bpe: the ggml-vocab-*.gguf files of "
+                   "the pinned sdist; or a GGUF path): its token ids are that vocabulary's.")
+def check_cmd(path, read_as, isolate, vocab):
     """Judge one case (Case JSON, corpus entry or crash file); print the verdict as JSON."""
     import json
 
     from .check import check
     case, kind = load_case_file(path, read_as)
+    case = on_vocab(case, vocab)
     if isolate:
         rc, out = judge_isolated(case, kind)
         click.echo(json.dumps(out, indent=2))
@@ -593,12 +601,16 @@ def signature_cmd():
               help="Where to store the reproducer. [default: ./corpus, in the working directory]")
 @click.option("--isolate/--no-isolate", default=None,
               help="Evaluate every candidate in a subprocess. [default: only when the input crashes]")
-def minimize(path, corpus_dir, isolate):
+@click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
+              help="Run the case on this real vocabulary (a name such as llama-bpe: the ggml-vocab-*.gguf files of "
+                   "the pinned sdist; or a GGUF path): its token ids are that vocabulary's.")
+def minimize(path, corpus_dir, isolate, vocab):
     """Shrink a failing case (crash file, Case JSON or corpus entry) to a shortest reproducer in ./corpus."""
     from .check import fault
     from .corpus import USER_DIR, CorpusError, crash_entry, entry_json, write_entry
     from .shrink import reduce_case, signature_in_process, signature_isolated
     case, kind = load_case_file(path)
+    case = on_vocab(case, vocab)
     t0 = time.perf_counter()
     first = signature_isolated(case)
     if first[0] == "error":
@@ -635,9 +647,31 @@ def minimize(path, corpus_dir, isolate):
         out = write_entry(corpus_dir or USER_DIR, data)
     except CorpusError as e:
         _fail(str(e))
-    click.echo(f"reproducer: {len(reduced.history)} tokens {reduced.symbols!r}, shortest: {shortest}, "
+    click.echo(f"reproducer: {len(reduced.history)} tokens {_spelled(reduced)!r}, shortest: {shortest}, "
                f"{calls} predicate calls, {seconds:.1f} s")
     click.echo(f"written: {out}")
+
+
+def on_vocab(case, vocab):
+    """The case on --vocab (vocab, its sha256 and size filled), or a case that names a vocabulary with its
+    sha256 filled; unchanged for the symbol vocabulary. A vocabulary that cannot be had: one line, exit 2."""
+    if vocab is None and case.vocab is None:
+        return case
+    from .vocabcase import resolved, with_vocab
+    lib = load_subject()
+    return with_vocab(case, vocab, lib) if vocab is not None else resolved(case, lib)
+
+
+def _vocab_filter(vocab, lib):
+    """replay --vocab: keeps the entries whose case is on that vocabulary (same sha256)."""
+    from .vocabcase import load_vocab, vocab_of
+    sha = load_vocab(vocab, lib).ref.sha256
+    return lambda e: e.case.vocab is not None and vocab_of(e.case, lib).ref.sha256 == sha
+
+
+def _spelled(case) -> str:
+    from .vocabcase import history_text
+    return history_text(case)
 
 
 def check_class(case) -> str:
@@ -648,7 +682,9 @@ def check_class(case) -> str:
 
 @cli.command()
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
-def replay(directory):
+@click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
+              help="Replay only the entries on this vocabulary (every entry always runs on its own).")
+def replay(directory, vocab):
     """Re-run every corpus entry through check() on the selected subject; exit 1 if any verdict changed.
     Default: the project's own corpus (shipped inside the package)."""
     from .corpus import DEFAULT_DIR, CorpusError, replay as replay_dir
@@ -668,7 +704,7 @@ def replay(directory):
             raise CorpusError(f"the harness could not judge the case: {r.detail}")
         return r.klass if r.kind == "ok" else "crash"
     try:
-        rows = replay_dir(d, judge)
+        rows = replay_dir(d, judge, _vocab_filter(vocab, lib) if vocab else None)
     except CorpusError as e:
         _fail(str(e))
     finally:

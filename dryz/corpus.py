@@ -50,7 +50,7 @@ class Entry:
 def crash_entry(case: Case, shortest: str, provenance: dict, identity: dict) -> dict:
     """The stored form of a case on which the library crashed (no verdict to record: the process died)."""
     return {"schema": CORPUS_SCHEMA, "expect": "crash", "class": "crash", "shortest": shortest,
-            "history_symbols": case.symbols, "note": "", "case": case.to_json(),
+            **_history_spelling(case), "note": "", "case": case.to_json(),
             "subject": subject_json(identity), "provenance": provenance}
 
 
@@ -60,8 +60,9 @@ def entry_json(case: Case, verdict, *, expect: str, shortest: str, provenance: d
     if shortest not in SHORTEST:
         raise ValueError(f"shortest must be one of {SHORTEST}")
     per_candidate = []
+    label = _labels(case)
     for i, cid in enumerate(verdict.candidates):
-        row = {"id": cid, "symbol": _sym(cid),
+        row = {"id": cid, **label(cid),
                "initial_logit": _num(case.initial_logits()[i]),
                "expected_logit": _num(verdict.expected_logits[i]),
                "observed_logit": _num(verdict.observed_logits[i]),
@@ -74,7 +75,7 @@ def entry_json(case: Case, verdict, *, expect: str, shortest: str, provenance: d
         "expect": expect,
         "class": verdict.klass,
         "shortest": shortest,
-        "history_symbols": case.symbols,
+        **_history_spelling(case),
         "note": note,
         "case": case.to_json(),
         "verdict": {"status": verdict.status, "detail": verdict.detail,
@@ -93,6 +94,24 @@ SUBJECT_KEYS = ("llama_cpp_python", "libllama_sha256", "libllama_path", "llama_c
 def subject_json(identity: dict) -> dict:
     """What a corpus entry records of the subject it was made on (None fields left out)."""
     return {k: identity[k] for k in SUBJECT_KEYS if identity.get(k) is not None}
+
+
+def _history_spelling(case: Case) -> dict:
+    """history_symbols for the symbol vocabulary; for a real one, history_text (the tokens' pieces as a client
+    prints them: for people, not checked on load)."""
+    if case.vocab is None:
+        return {"history_symbols": case.symbols}
+    from .vocabcase import history_text
+    return {"history_text": history_text(case)}
+
+
+def _labels(case: Case):
+    """Per candidate: its symbol, or for a real vocabulary its piece."""
+    if case.vocab is None:
+        return lambda cid: {"symbol": _sym(cid)}
+    from .vocabcase import vocab_of
+    pieces = vocab_of(case).pieces()
+    return lambda cid: {"piece": pieces[cid].decode("utf-8", errors="replace")}
 
 
 def _sym(cid: int) -> str:
@@ -197,9 +216,9 @@ class ReplayRow:
         return not self.error and self.got == self.expect
 
 
-def replay(directory: Path, check_fn=None) -> list[ReplayRow]:
+def replay(directory: Path, check_fn=None, select=None) -> list[ReplayRow]:
     """Every entry through check_fn(case, expect) -> class (default: check()); a changed verdict in
-    either direction is a failure."""
+    either direction is a failure. select(entry) -> bool: only the entries it keeps (dryz replay --vocab)."""
     from .check import check
     check_fn = check_fn or (lambda case, expect: check(case).klass)
     rows = []
@@ -208,6 +227,8 @@ def replay(directory: Path, check_fn=None) -> list[ReplayRow]:
             e = load_entry(p)
         except CorpusError as err:
             rows.append(ReplayRow(p, "?", None, str(err)))
+            continue
+        if select is not None and not select(e):
             continue
         fault = (e.data.get("provenance") or {}).get("fault")
         if fault and os.environ.get("DRYZ_FAULT") != fault:

@@ -23,6 +23,21 @@ def matched_at(window: list[int], z: int, L: int) -> list[int]:
     return [j for j in range(max(L, 1), w) if window[j] == z and window[j - L:j] == window[w - L:]]
 
 
+def _labeler(case: Case):
+    """(token -> label, column width): a symbol, or for a real vocabulary the token's piece (as printed, escaped,
+    at most 10 characters) with its id."""
+    if case.vocab is None:
+        return _sym, 4
+    from .vocabcase import vocab_of
+    pieces = vocab_of(case).pieces()
+
+    def lab(t: int) -> str:
+        p = pieces[t].decode("utf-8", errors="replace") if 0 <= t < len(pieces) else "?"
+        p = repr(p)[1:-1]
+        return f"{p[:10]}#{t}"
+    return lab, 18
+
+
 def explain(case: Case, verdict: dict, subject_line: str, color: bool = False) -> str:
     from .config import case_config
     from .oracle.shipped import rep_limits
@@ -34,6 +49,7 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False) -
     nxt = (lambda s: f"\x1b[1;4m{s}\x1b[0m") if color else (lambda s: f"<{s}>")
     abi = verdict.get("abi", 7)
     cfg = case_config(case, abi)
+    lab, cw = _labeler(case)
     h = list(case.history)
     w_len = cfg.window_length(len(h))
     window = h[len(h) - w_len:] if w_len else []
@@ -45,16 +61,16 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False) -
              f"history     {len(h)} tokens; window: the last {w_len}"
              + ("" if cfg.enabled else " (DRY is off for these parameters)")]
     if window:
-        cells = [f"{i - len(window):>4}" for i in range(len(window))]
+        cells = [f"{i - len(window):>{cw}}" for i in range(len(window))]
         lines.append("position   " + "".join(cells))
-        lines.append("token      " + "".join(f"{_sym(t):>4}" for t in window))
+        lines.append("token      " + "".join(f"{lab(t):>{cw}}" for t in window))
         W = np.array([window], dtype=np.int64)
         if cfg.seqs:
             rep = int(rep_limits(W, cfg.seqs)[0])
             occ = [o for o in restart_occurrences(window, cfg.seqs) if o[0] - o[1] == rep]
             if occ:
                 i, k, seq = min(occ)
-                lines.append(f"restart     {''.join(_sym(t) for t in seq)!r} with its head at {-1 - i} sets "
+                lines.append(f"restart     {''.join(lab(t) for t in seq)!r} with its head at {-1 - i} sets "
                              f"rep_limit {rep} (the {rep} token(s) after it)")
             else:
                 lines.append(f"restart     no restart sequence completes in the window: rep_limit {rep}")
@@ -76,12 +92,12 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False) -
             js = matched_at(window, z, a)
             if js:
                 j = js[-1]
-                toks = [_sym(t) for t in window]
+                toks = [lab(t) for t in window]
                 shown = " ".join(toks[:j - a]) + (" " if j - a else "") + hi(" ".join(toks[j - a:j])) + " " + \
                     nxt(toks[j]) + (" " + " ".join(toks[j + 1:]) if j + 1 < len(toks) else "")
                 where = f"{shown}   (at {j - len(window)})"
         mark = "  <- DIFFERS" if z in differing else ""
-        lines.append(f"{_sym(z):<10} {a:>5} {b:>5} {'-' if lib_L[i] is None else lib_L[i]:>6} {_fmt(exp):>12} "
+        lines.append(f"{lab(z):<10} {a:>5} {b:>5} {'-' if lib_L[i] is None else lib_L[i]:>6} {_fmt(exp):>12} "
                      f"{_fmt(obs):>12}  {where}{mark}")
     if quiet:
         lines.append(f"({quiet} more candidates: L 0 by both oracles and the library, logit unchanged)")

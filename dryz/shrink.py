@@ -174,6 +174,8 @@ class Reducer:
         return self._try(case, candidates=zeroed) or case
 
     def merge_symbols(self, case):
+        if case.vocab is not None:  # a real vocabulary's ids are not interchangeable symbols
+            return case
         used = sorted(set(case.history) | {SYMBOLS.index(ch) for b in case.breakers for ch in b})
         for a, b in itertools.combinations(used, 2):
             c = rename(case, {b: a})
@@ -182,6 +184,8 @@ class Reducer:
         return case
 
     def canonical(self, case):
+        if case.vocab is not None:
+            return case
         c = canonical_form(case)
         return c if c != case and self.fails(c) else case
 
@@ -201,6 +205,8 @@ class Reducer:
         """Every history shorter than case's, under its configuration: the first that fails the same way,
         or None (proven shortest). Returns 'budget' when the search would exceed PROOF_BUDGET."""
         n, k = len(case.history), case.alphabet
+        if case.vocab is not None:  # every shorter history over a real vocabulary: far past any budget
+            return BUDGET
         sym_free = not case.breakers and case.candidates is None
         if n > PROOF_MAX_LENGTH:
             return BUDGET
