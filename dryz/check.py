@@ -5,6 +5,7 @@ one. Every mode (exhaustive, canonical, restart sweep, fuzz, minimize, replay, m
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 from dataclasses import dataclass, field, replace
@@ -342,15 +343,27 @@ class Batch:
 
     # -- the text-level promise over a real vocabulary -------------------------------------------------------
     def _text_rep(self, r: int):
-        """(the rep_limit the text promises for history r's window, the shipped one); None when apply exits
-        before Step 1 or no breaker is given."""
+        """(window, the rep_limit the text promises for history r's window, the shipped one); None when apply
+        exits before Step 1 or no breaker is given. The promised rep_limit is promise_text.promised_rep_limit's:
+        n - 1 - k for the token k in which the latest-ending occurrence of a breaker ends (for each breaker its
+        rightmost occurrence ends latest: one rfind each)."""
         t = self.cfg.text
         W = self._restart_rows()
         if W is None or not t.breakers or self.pa.rep is None:
             return None
-        from .oracle.promise_text import promised_rep_limit
         window = W[r].tolist()
-        prom = min(promised_rep_limit(window, t.pieces, t.breakers)[0], len(window))
+        n = len(window)
+        text = b"".join(map(t.pieces.__getitem__, window))
+        ends = None
+        prom = n
+        for bb in t.breakers_bytes:
+            p = text.rfind(bb)
+            if p < 0:
+                continue
+            if ends is None:
+                ends = np.cumsum(t.piece_lengths[W[r]]).tolist()
+            k1 = bisect.bisect_right(ends, p + len(bb) - 1)
+            prom = min(prom, n - 1 - k1)
         return window, prom, int(self.pa.rep[r])
 
     def _text_suspects(self) -> np.ndarray:

@@ -423,7 +423,7 @@ def load_case_file(path: str, read_as: str = "auto"):
 
     from .case import Case, CaseError
     from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
-    from .fuzz.decode import decode
+    from .fuzz.target import input_decoder
     try:
         raw = open(path, "rb").read()
     except OSError as e:
@@ -435,7 +435,7 @@ def load_case_file(path: str, read_as: str = "auto"):
     artifact = re.fullmatch(r"(crash|timeout|oom|leak|slow-unit)-[0-9a-f]{8,}", os.path.basename(path))
     if read_as == "bytes" or (read_as == "auto" and (artifact or not looks_json)):
         try:
-            return decode(raw), "fuzz input"
+            return input_decoder()(raw), "fuzz input"  # DRYZ_FUZZ_VOCAB: a `dryz fuzz --vocab` input
         except CaseError as e:
             _fail(f"{path}: decodes to an invalid case: {e}")
     data = parse_json_file(path, raw)
@@ -736,8 +736,14 @@ def replay(directory, vocab):
 @click.option("--fault", type=click.Choice(["off-by-one", "abort"]), default=None,
               help="Positive control: judge against a deliberately wrong reference.")
 @click.option("--json", "json_path", default=None, help="Write the campaign summary here.")
+@click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
+              help="Fuzz cases over this real vocabulary (token ids over its full range, histories from tokenized "
+                   "text, dryz.fuzz.decode_vocab) instead of the symbol vocabulary.")
+@click.option("--breakers", "breakers", type=click.Choice(["default", "dict", "random"]), default="default",
+              show_default=True, help="With --vocab: llama.cpp's four defaults, a dictionary of real-world "
+                                      "breaker sets, or random sets.")
 @click.argument("libfuzzer_flags", nargs=-1, type=click.UNPROCESSED)
-def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_flags):
+def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, libfuzzer_flags):
     """Coverage-guided campaign (atheris + libFuzzer); flags after `--` go to libFuzzer."""
     _writable(json_path)
     from pathlib import Path
@@ -762,9 +768,12 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_
     work = Path(workdir).resolve()  # libFuzzer runs with the work dir as its cwd: paths must be absolute
     camp = Campaign(seconds=seconds, jobs=jobs, workdir=work,
                     artifacts=Path(artifacts).resolve() if artifacts else work / "artifacts",
-                    native=native, fault=fault, extra=list(libfuzzer_flags))
+                    native=native, fault=fault, extra=list(libfuzzer_flags), vocab=vocab, breakers=breakers)
     camp.log = say
     lib = load_subject()
+    if vocab is not None:
+        from .vocabcase import load_vocab
+        load_vocab(vocab, lib)  # one line and exit 2 when it cannot be had, before libFuzzer starts
     click.echo(f"subject: {lib.label()}\n         {lib.identity['libllama_path']} (sha256 "
                f"{lib.identity['libllama_sha256'][:16]}...)")
     try:
@@ -786,6 +795,10 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_
         again = {True: "reproduces", False: "does NOT reproduce", None: "not re-checked"}[f["reproduces"]]
         click.echo(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
     summary["subject"] = lib.identity
+    if vocab is not None:
+        from .vocabcase import load_vocab
+        ref = load_vocab(vocab, lib).ref
+        summary["vocab"] = {"name": ref.name, "path": str(ref.path), "sha256": ref.sha256, "breakers": breakers}
     write_json(work / "summary.json", summary)  # beside the log: what dryz report reads
     if json_path:
         write_json(json_path, summary)

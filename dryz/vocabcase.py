@@ -93,6 +93,8 @@ class VocabText:
     breakers: tuple
     model: object     # restart_model's RestartModel
     tokenize: object  # bytes -> ids (add_special false, parse_special false)
+    piece_lengths: object = None  # np.int64 per token: len(pieces[t])
+    breakers_bytes: tuple = ()    # the breakers as UTF-8 (whole, as the user wrote them), empty ones left out
 
 
 _INDEX: dict = {}
@@ -113,8 +115,15 @@ def _restarts(v, breakers: tuple):
     index = _index(v)
     model = restart_model(list(breakers), index, v.tokenize)
     seqs = RestartSeqs(model.pairs(), v.n_tokens)
-    text = VocabText(v.ref.name, v.pieces(), index.texts, breakers, model, v.tokenize)
+    text = VocabText(v.ref.name, v.pieces(), index.texts, breakers, model, v.tokenize, _piece_lengths(v),
+                     tuple(b.encode() for b in breakers if b))
     return seqs, text
+
+
+@lru_cache(maxsize=64)
+def _piece_lengths(v):
+    import numpy as np
+    return np.fromiter(map(len, v.pieces()), dtype=np.int64, count=v.n_tokens)
 
 
 def restart_sequences(case: Case, lib=None):

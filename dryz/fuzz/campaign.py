@@ -73,6 +73,8 @@ class Campaign:
     fault: str | None = None
     extra: list[str] = field(default_factory=list)
     seed_dir: Path | None = None
+    vocab: str | None = None      # --vocab: inputs decode to cases over this real vocabulary
+    breakers: str = "default"     # --breakers default|dict|random (with --vocab)
     log=print
 
     def subject_env(self) -> dict:
@@ -83,6 +85,10 @@ class Campaign:
         for k in ("LD_PRELOAD", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT"):
             env.pop(k, None)
         env["DRYZ_LIB"] = str(selected_library())
+        for k in ("DRYZ_FUZZ_VOCAB", "DRYZ_FUZZ_BREAKERS"):
+            env.pop(k, None)
+        if self.vocab:
+            env["DRYZ_FUZZ_VOCAB"], env["DRYZ_FUZZ_BREAKERS"] = self.vocab, self.breakers
         if self.fault:
             env["DRYZ_FAULT"] = self.fault
         return env
@@ -109,16 +115,38 @@ class Campaign:
         seeds = self.workdir / "seeds"
         seeds.mkdir(parents=True, exist_ok=True)
         n = 0
+        if self.vocab:
+            n += self.vocab_seeds(seeds)
         for p in entries(self.seed_dir or DEFAULT_DIR):
             try:
                 e = load_entry(p)
             except CorpusError:
                 continue
+            if (e.case.vocab is None) != (self.vocab is None):
+                continue  # a symbol entry does not seed a vocabulary campaign, nor the reverse
             text = e.case.dumps().encode()
             (seeds / hashlib.sha1(text).hexdigest()).write_bytes(text)
             n += 1
         self.log(f"seeded {n} inputs from {self.seed_dir or DEFAULT_DIR}")
         return seeds
+
+    def vocab_seeds(self, seeds: Path) -> int:
+        """Seeds of a vocabulary campaign: each snippet (dryz.fuzz.decode_vocab.SNIPPETS) tokenized, cut to
+        its first 256 tokens, as a Case JSON under each breaker set of the mode, default parameters."""
+        from ..case import Case
+        from .decode_vocab import MAX_VOCAB_HISTORY, decoder
+        d = decoder(self.vocab, self.breakers)
+        n = 0
+        for snip in d.snippets:
+            for breakers in d.sets:
+                h = tuple(snip[:MAX_VOCAB_HISTORY].tolist())
+                cands = tuple((t, 0.0) for t in sorted(set(h))[:64])
+                c = Case(history=h, alphabet=d.n, penalty_last_n=256, breakers=breakers, candidates=cands,
+                         vocab=d.name, vocab_sha256=d.sha)
+                text = c.dumps().encode()
+                (seeds / hashlib.sha1(text).hexdigest()).write_bytes(text)
+                n += 1
+        return n
 
     def command(self, seeds: Path) -> list[str]:
         work = self.workdir / "corpus"
@@ -208,5 +236,8 @@ class Campaign:
             return dict(base, klass="crash", reproduces=True, signal=-p.returncode)
         if p.returncode not in (0, 1):
             return dict(base, klass="error", reproduces=False, stderr=p.stderr.strip()[-300:])
-        klass = json.loads(p.stdout)["verdict"]["class"]
+        out = json.loads(p.stdout)
+        klass = out["verdict"]["class"]
+        if self.vocab:  # the decoded case beside the crash file: `dryz check FILE.case.json` needs no decoder
+            Path(str(artifact) + ".case.json").write_text(json.dumps(out["case"]) + "\n")
         return dict(base, klass=klass, reproduces=klass != "agree")

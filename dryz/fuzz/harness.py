@@ -31,7 +31,8 @@ def instrument(modules) -> None:
 
 def main():
     if os.environ.get("DRYZ_INSTRUMENT", "1") != "0":  # 0: no Python coverage (for benchmarks)
-        instrument([importlib.import_module(name) for name in INSTRUMENTED])
+        extra = ("dryz.oracle.seqindex",) if os.environ.get("DRYZ_FUZZ_VOCAB") else ()  # real-vocabulary Step 1
+        instrument([importlib.import_module(name) for name in INSTRUMENTED + extra])
     from dryz.fuzz.target import load_subject, test_one_input
     load_subject()  # libllama loaded before libFuzzer starts: its native counters are registered and reported
     atheris.Setup(sys.argv, test_one_input)

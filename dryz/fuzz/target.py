@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 
-from ..check import AGREE, check
+from ..check import AGREE, CLASSES, check, is_finding
 from .decode import decode
+
+symbol_decode = decode
 
 
 class Finding(Exception):
@@ -30,12 +32,28 @@ def known_classes() -> frozenset[str]:
     return frozenset(out)
 
 
-KNOWN = known_classes()
+# Known: the corpus's classes, and the limitations the source documents itself (never findings, check.is_finding).
+KNOWN = known_classes() | {k for k in CLASSES if not is_finding(k)}
+
+# `dryz fuzz --vocab NAME --breakers MODE` sets these for its jobs: the inputs decode to cases over that real
+# vocabulary (dryz.fuzz.decode_vocab). Chosen once here: the symbol target's per-input path is unchanged.
+VOCAB = os.environ.get("DRYZ_FUZZ_VOCAB") or None
+BREAKERS = os.environ.get("DRYZ_FUZZ_BREAKERS") or "default"
+
+
+def input_decoder():
+    """The decoder of this process's fuzz inputs: the symbol one, or the vocabulary's (DRYZ_FUZZ_VOCAB)."""
+    if VOCAB is None:
+        return symbol_decode
+    from .decode_vocab import decoder
+    return decoder(VOCAB, BREAKERS).decode
 
 
 def load_subject() -> None:
+    global decode
     from ..check import subject
     subject()
+    decode = input_decoder()  # the vocabulary (if any) loaded, its snippets tokenized, before libFuzzer starts
 
 
 def test_one_input(data: bytes) -> None:

@@ -106,7 +106,7 @@ def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     if w == 0:
         return M.T.copy()
     if N == 1:
-        if W.dtype != np.uint8 and bytes_or_none(W[0]) is None:  # a real vocabulary's ids
+        if W.dtype != np.uint8 and (bytes_or_none(W[0]) is None or bytes_or_none(cands) is None):  # real ids
             return _match_lengths_B_str(W[0], cands)[None, :]
         return _match_lengths_B_bytes(W[0], cands)[None, :]
     T = _columns(W)

@@ -1,0 +1,78 @@
+"""Fuzz target throughput over a real vocabulary, in-process (as bench/fuzz_ab.py measures the symbol target):
+the target function of `dryz fuzz --vocab NAME --breakers MODE` on random inputs, uninstrumented unless
+--instrumented (the harness's own instrument(), as a campaign runs it).
+
+Usage: python bench/fuzz_vocab.py [--vocab llama-bpe] [--breakers default] [--band LO HI] [--inputs 2000]
+       [--sampler clone|reset] [--instrumented]
+Reports exec/s per core over the inputs whose history is LO..HI-1 tokens (default 0..256), after a warm-up pass
+over the same inputs (which initializes one sampler per configuration met: init_dry is not what is measured,
+its count is reported), best of --rounds passes.
+"""
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vocab", default="llama-bpe")
+    ap.add_argument("--breakers", default="default", choices=("default", "dict", "random"))
+    ap.add_argument("--band", nargs=2, type=int, default=(0, 257))
+    ap.add_argument("--inputs", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sampler", default="clone", choices=("clone", "reset"))
+    ap.add_argument("--instrumented", action="store_true")
+    a = ap.parse_args()
+    os.environ["DRYZ_FUZZ_VOCAB"], os.environ["DRYZ_FUZZ_BREAKERS"] = a.vocab, a.breakers
+    os.environ["DRYZ_VOCAB_SAMPLER"] = a.sampler
+    os.environ.setdefault("DRYZ_CORPUS", str(Path(__file__).resolve().parent.parent / "corpus"))
+    if a.instrumented:
+        import importlib
+
+        from dryz.fuzz import harness
+        harness.instrument([importlib.import_module(m) for m in harness.INSTRUMENTED + ("dryz.oracle.seqindex",)])
+    from dryz.fuzz import target
+    target.load_subject()
+    decode = target.decode
+    rng = np.random.default_rng(0)
+    lo, hi = a.band
+    datas = []
+    while len(datas) < a.inputs:
+        d = rng.integers(0, 256, int(rng.integers(0, 3000))).astype(np.uint8).tobytes()
+        if lo <= len(decode(d).history) < hi:
+            datas.append(d)
+    t = time.perf_counter()
+    found = 0
+    for d in datas:  # warm-up: every configuration's sampler initialized
+        try:
+            target.test_one_input(d)
+        except target.Finding:
+            found += 1
+    warm = time.perf_counter() - t
+    from dryz.check import subject
+    protos = len(subject().__dict__.get("_prototypes", {}))
+    best = float("inf")
+    for _ in range(a.rounds):
+        t = time.perf_counter()
+        for d in datas:
+            try:
+                target.test_one_input(d)
+            except target.Finding:
+                pass
+        best = min(best, time.perf_counter() - t)
+    lens = [len(decode(d).history) for d in datas]
+    print(f"{a.vocab} breakers={a.breakers} sampler={a.sampler}{' instrumented' if a.instrumented else ''}: "
+          f"{len(datas) / best:,.0f} exec/s  {best / len(datas) * 1e6:.0f} us/input  ({len(datas)} inputs, "
+          f"histories {lo}..{hi - 1}, mean {np.mean(lens):.0f} tokens; warm-up {warm:.1f} s initializing "
+          f"{protos} samplers; {found} findings)")
+
+
+if __name__ == "__main__":
+    main()
