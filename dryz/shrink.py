@@ -165,7 +165,8 @@ class Reducer:
     def candidates(self, case):
         if case.candidates is None:
             return case
-        c = self._try(case, candidates=None, sorted=False)
+        # (a real vocabulary's "every token" is tens of thousands of candidates: not simpler, not tried)
+        c = None if case.vocab is not None else self._try(case, candidates=None, sorted=False)
         if c:
             return c
         r = ddmin(list(case.candidates), lambda cs: bool(cs) and self.fails(replace(case, candidates=tuple(cs))))
