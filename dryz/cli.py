@@ -414,7 +414,7 @@ def merge(paths, json_path):
 # -- single cases, minimizer, corpus ---------------------------------------------------------------------
 
 
-def load_case_file(path: str, read_as: str = "auto"):
+def load_case_file(path: str, read_as: str = "auto", vocab=None):
     """A Case from a Case JSON, a corpus entry, or a libFuzzer crash file (the fuzz harness's decoder).
 
     A file that starts like JSON (after whitespace or a BOM) is JSON: a parse or schema error is one line with
@@ -439,6 +439,8 @@ def load_case_file(path: str, read_as: str = "auto"):
         except CaseError as e:
             _fail(f"{path}: decodes to an invalid case: {e}")
     data = parse_json_file(path, raw)
+    if vocab is not None:
+        data = _json_on_vocab(data, vocab)
     if isinstance(data, dict) and data.get("schema") == CORPUS_SCHEMA:
         try:
             return validate_entry(data, path), "corpus entry"
@@ -528,7 +530,7 @@ def explain(path, read_as, color, vocab):
     the same verdict as JSON, for machines.)"""
     from .explain import explain as render
     from .report import subject_line
-    case, kind = load_case_file(path, read_as)
+    case, kind = load_case_file(path, read_as, vocab)
     case = on_vocab(case, vocab)
     rc, out = judge_isolated(case, kind)
     v = out["verdict"]
@@ -558,7 +560,7 @@ def check_cmd(path, read_as, isolate, vocab):
     import json
 
     from .check import check
-    case, kind = load_case_file(path, read_as)
+    case, kind = load_case_file(path, read_as, vocab)
     case = on_vocab(case, vocab)
     if isolate:
         rc, out = judge_isolated(case, kind)
@@ -609,7 +611,7 @@ def minimize(path, corpus_dir, isolate, vocab):
     from .check import fault
     from .corpus import USER_DIR, CorpusError, crash_entry, entry_json, write_entry
     from .shrink import reduce_case, signature_in_process, signature_isolated
-    case, kind = load_case_file(path)
+    case, kind = load_case_file(path, vocab=vocab)
     case = on_vocab(case, vocab)
     t0 = time.perf_counter()
     first = signature_isolated(case)
@@ -650,6 +652,24 @@ def minimize(path, corpus_dir, isolate, vocab):
     click.echo(f"reproducer: {len(reduced.history)} tokens {_spelled(reduced)!r}, shortest: {shortest}, "
                f"{calls} predicate calls, {seconds:.1f} s")
     click.echo(f"written: {out}")
+
+
+def _json_on_vocab(data, vocab):
+    """--vocab on a Case JSON (or a corpus entry's case) that names no vocabulary: its ids are read as that
+    vocabulary's (vocab and alphabet, its size, set before the case is validated; history_symbols dropped)."""
+    if not isinstance(data, dict):
+        return data
+    inner = data.get("case") if data.get("schema") == "dryz.corpus/1" else data
+    if not isinstance(inner, dict) or inner.get("vocab") is not None:
+        return data
+    from .vocabcase import load_vocab
+    v = load_vocab(vocab, load_subject())
+    name = v.ref.name if "/" not in str(vocab) and not str(vocab).endswith(".gguf") else str(v.ref.path)
+    inner = {k: x for k, x in inner.items() if k != "history_symbols"}
+    inner.update(vocab=name, vocab_sha256=v.ref.sha256, alphabet=v.n_tokens)
+    if data.get("schema") == "dryz.corpus/1":
+        return {**{k: x for k, x in data.items() if k != "history_symbols"}, "case": inner}
+    return inner
 
 
 def on_vocab(case, vocab):

@@ -1,0 +1,284 @@
+"""Cases over real vocabularies (Case.vocab): the JSON form, validation, check() on hand-made histories, the
+library driven through a cloned prototype, the vocabulary fuzz decoder, the CLI's --vocab and the corpus's
+real-vocabulary entries.
+
+Skips when a vocabulary or the library cannot be had, unless DRYZ_REQUIRE_BUILDS=1 (then fails)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dryz.case import Case, CaseError
+
+ROOT = Path(__file__).resolve().parent.parent
+FINDINGS = ROOT / "corpus" / "findings"
+SPM_SHA = "16c3724582d59aa8bf84711894e833f916ee46a31d80e21312759c48bf8d0e69"
+
+
+def _vocab(name):
+    from dryz.subject import SubjectError
+    from dryz.vocabcase import VocabError, load_vocab
+    try:
+        return load_vocab(name)
+    except (VocabError, SubjectError) as e:
+        if os.environ.get("DRYZ_REQUIRE_BUILDS") == "1":
+            pytest.fail(f"vocabulary {name} required (DRYZ_REQUIRE_BUILDS=1): {e}")
+        pytest.skip(f"vocabulary {name} cannot be had: {e}")
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    return _vocab("llama-bpe")
+
+
+@pytest.fixture(scope="module")
+def spm():
+    return _vocab("llama-spm")
+
+
+def _dryz(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "dryz", *args], capture_output=True, text=True, input=stdin,
+                          timeout=300)
+
+
+def _case(v, history, breakers=(), candidates=None, **kw):
+    if candidates is None:
+        candidates = tuple((t, 0.0) for t in sorted(set(history)))
+    return Case(history=tuple(history), alphabet=v.n_tokens, penalty_last_n=kw.pop("penalty_last_n", 64),
+                breakers=tuple(breakers), candidates=candidates, vocab=v.ref.name, vocab_sha256=v.ref.sha256, **kw)
+
+
+# -- the Case: JSON and validation (no vocabulary needed) ------------------------------------------------
+
+
+def test_json_round_trip_with_vocab():
+    c = Case(history=(791, 8415, 128000), alphabet=128256, penalty_last_n=10, breakers=("\n", " the", "🙂"),
+             candidates=((5, 0.0), (128000, -1.5)), vocab="llama-bpe", vocab_sha256="ab" * 32)
+    d = c.to_json()
+    assert "history_symbols" not in d and d["vocab"] == "llama-bpe" and d["vocab_sha256"] == "ab" * 32
+    assert Case.loads(c.dumps()) == c and Case.loads(c.dumps()).dumps() == c.dumps()
+    assert c != replace(c, vocab_sha256="cd" * 32)  # the vocabulary is part of what a case is
+    no_sha = replace(c, vocab_sha256=None)
+    assert "vocab_sha256" not in no_sha.to_json() and Case.loads(no_sha.dumps()) == no_sha
+
+
+def test_symbol_entries_unchanged_byte_for_byte():
+    from dryz.corpus import entries, load_entry
+    n = 0
+    for p in entries(ROOT / "corpus"):
+        e = load_entry(p)
+        if e.case.vocab is not None:
+            continue
+        assert json.dumps(e.case.to_json()) == json.dumps(e.data["case"]), p
+        assert "vocab" not in e.case.to_json()
+        n += 1
+    assert n >= 25
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(history=(128256,)), "outside the vocabulary llama-bpe (ids 0..128255)"),
+    (dict(candidates=((1, 0.0), (1, 0.0))), "appears twice"),
+    (dict(breakers=("a\0b",)), "NUL"),
+    (dict(breakers=("\ud800",)), "UTF-8"),
+    (dict(vocab_sha256="xyz"), "64 lowercase hex"),
+    (dict(alphabet=0), "alphabet"),
+])
+def test_vocab_case_validation(change, message):
+    base = dict(history=(1, 2), alphabet=128256, penalty_last_n=8, vocab="llama-bpe")
+    with pytest.raises(CaseError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Case(**{**base, **change})
+
+
+def test_symbol_case_refuses_a_sha_and_history_symbols_with_vocab():
+    with pytest.raises(CaseError, match="vocab_sha256 without a vocab"):
+        Case(history=(0,), alphabet=2, penalty_last_n=4, vocab_sha256="ab" * 32)
+    with pytest.raises(CaseError, match="history_symbols"):
+        Case.from_json({"history": [0], "history_symbols": "a", "alphabet": 9, "penalty_last_n": 4,
+                        "vocab": "llama-bpe"})
+
+
+# -- check() on a real vocabulary --------------------------------------------------------------------------
+
+
+def test_hand_made_history_bpe(bpe):
+    from dryz.check import check
+    toks = bpe.tokenize("The cat sat on the mat. The cat sat on the mat. The cat sat")
+    assert toks == (791, 8415, 7731, 389, 279, 5634, 13, 578, 8415, 7731, 389, 279, 5634, 13, 578, 8415, 7731)
+    v = check(_case(bpe, toks, ("\n", ":", "\"", "*")))
+    assert v.klass == "agree"
+    # " on" (389) follows " cat sat" twice: the suffix " The cat sat" (578 8415 7731) ... 9 tokens repeat.
+    assert dict(zip(v.candidates, v.library_L)) == dict(zip(v.candidates, v.oracle_L))
+    assert dict(zip(v.candidates, v.oracle_L))[389] == 9 and sum(1 for x in v.oracle_L if x) == 1
+    # "." (13) as a breaker: a single-token breaker; the repeat is cut after the last "."
+    v = check(_case(bpe, toks, (".",)))
+    assert v.klass == "agree" and dict(zip(v.candidates, v.oracle_L))[389] == 3
+
+
+def test_hand_made_history_spm_breaker_in_token(spm):
+    from dryz.check import check
+    toks = spm.tokenize(" the cat saw the dog and the cat saw the dog and the cat saw")
+    v = check(_case(spm, toks, (" the",)))
+    # "\u2581the" prints " the" but init_dry reads detokenize({278}) = "the": not a single-token breaker
+    assert v.klass == "promise-breaker-in-token" and v.status == "agree"
+    assert v.broken_promises == ["breaker-in-token"]
+    assert v.library_L == v.oracle_L and max(v.oracle_L) == 9
+
+
+def test_sha_and_size_mismatch_are_errors(spm):
+    from dryz.check import check
+    from dryz.vocabcase import VocabError
+    c = _case(spm, (278, 278))
+    with pytest.raises(VocabError, match="sha256"):
+        check(replace(c, vocab_sha256="0" * 64))
+    with pytest.raises(VocabError, match="32000 tokens"):
+        check(replace(c, alphabet=40000))
+
+
+def test_clone_reset_and_fresh_sampler_agree(bpe, lib):
+    """run_vocab's clone of a prototype, the reset prototype, and a fresh init_dry per case leave the same
+    logits (bit for bit) on decoded cases."""
+    from dryz.fuzz.decode_vocab import VocabDecoder
+    d = VocabDecoder("llama-bpe", "default")
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        c = d.decode(rng.integers(0, 256, int(rng.integers(0, 1500))).astype(np.uint8).tobytes())
+        a = lib.run(c)
+        lib.__dict__["reuse_samplers"] = True
+        try:
+            b = lib.run(c)
+        finally:
+            lib.__dict__["reuse_samplers"] = False
+        s = lib.new_sampler(c.multiplier, c.base, c.allowed_length, c.penalty_last_n, c.breakers,
+                            vocab=bpe.handle)
+        try:
+            for t in c.history:
+                lib.accept(s, t)
+            f = lib.apply_once(s, c.ids, c.logits, c.sorted)
+        finally:
+            lib.free(s)
+        assert a.ids == b.ids == f.ids
+        assert a.logits.tobytes() == b.logits.tobytes() == f.logits.tobytes() and a.sorted == b.sorted == f.sorted
+
+
+def test_restart_seqs_step1_matches_independent_scans(bpe):
+    """RestartSeqs' Step 1 (by head position) = promise_text.shipped_scan over the model's map = the generic
+    model over the sequences that can complete in the window."""
+    from dryz.oracle.promise_text import shipped_scan
+    from dryz.oracle.promised import promised_rep_limits
+    from dryz.oracle.shipped import rep_limits
+    from dryz.vocabcase import restart_sequences
+    for breakers in (("\n", ":", "\"", "*"), ("### Instruction:", "Instruction"), ("ab", "abc", "<|eot_id|>")):
+        c = _case(bpe, (1,), breakers)
+        seqs, text = restart_sequences(c)
+        for snippet in ("### Instruction:\nWrite: a *poem*.\n\n### Instruction:\nAgain", "abc ab abd xabcx ab.",
+                        "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>ab"):
+            ids = list(bpe.tokenize(snippet, parse_special=True))
+            for e in range(1, len(ids) + 1):
+                W = np.array([ids[:e]], dtype=np.int64)
+                small = seqs.restricted(set(ids[:e]))
+                got = int(rep_limits(W, seqs)[0])
+                assert got == shipped_scan(ids[:e], text.model.seqs)[0]
+                assert got == int(rep_limits(np.repeat(W, 2, axis=0), list(small))[0])
+                assert int(promised_rep_limits(W, seqs)[0]) == int(promised_rep_limits(np.repeat(W, 2, axis=0),
+                                                                                     list(small))[0])
+
+
+def test_oracle_B_over_code_points():
+    from dryz.oracle.lengths import _match_lengths_B_bytes, _match_lengths_B_str, match_lengths_B
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        w = rng.integers(0, 6, int(rng.integers(0, 40)))
+        c = np.arange(8)
+        assert (_match_lengths_B_str(w, c) == _match_lengths_B_bytes(w.astype(np.uint8), c)).all()
+        big = w * 40000 + 7  # the same equalities over ids past a byte
+        assert (_match_lengths_B_str(big, c * 40000 + 7) == _match_lengths_B_bytes(w.astype(np.uint8), c)).all()
+        if len(w):
+            W = np.stack([big, big])
+            assert (match_lengths_B(W, c * 40000 + 7)[0] == _match_lengths_B_str(big, c * 40000 + 7)).all()
+
+
+# -- the fuzz decoder ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["default", "dict", "random"])
+def test_vocab_decoder_output_validates(bpe, mode):
+    from dryz.fuzz.decode_vocab import MAX_VOCAB_HISTORY, VocabDecoder
+    d = VocabDecoder("llama-bpe", mode)
+    rng = np.random.default_rng(1)
+    big = 0
+    for _ in range(300):
+        c = d.decode(rng.integers(0, 256, int(rng.integers(0, 3000))).astype(np.uint8).tobytes())
+        again = Case.from_json(c.to_json())  # validates (float32 parameters, ids below the size, breakers)
+        assert again == c and again.dumps() == c.dumps()
+        assert c.vocab == "llama-bpe" and c.vocab_sha256 == bpe.ref.sha256 and c.alphabet == 128256
+        assert len(c.history) <= MAX_VOCAB_HISTORY and c.candidates and len(c.candidates) <= 64
+        big += max(c.history, default=0) >= 100000
+    assert big > 0  # ids over the full range occur
+    seed = d.decode(c.dumps().encode())  # a Case JSON decodes to itself
+    assert seed == c
+
+
+def test_vocab_decoder_cases_agree(bpe):
+    from dryz.check import check
+    from dryz.fuzz.decode_vocab import VocabDecoder
+    d = VocabDecoder("llama-bpe", "dict")
+    rng = np.random.default_rng(11)
+    classes = {check(d.decode(rng.integers(0, 256, int(rng.integers(0, 2000))).astype(np.uint8).tobytes())).klass
+               for _ in range(60)}
+    assert not {k for k in classes if k.startswith("mismatch") or k == "oracle-disagreement"}
+
+
+# -- the command line and the corpus ------------------------------------------------------------------------
+
+
+def test_bad_vocab_is_one_line_exit_2(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text(Case(history=(0, 1), alphabet=2, penalty_last_n=4).dumps())
+    r = _dryz("check", "--vocab", "no-such-vocab", str(p))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("dryz: error: unknown vocabulary 'no-such-vocab'")
+    r = _dryz("check", "--vocab", str(tmp_path / "missing.gguf"), str(p))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such file" in r.stderr
+
+
+def test_cli_check_with_vocab(spm, tmp_path):
+    p = tmp_path / "c.json"
+    # the ids of the file are llama-spm's: --vocab reads them so (alphabet becomes the vocabulary's size)
+    p.write_text(json.dumps({"history": [278, 29871, 278], "alphabet": 3, "penalty_last_n": 3, "breakers": [" "],
+                             "allowed_length": 0, "candidates": [[29871, 0.0]]}))
+    r = _dryz("check", "--vocab", "llama-spm", str(p))
+    out = json.loads(r.stdout)
+    assert r.returncode == 1 and out["verdict"]["class"] == "promise-breaker-in-token"
+    assert out["case"]["vocab"] == "llama-spm" and out["case"]["vocab_sha256"] == SPM_SHA
+    assert out["case"]["alphabet"] == 32000
+
+
+VOCAB_ENTRIES = {"promise-breaker-in-token": "llama-spm", "promise-breaker-across-tokens": "gpt-2",
+                 "promise-breaker-phantom": "llama-spm"}
+
+
+def test_corpus_vocab_entries_replay(spm, tmp_path):
+    _vocab("gpt-2")
+    from dryz.corpus import entries, load_entry
+    found = {}
+    for p in entries(FINDINGS):
+        e = load_entry(p)
+        if e.case.vocab is not None:
+            found[e.expect] = e.case.vocab
+            assert e.case.vocab_sha256 and e.data["shortest"] == "1-minimal" and "history_text" in e.data
+            shutil.copy(p, tmp_path / p.name)
+    assert found == VOCAB_ENTRIES
+    r = _dryz("replay", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "replayed 3 entries: 3 as expected, 0 changed, 0 invalid" in r.stdout
+    r = _dryz("replay", "--vocab", "gpt-2", str(tmp_path))
+    assert r.returncode == 0 and "replayed 1 entries: 1 as expected" in r.stdout
