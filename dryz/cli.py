@@ -137,10 +137,24 @@ def subject_build(version, patch, jobs, force):
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (after 1 s).")
 @click.option("--resume", "resume_path", default=None, type=click.Path(dir_okay=False),
               help="Continue an interrupted run (its partial result JSON); give the same space options.")
+@click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
+              help="Histories over real tokens of this vocabulary (--tokens), restart sequences from its "
+                   "breakers (--breakers); plain enumeration, in-process.")
+@click.option("--tokens", "tokens", default=None, metavar="ID,ID,...",
+              help="With --vocab: the token ids histories are made of (every one a candidate). [default: the "
+                   "first token of each of '\\n', ' the', ' cat', ':', 'the']")
+@click.option("--breakers", "breakers", multiple=True, metavar="PRESET|STRING",
+              help="With --vocab: a breaker string (\\n and \\t read as newline and tab), or a preset: default "
+                   "(llama.cpp's \\n : \" *) or none; repeatable. [default: default]")
 def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,
-               json_path, workers, progress, resume_path):
+               json_path, workers, progress, resume_path, vocab, tokens, breakers):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
     _writable(json_path)
+    if vocab is not None:
+        return exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path,
+                                progress)
+    if tokens is not None or breakers:
+        _fail("--tokens and --breakers go with --vocab")
     from .check import HarnessError
     from .config import CONFIG_NAMES, parameter_names, space_config, window_cap_names
     from .space import case_count
@@ -242,6 +256,81 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         if client is not None:
             client.close()
     _print_certificate(result, json_path)
+
+
+def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path, progress):
+    """`dryz exhaustive --vocab`: every history over real tokens (dryz.enumerate.vocab_space)."""
+    from .config import parameter_names, space_config, window_cap_names
+    from .enumerate.vocab_space import default_tokens, run_vocab_space, verdict
+    from .report import Progress, environment, write_json
+    from .vocabcase import BREAKER_PRESETS, load_vocab
+    lib = load_subject()
+    v = load_vocab(vocab, lib)
+    if tokens is None:
+        ids = default_tokens(v)
+    else:
+        try:
+            ids = [int(x) for x in tokens.split(",") if x.strip()]
+        except ValueError:
+            _fail(f"--tokens must be comma-separated token ids, got {tokens!r}")
+        if not ids or len(set(ids)) != len(ids):
+            _fail("--tokens must list at least one token id, each once")
+        bad = [t for t in ids if not 0 <= t < v.n_tokens]
+        if bad:
+            _fail(f"--tokens: {bad[0]} is outside the vocabulary {vocab} (ids 0..{v.n_tokens - 1})")
+    strings = []
+    for b in breakers or ("default",):
+        if b in BREAKER_PRESETS:
+            strings += BREAKER_PRESETS[b]
+        else:
+            strings.append(b.replace("\\n", "\n").replace("\\t", "\t"))
+    strings = list(dict.fromkeys(strings))
+    if max_length < 1:
+        _fail(f"--max-length must be at least 1, got {max_length}")
+    total_h = sum(len(ids) ** n for n in range(1, max_length + 1))
+    names = list(configs) or ["base", "window4"]
+    if parameters:
+        names += parameter_names([n for n in names if "/" not in n])
+    if window_caps:
+        names += window_cap_names(max_length)
+    names = list(dict.fromkeys(names))
+    if total_h * len(names) > 50_000_000:
+        _fail(f"{total_h * len(names):,} histories is too many for one in-process run; lower --max-length or "
+              "give fewer --tokens")
+    specs = []
+    for n in names:
+        if n.split("/")[0] == "breaker":
+            _fail("--config breaker is the symbol space's; with --vocab the breakers are --breakers")
+        try:
+            specs.append(space_config(n, 64, max_length))
+        except ValueError as e:
+            _fail(f"--config {n}: {e}")
+    t0 = time.perf_counter()
+    bar = Progress(total_h * len(specs), "histories", enabled=progress)
+    results = run_vocab_space(lib, v, ids, max_length, specs, strings, progress=bar)
+    bar.close()
+    pieces = v.pieces()
+    result = {"tool": "dryz exhaustive", "mode": "vocab", "verdict": verdict(results), "subject": lib.identity,
+              "vocab": {"name": v.ref.name, "path": str(v.ref.path), "sha256": v.ref.sha256, "size": v.n_tokens},
+              "tokens": [{"id": t, "piece": pieces[t].decode("utf-8", errors="replace")} for t in ids],
+              "breakers": strings, "max_length": max_length, "configs": [r.to_json() for r in results],
+              "environment": environment(), "wall_seconds": round(time.perf_counter() - t0, 3)}
+    write_json(json_path, result)
+    shown = ", ".join(f"{t}={pieces[t].decode('utf-8', errors='replace')!r}" for t in ids)
+    click.echo(f"dryz exhaustive --vocab {v.ref.name}: every history of length 1..{max_length} over {len(ids)} "
+               f"tokens ({shown}), breakers {strings}")
+    for r in results:
+        classes = "  ".join(f"{k} {c:,}" for k, c in sorted(r.history_classes.items())) or "every history agrees"
+        click.echo(f"{r.name:<24} histories {r.histories:>10,}  cases {r.cases:>11,}  mismatches {r.mismatches}  "
+                   f"oracle disagreements {r.oracle_disagreements}  off-by-one flagged {r.off_by_one_flagged:,}  "
+                   f"{classes}")
+        for k, e in r.examples:
+            click.echo(f"  {k}: {e.dumps()}")
+    click.echo(f"verdict   {result['verdict']}\nresults   {json_path}")
+    if not any(r.off_by_one_flagged for r in results):
+        click.echo("dryz: error: the off-by-one control flagged nothing: the harness is in doubt", err=True)
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_OK if result["verdict"] == "agree" else EXIT_FINDING)
 
 
 def _print_certificate(result, json_path):

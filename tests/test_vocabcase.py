@@ -282,3 +282,30 @@ def test_corpus_vocab_entries_replay(spm, tmp_path):
     assert "replayed 3 entries: 3 as expected, 0 changed, 0 invalid" in r.stdout
     r = _dryz("replay", "--vocab", "gpt-2", str(tmp_path))
     assert r.returncode == 0 and "replayed 1 entries: 1 as expected" in r.stdout
+
+
+def test_exhaustive_vocab(tmp_path):
+    _vocab("gpt-2")
+    out = tmp_path / "ex.json"
+    r = _dryz("exhaustive", "--vocab", "gpt-2", "--tokens", "8582,25081,3797", "--breakers", "🙂", "-n", "5",
+              "--json", str(out), "--no-progress")
+    assert r.returncode == 1, r.stdout + r.stderr  # a broken promise is a finding
+    d = json.loads(out.read_text())
+    assert d["mode"] == "vocab" and d["verdict"] == "finding" and d["breakers"] == ["🙂"]
+    base = d["configs"][0]
+    assert base["histories"] == 3 + 9 + 27 + 81 + 243 and base["mismatches"] == 0
+    assert base["oracle_disagreements"] == 0 and base["off_by_one_flagged"] > 0
+    assert set(base["history_classes"]) == {"promise-breaker-across-tokens"}
+    ex = Case.from_json(base["examples"][0]["case"])
+    assert ex.vocab == "gpt-2" and ex.history == (25081, 8582, 25081)
+
+
+def test_exhaustive_vocab_defaults_agree_and_bad_tokens(tmp_path, bpe):
+    r = _dryz("exhaustive", "--vocab", "llama-bpe", "-n", "4", "--json", str(tmp_path / "e.json"), "--no-progress")
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = json.loads((tmp_path / "e.json").read_text())
+    assert [t["id"] for t in d["tokens"]] == [198, 279, 8415, 25, 1820]
+    assert d["breakers"] == ["\n", ":", "\"", "*"] and d["verdict"] == "agree"
+    r = _dryz("exhaustive", "--vocab", "llama-bpe", "--tokens", "1,999999", "-n", "2", "--json",
+              str(tmp_path / "f.json"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "999999 is outside" in r.stderr

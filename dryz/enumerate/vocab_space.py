@@ -1,0 +1,134 @@
+"""`dryz exhaustive --vocab NAME`: every history of length 1..N over a chosen set of a real vocabulary's tokens,
+every chosen token a candidate, walked through the library (dryz.subject.walker: the tree's token ids are the
+vocabulary's) and judged with check_batch, with the restart sequences init_dry builds from the real vocabulary
+and breakers (restart_model, dryz.vocabcase) and the text-level promise. Plain enumeration only: the canonical
+trees rest on symbols being interchangeable, which real tokens with breakers are not.
+
+Not a certificate of the symbol space (no periodic or multiplier-zero control): a count of every history per
+configuration and class, with examples as Case JSON on the vocabulary.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..case import Case
+from ..check import check_batch, is_finding
+from ..config import vocab_config
+
+# Default token texts: the first token of each as the vocabulary tokenizes it. "\n" and ":" are default breakers
+# (single-token ones on most vocabularies), " the" and " cat" words with a space, "the" one without.
+DEFAULT_TOKEN_TEXTS = ("\n", " the", " cat", ":", "the")
+MAX_EXAMPLES = 5
+
+
+def default_tokens(v) -> list[int]:
+    """Per DEFAULT_TOKEN_TEXTS, the token of its tokenization whose piece is the text itself (else the last one:
+    an SPM vocabulary tokenizes "\n" as its space prefix, then the newline)."""
+    out = []
+    pieces = v.pieces()
+    for text in DEFAULT_TOKEN_TEXTS:
+        ids = v.tokenize(text)
+        if not ids:
+            continue
+        t = next((i for i in ids if pieces[i] == text.encode()), ids[-1])
+        if t not in out:
+            out.append(int(t))
+    return out
+
+
+@dataclass
+class TokenSpace:
+    """Every history over `tokens` (real ids), every token a candidate: PlainSpace with the vocabulary's ids."""
+    tokens: tuple
+    max_len: int
+    labels: int = 0
+
+    @property
+    def radix(self) -> int:
+        return len(self.tokens)
+
+    def cands(self, m: int) -> tuple[int, ...]:
+        return tuple(self.tokens)
+
+    def children(self, m: int):
+        return [(i, t, 0) for i, t in enumerate(self.tokens)]
+
+
+@dataclass
+class VocabResult:
+    name: str
+    case: Case  # the configuration, history empty
+    histories: int = 0
+    cases: int = 0
+    mismatches: int = 0
+    oracle_disagreements: int = 0
+    penalized_cases: int = 0
+    off_by_one_flagged: int = 0
+    history_classes: dict = field(default_factory=dict)
+    examples: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def tally(self, b) -> None:
+        codes = b.codes
+        self.histories += len(b.H)
+        self.cases += codes.size
+        self.mismatches += int(np.count_nonzero(np.equal(codes, 1)))
+        self.oracle_disagreements += int(np.count_nonzero(np.equal(codes, 2)))
+        self.penalized_cases += int(np.count_nonzero(b.penalized))
+        self.off_by_one_flagged += int(np.count_nonzero(b.flagged))
+        classes = b.row_classes()
+        for r in np.nonzero(classes != "agree")[0]:
+            k = str(classes[r])
+            self.history_classes[k] = self.history_classes.get(k, 0) + 1
+            if len(self.examples) < MAX_EXAMPLES and not any(e[0] == k for e in self.examples):
+                self.examples.append((k, self.case.with_history(b.H[r].tolist())))
+
+    def to_json(self) -> dict:
+        c = self.case
+        return {"name": self.name, "penalty_last_n": c.penalty_last_n, "breakers": list(c.breakers),
+                "multiplier": c.multiplier, "base": c.base, "allowed_length": c.allowed_length,
+                "histories": self.histories, "cases": self.cases, "mismatches": self.mismatches,
+                "oracle_disagreements": self.oracle_disagreements, "penalized_cases": self.penalized_cases,
+                "off_by_one_flagged": self.off_by_one_flagged, "history_classes": dict(sorted(
+                    self.history_classes.items())), "seconds": round(self.seconds, 3),
+                "examples": [{"kind": k, "case": e.to_json()} for k, e in self.examples]}
+
+
+def run_vocab_space(lib, v, tokens, max_len: int, specs, breakers, progress=None) -> list[VocabResult]:
+    """Every history over `tokens` up to max_len, for each SpaceConfig in specs (its window and parameters; the
+    breakers are `breakers`, strings of the real vocabulary)."""
+    from ..vocabcase import vocab_of
+    space = TokenSpace(tuple(int(t) for t in tokens), max_len)
+    out = []
+    for spec in specs:
+        proto = Case(history=(), alphabet=v.n_tokens, penalty_last_n=spec.penalty_last_n, breakers=tuple(breakers),
+                     multiplier=spec.multiplier, base=spec.base, allowed_length=spec.allowed_length,
+                     candidates=tuple((t, 0.0) for t in space.tokens), vocab=v.ref.name, vocab_sha256=v.ref.sha256)
+        vocab_of(proto, lib)
+        cfg = vocab_config(proto, lib.abi, lib)
+        res = VocabResult(spec.name, proto)
+        t0 = time.perf_counter()
+
+        def sink(n, m, H, logits, cands, res=res, cfg=cfg):
+            res.tally(check_batch(cfg, H, np.asarray(cands, dtype=np.int64), logits))
+            if progress:
+                progress(len(H))
+
+        lib.walk(space, max_len, (spec.multiplier, spec.base, spec.allowed_length, spec.penalty_last_n,
+                                  tuple(breakers), v.handle), sink)
+        res.seconds = time.perf_counter() - t0
+        out.append(res)
+    return out
+
+
+def verdict(results) -> str:
+    """mismatch (the library differs from the model), finding (a broken promise), or agree."""
+    if any(r.mismatches or r.oracle_disagreements for r in results):
+        return "mismatch"
+    if any(is_finding(k) for r in results for k in r.history_classes):
+        return "finding"
+    return "agree"
