@@ -851,8 +851,11 @@ def replay(directory, vocab):
 @click.option("--breakers", "breakers", type=click.Choice(["default", "dict", "random"]), default="default",
               show_default=True, help="With --vocab: llama.cpp's four defaults, a dictionary of real-world "
                                       "breaker sets, or random sets.")
+@click.option("--sampler", "sampler", type=click.Choice(["clone", "reset"]), default="clone", show_default=True,
+              help="With --vocab: each case on a llama_sampler_clone of its configuration's initialized sampler, "
+                   "or on that sampler after llama_sampler_reset (faster: a DRY clone copies the processed breakers).")
 @click.argument("libfuzzer_flags", nargs=-1, type=click.UNPROCESSED)
-def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, libfuzzer_flags):
+def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, libfuzzer_flags):
     """Coverage-guided campaign (atheris + libFuzzer); flags after `--` go to libFuzzer."""
     _writable(json_path)
     from pathlib import Path
@@ -883,6 +886,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
     if vocab is not None:
         from .vocabcase import load_vocab
         load_vocab(vocab, lib)  # one line and exit 2 when it cannot be had, before libFuzzer starts
+        os.environ["DRYZ_VOCAB_SAMPLER"] = sampler  # the jobs inherit it (LibLlama.reuse_samplers)
     click.echo(f"subject: {lib.label()}\n         {lib.identity['libllama_path']} (sha256 "
                f"{lib.identity['libllama_sha256'][:16]}...)")
     try:
@@ -907,7 +911,8 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
     if vocab is not None:
         from .vocabcase import load_vocab
         ref = load_vocab(vocab, lib).ref
-        summary["vocab"] = {"name": ref.name, "path": str(ref.path), "sha256": ref.sha256, "breakers": breakers}
+        summary["vocab"] = {"name": ref.name, "path": str(ref.path), "sha256": ref.sha256, "breakers": breakers,
+                            "sampler": sampler}
     write_json(work / "summary.json", summary)  # beside the log: what dryz report reads
     if json_path:
         write_json(json_path, summary)

@@ -74,6 +74,15 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False) -
                              f"rep_limit {rep} (the {rep} token(s) after it)")
             else:
                 lines.append(f"restart     no restart sequence completes in the window: rep_limit {rep}")
+        if cfg.text is not None and cfg.text.breakers:
+            from .oracle.promise_text import promised_rep_limit
+            t = cfg.text
+            prom, occ = promised_rep_limit(window, t.pieces, t.breakers)
+            text = b"".join(t.pieces[x] for x in window).decode("utf-8", errors="replace")
+            lines.append(f"text        {text!r} (the tokens' pieces, as a client prints them)")
+            lines.append(f"            the text promises rep_limit {min(prom, len(window))}" + (
+                f": breaker {occ[0].decode('utf-8', errors='replace')!r} spans tokens {occ[1] - len(window)}.."
+                f"{occ[2] - len(window)}" if occ else ": no breaker occurs in it"))
     lines.append("")
     lines.append(f"{'candidate':<10} {'L(A)':>5} {'L(B)':>5} {'L(lib)':>6} {'expected':>12} {'observed':>12}  "
                  "where the repeat is")
