@@ -53,8 +53,17 @@ PROMISE_CLASSES = {"contained-restart": "documented-contained-restart",
 FAULTS = ("off-by-one", "abort")
 
 
+# os.environ's own bytes mapping (CPython, POSIX): a lookup there costs no KeyError when the variable is absent,
+# which os.environ.get raises and catches (~0.5 us; fault() runs once per fuzz input).
+_ENVIRON_DATA = getattr(os.environ, "_data", None) if os.name == "posix" else None
+
+
 def fault() -> str | None:
-    f = os.environ.get("DRYZ_FAULT") or None
+    if _ENVIRON_DATA is not None and isinstance(_ENVIRON_DATA, dict):
+        raw = _ENVIRON_DATA.get(b"DRYZ_FAULT")
+        f = os.fsdecode(raw) if raw else None
+    else:
+        f = os.environ.get("DRYZ_FAULT") or None
     if f is not None and f not in FAULTS:
         raise ValueError(f"unknown DRYZ_FAULT {f!r} (known: {', '.join(FAULTS)})")
     return f
@@ -510,7 +519,7 @@ def _f(x: float):
 def check(case: Case, lib=None) -> Verdict:
     """Run the case through the selected library and judge it: check_batch on a batch of one."""
     lib = lib or subject()
-    cfg = case_config(case, lib.abi, lib) if case.vocab is not None else case_config(case, lib.abi)
+    cfg = case_config(case, lib.abi, lib)
     cands, H = case_arrays(case)
     initial = np.array(case.logits, dtype=np.float32)
     out = lib.run(case)

@@ -106,8 +106,6 @@ def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     if w == 0:
         return M.T.copy()
     if N == 1:
-        if W.dtype != np.uint8 and (bytes_or_none(W[0]) is None or bytes_or_none(cands) is None):  # real ids
-            return _match_lengths_B_str(W[0], cands)[None, :]
         return _match_lengths_B_bytes(W[0], cands)[None, :]
     T = _columns(W)
     for ci, z in enumerate(cands):
@@ -133,14 +131,16 @@ def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
     the extended string occurs in the window, so does every shorter one: search the longest. Length 2 is
     tested for every candidate at once (the bytes right after each occurrence of the window's last byte);
     only candidates that pass it are searched further, one bytes.find per length tried."""
-    text = as_bytes(window)
+    text = bytes_or_none(window)
+    if text is None:  # ids past a byte (a real vocabulary's)
+        return _match_lengths_B_str(window, cands)
     w = len(text)
     c = np.asarray(cands)
     out = np.zeros(len(c), dtype=np.int64)
     if w < 2 or not len(c):
         return out  # a suffix of length 2 of w + [z] cannot occur in fewer than 2 tokens: M = 0
     if bytes_or_none(c) is None:
-        raise ValueError("the single-window oracles need candidate ids in 0..255")
+        return _match_lengths_B_str(window, cands)
     t = np.frombuffer(text, dtype=np.uint8)
     follows = np.zeros(256, dtype=bool)
     follows[t[1:][np.equal(t[:-1], t[-1])]] = True  # the bytes right after an occurrence of the last one

@@ -30,16 +30,16 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
     rep = np.full(N, w, dtype=np.int64)
     if not seqs:
         return rep
+    if N == 1:
+        one = _rep_limit_single(W[0], seqs)
+        if one is not None:
+            return np.array([one], dtype=np.int64)
     if isinstance(seqs, RestartSeqs):  # a real vocabulary's (thousands of sequences): by head position
         if N == 1:
             return np.array([seqs.rep_limit(W[0])], dtype=np.int64)
         seqs = seqs.restricted(set(np.unique(W).tolist()))
         if not seqs:
             return rep
-    if N == 1:
-        one = _rep_limit_single(W[0], seqs)
-        if one is not None:
-            return np.array([one], dtype=np.int64)
     done = np.zeros(N, dtype=bool)
     for i in range(w):
         longest = np.full(N, -1, dtype=np.int64)
@@ -114,11 +114,9 @@ class Config:
         object.__setattr__(self, "window_cap", max(self.penalty_last_n, 0) if enabled else 0)
         object.__setattr__(self, "single_token_heads", heads)  # sorted ids of the single-token sequences
         object.__setattr__(self, "multi_token", multi)          # some restart sequence has a tail
-        table = None  # a real vocabulary's: single-token heads as a boolean table over the ids
-        if isinstance(self.seqs, RestartSeqs):
-            table = np.zeros(len(self.seqs.is_head), dtype=bool)
-            table[list(heads)] = True
-        object.__setattr__(self, "single_token_table", table)
+        if isinstance(self.seqs, RestartSeqs):  # a real vocabulary's: the heads also as a table over the ids
+            heads = HeadTuple(heads, len(self.seqs.is_head))
+            object.__setattr__(self, "single_token_heads", heads)
 
     def window_length(self, n: int) -> int:
         return min(n, self.window_cap)  # the last penalty_last_n tokens; none when disabled
@@ -182,10 +180,7 @@ def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracl
     c = np.asarray(cands)
     eligible = None
     if ran[0] and len(c) and W.shape[1] > 1:
-        if cfg.single_token_table is not None:
-            eligible = _eligible_table(W[0], c, cfg.single_token_table)
-        else:
-            eligible = _eligible(W[0], c, cfg.single_token_heads)
+        eligible = _eligible(W[0], c, cfg.single_token_heads)
     if eligible is None or not np.count_nonzero(eligible):
         return [Prediction(np.zeros((1, len(c)), dtype=np.int64), np.zeros((1, len(c)), dtype=bool), ran, rep)
                 for _ in oracles]
@@ -198,6 +193,8 @@ def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracl
 def _eligible(window: np.ndarray, c: np.ndarray, breaker_heads: tuple) -> np.ndarray:
     """Per candidate: it follows some position (Step 3 reads window[1:]) and is not a single-token breaker."""
     if not (all_bytes(c) and all_bytes(window)):
+        if type(breaker_heads) is HeadTuple:  # a real vocabulary's configuration
+            return _eligible_table(window, c, breaker_heads.table)
         if np.count_nonzero(np.less(c, 0)) or np.count_nonzero(np.less(window, 0)):
             raise ValueError("token ids must be non-negative")
         top = max(int(window.max()), int(c.max()), 255) + 1  # ids past a byte: a table that holds them
@@ -209,6 +206,16 @@ def _eligible(window: np.ndarray, c: np.ndarray, breaker_heads: tuple) -> np.nda
     follows[window[1:]] = True
     follows[list(breaker_heads)] = False
     return follows[c]
+
+
+class HeadTuple(tuple):
+    """A real vocabulary's single-token heads (sorted ids), with .table: a boolean per id of the vocabulary."""
+
+    def __new__(cls, heads, n: int):
+        self = super().__new__(cls, heads)
+        self.table = np.zeros(max([n] + [h + 1 for h in heads]), dtype=bool)
+        self.table[list(heads)] = True
+        return self
 
 
 def _eligible_table(window: np.ndarray, c: np.ndarray, heads: np.ndarray) -> np.ndarray:
