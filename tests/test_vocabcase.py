@@ -309,3 +309,18 @@ def test_exhaustive_vocab_defaults_agree_and_bad_tokens(tmp_path, bpe):
     r = _dryz("exhaustive", "--vocab", "llama-bpe", "--tokens", "1,999999", "-n", "2", "--json",
               str(tmp_path / "f.json"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "999999 is outside" in r.stderr
+
+
+def test_fuzz_campaign_vocab_smoke(tmp_path):
+    """`dryz fuzz --vocab` runs libFuzzer over the vocabulary decoder (a few seconds; no findings expected)."""
+    _vocab("gpt-2")
+    pytest.importorskip("atheris")
+    out = tmp_path / "s.json"
+    r = _dryz("-q", "fuzz", "--vocab", "gpt-2", "--breakers", "dict", "--time", "4", "--jobs", "1",
+              "--workdir", str(tmp_path / "w"), "--json", str(out))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    d = json.loads(out.read_text())
+    assert d["execs"] > 0 and d["findings"] == [] and d["vocab"]["name"] == "gpt-2"
+    assert d["vocab"]["breakers"] == "dict" and d["vocab"]["sampler"] == "clone"
+    seeds = list((tmp_path / "w" / "seeds").iterdir())
+    assert seeds and all(Case.loads(p.read_text()).vocab == "gpt-2" for p in seeds)

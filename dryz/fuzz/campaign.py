@@ -115,15 +115,18 @@ class Campaign:
         seeds = self.workdir / "seeds"
         seeds.mkdir(parents=True, exist_ok=True)
         n = 0
+        sha = None
         if self.vocab:
+            from .decode_vocab import decoder
             n += self.vocab_seeds(seeds)
+            sha = decoder(self.vocab, self.breakers).sha
         for p in entries(self.seed_dir or DEFAULT_DIR):
             try:
                 e = load_entry(p)
             except CorpusError:
                 continue
-            if (e.case.vocab is None) != (self.vocab is None):
-                continue  # a symbol entry does not seed a vocabulary campaign, nor the reverse
+            if (e.case.vocab is None) != (self.vocab is None) or (sha and e.case.vocab_sha256 != sha):
+                continue  # only entries on the campaign's vocabulary (or the symbol one) seed it
             text = e.case.dumps().encode()
             (seeds / hashlib.sha1(text).hexdigest()).write_bytes(text)
             n += 1
