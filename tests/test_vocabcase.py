@@ -149,7 +149,7 @@ def test_clone_reset_and_fresh_sampler_agree(bpe, lib):
     from dryz.fuzz.decode_vocab import VocabDecoder
     d = VocabDecoder("llama-bpe", "default")
     rng = np.random.default_rng(7)
-    for _ in range(40):
+    for _ in range(60):  # (configurations repeat: a clone after a reset-mode run of the same one is covered)
         c = d.decode(rng.integers(0, 256, int(rng.integers(0, 1500))).astype(np.uint8).tobytes())
         a = lib.run(c)
         lib.__dict__["reuse_samplers"] = True
@@ -167,6 +167,21 @@ def test_clone_reset_and_fresh_sampler_agree(bpe, lib):
             lib.free(s)
         assert a.ids == b.ids == f.ids
         assert a.logits.tobytes() == b.logits.tobytes() == f.logits.tobytes() and a.sorted == b.sorted == f.sorted
+    # A prototype used in reset mode has accepted tokens: clone mode never takes it over.
+    c = _case(bpe, bpe.tokenize("a b c a b c a b"), ("\n",), penalty_last_n=256)
+    lib.__dict__["reuse_samplers"] = True
+    try:
+        lib.run(replace(c, history=c.history * 3))
+    finally:
+        lib.__dict__["reuse_samplers"] = False
+    assert lib.run(c).logits.tobytes() == lib.run(replace(c, history=c.history)).logits.tobytes()
+    s = lib.new_sampler(1.0, 2.0, 1, 256, ("\n",), vocab=bpe.handle)
+    try:
+        for t in c.history:
+            lib.accept(s, t)
+        assert lib.run(c).logits.tobytes() == lib.apply_once(s, c.ids, c.logits, c.sorted).logits.tobytes()
+    finally:
+        lib.free(s)
 
 
 def test_restart_seqs_step1_matches_independent_scans(bpe):

@@ -228,10 +228,11 @@ class LibLlama(Subject):
 
     def prototype(self, case, vocab_handle, sha256: str):
         """An initialized DRY sampler for the case's configuration on a real vocabulary that never accepts a
-        token: llama_sampler_clone of it is what init_dry with these arguments returns (the clone copies the
+        token (in clone mode): llama_sampler_clone of it is what init_dry with these arguments returns (the clone copies the
         parameters, the processed breakers and the, empty, state: llama_sampler_dry_clone)."""
         protos = self.__dict__.setdefault("_prototypes", {})
-        key = (sha256, case.multiplier, case.base, case.allowed_length, case.penalty_last_n, tuple(case.breakers),
+        # The mode is part of the key: a prototype run in reset mode has accepted tokens and is never cloned.
+        key = (self.reuse_samplers, sha256, case.multiplier, case.base, case.allowed_length, case.penalty_last_n, tuple(case.breakers),
                case.n_ctx_train if self.abi == 8 else None)
         s = protos.pop(key, None)
         if s is None:
