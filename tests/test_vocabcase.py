@@ -277,24 +277,24 @@ def test_cli_check_with_vocab(spm, tmp_path):
     assert out["case"]["alphabet"] == 32000
 
 
-VOCAB_ENTRIES = {"promise-breaker-in-token": "llama-spm", "promise-breaker-across-tokens": "gpt-2",
-                 "promise-breaker-phantom": "llama-spm"}
+VOCAB_ENTRIES = [("promise-breaker-across-tokens", "gpt-2"), ("promise-breaker-across-tokens", "llama-spm"),
+                 ("promise-breaker-in-token", "llama-spm"), ("promise-breaker-phantom", "llama-spm")]
 
 
 def test_corpus_vocab_entries_replay(spm, tmp_path):
     _vocab("gpt-2")
     from dryz.corpus import entries, load_entry
-    found = {}
+    found = []
     for p in entries(FINDINGS):
         e = load_entry(p)
         if e.case.vocab is not None:
-            found[e.expect] = e.case.vocab
+            found.append((e.expect, e.case.vocab))
             assert e.case.vocab_sha256 and e.data["shortest"] == "1-minimal" and "history_text" in e.data
             shutil.copy(p, tmp_path / p.name)
-    assert found == VOCAB_ENTRIES
+    assert sorted(found) == VOCAB_ENTRIES
     r = _dryz("replay", str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "replayed 3 entries: 3 as expected, 0 changed, 0 invalid" in r.stdout
+    assert "replayed 4 entries: 4 as expected, 0 changed, 0 invalid" in r.stdout
     r = _dryz("replay", "--vocab", "gpt-2", str(tmp_path))
     assert r.returncode == 0 and "replayed 1 entries: 1 as expected" in r.stdout
 
