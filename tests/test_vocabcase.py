@@ -240,6 +240,9 @@ def test_vocab_decoder_output_validates(bpe, mode):
     assert big > 0  # ids over the full range occur
     seed = d.decode(c.dumps().encode())  # a Case JSON decodes to itself
     assert seed == c
+    # a seed whose vocabulary name a mutation changed is read as bytes (a case on the decoder's vocabulary)
+    other = d.decode(c.dumps().replace('"llama-bpe"', '"llama-ebp"').encode())
+    assert other.vocab == "llama-bpe" and other.vocab_sha256 == bpe.ref.sha256
 
 
 def test_vocab_decoder_cases_agree(bpe):

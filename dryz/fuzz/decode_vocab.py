@@ -22,6 +22,7 @@ Valid by construction (tests/test_vocabcase.py validates the decoder's output), 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 
@@ -119,8 +120,9 @@ class VocabDecoder:
         if data[:1] == b"{":
             try:
                 c = Case.loads(data.decode("utf-8"))
-                if c.vocab is not None and c.vocab_sha256 in (None, self.sha) and c.alphabet == self.n:
-                    return c
+                # A seed on this vocabulary only: a mutated name ("llama-ebp") is read as bytes, like any input
+                if c.vocab == self.name and c.vocab_sha256 in (None, self.sha) and c.alphabet == self.n:
+                    return c if c.vocab_sha256 else replace(c, vocab_sha256=self.sha)
             except (UnicodeDecodeError, CaseError):
                 pass
         import atheris
