@@ -67,6 +67,12 @@ PARAM_MULTIPLIERS = tuple(f32(x) for x in (1.0, 0.8, 2.0))
 PARAM_BASES = tuple(f32(x) for x in (2.0, 1.75, 1.1))
 PARAM_ALLOWED = (1, 2, 0, 3)
 PARAM_LAST_N = (64, 256, 16, 1024, 3, 0)
+# With several breaker sets (dict, random): 8 parameter sets, so the samplers (sets x 8: 120 for dict, 72 for
+# random) stay within LibLlama.PROTOTYPES; with the product of the pools above every sampler was initialized
+# again and again (37 exec/s).
+PARAM_SETS = tuple((f32(m), f32(b), a, n) for m, b, a, n in (
+    (1.0, 2.0, 1, 64), (1.0, 2.0, 2, 256), (0.8, 1.75, 2, 64), (2.0, 1.1, 0, 16), (1.0, 1.75, 3, 1024),
+    (1.0, 2.0, 1, 3), (0.8, 2.0, 1, 0), (2.0, 1.75, 0, 256)))
 
 
 def random_sets(texts, seed: int = 0) -> tuple:
@@ -129,10 +135,13 @@ class VocabDecoder:
         fdp = atheris.FuzzedDataProvider(data)
         si = fdp.ConsumeIntInRange(0, len(self.sets) - 1)
         breakers = self.sets[si]
-        multiplier = PARAM_MULTIPLIERS[fdp.ConsumeIntInRange(0, len(PARAM_MULTIPLIERS) - 1)]
-        base = PARAM_BASES[fdp.ConsumeIntInRange(0, len(PARAM_BASES) - 1)]
-        allowed = PARAM_ALLOWED[fdp.ConsumeIntInRange(0, len(PARAM_ALLOWED) - 1)]
-        last_n = PARAM_LAST_N[fdp.ConsumeIntInRange(0, len(PARAM_LAST_N) - 1)]
+        if len(self.sets) == 1:  # one breaker set: every combination of the pools (216 samplers)
+            multiplier = PARAM_MULTIPLIERS[fdp.ConsumeIntInRange(0, len(PARAM_MULTIPLIERS) - 1)]
+            base = PARAM_BASES[fdp.ConsumeIntInRange(0, len(PARAM_BASES) - 1)]
+            allowed = PARAM_ALLOWED[fdp.ConsumeIntInRange(0, len(PARAM_ALLOWED) - 1)]
+            last_n = PARAM_LAST_N[fdp.ConsumeIntInRange(0, len(PARAM_LAST_N) - 1)]
+        else:  # several: PARAM_SETS only, so every (breakers, parameters) sampler stays cached
+            multiplier, base, allowed, last_n = PARAM_SETS[fdp.ConsumeIntInRange(0, len(PARAM_SETS) - 1)]
         history = self._history(fdp, self.breaker_tokens[si])
         candidates, sorted_flag = self._candidates(fdp, history, self.breaker_tokens[si])
         return Case(history=tuple(history.tolist()), alphabet=self.n, penalty_last_n=last_n, breakers=breakers,
