@@ -106,7 +106,15 @@ def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     if w == 0:
         return M.T.copy()
     if N == 1:
-        return _match_lengths_B_bytes(W[0], cands)[None, :]
+        window, c = W[0], np.asarray(cands)
+        if bytes_or_none(window) is None or bytes_or_none(c) is None:
+            # Ids of a real vocabulary: B only compares ids for equality, so relabel the window's and the
+            # candidates' distinct ids 0, 1, ... (a window of at most 256 distinct ids, as probes have).
+            u, inv = np.unique(np.concatenate([window, c]), return_inverse=True)
+            if len(u) <= 256:
+                window, c = inv[:len(window)], inv[len(window):]
+        if bytes_or_none(window) is not None and bytes_or_none(c) is not None:
+            return _match_lengths_B_bytes(window, c)[None, :]
     T = _columns(W)
     for ci, z in enumerate(cands):
         # occ[i]: the suffix of length m of the extended string W + [z] occurs in W starting at i.

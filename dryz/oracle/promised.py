@@ -9,7 +9,7 @@ import numpy as np
 
 from .idbytes import bytes_or_none
 from .lengths import match_lengths_A
-from .shipped import Config, Prediction, _completes, _sequence_bytes, shipped_lengths
+from .shipped import Config, Prediction, _completes, _sequence_bytes, head_map, shipped_lengths
 
 # -- Step 1 as promised ----------------------------------------------------------------------------------
 # The source promises that the most recently *completed* restart sequence limits the repetition. The shipped
@@ -53,8 +53,11 @@ def promised_rep_limits(W: np.ndarray, seqs) -> np.ndarray:
         return rep
     if N == 1:
         one = _promised_rep_limit_single(W[0], seqs)
-        if one is not None:
-            return np.array([one], dtype=np.int64)
+        if one is None:  # ids past a byte: every complete occurrence, read by head
+            window = W[0].tolist()
+            one = min((w - 1 - k - len(t) for k, tails in _heads_at(window, head_map(seqs)) for t in tails
+                       if k + len(t) < w and tuple(window[k + 1:k + 1 + len(t)]) == t), default=w)
+        return np.array([one], dtype=np.int64)
     kmax = max(len(t) for _, t in seqs)
     for i in range(w):
         if i - kmax >= rep.max():
@@ -71,6 +74,11 @@ def promised_rep_limits(W: np.ndarray, seqs) -> np.ndarray:
 def promised_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_lengths_A) -> Prediction:
     """shipped_lengths with Step 1 as promised (everything else as shipped)."""
     return shipped_lengths(H, cands, cfg, oracle, rep_fn=promised_rep_limits)
+
+
+def _heads_at(window, heads: dict):
+    """(position, tails) for every position of the window holding a head."""
+    return [(k, heads[x]) for k, x in enumerate(window) if x in heads]
 
 
 def is_interior_factor(short: tuple, long: tuple) -> bool:

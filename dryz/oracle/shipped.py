@@ -31,8 +31,9 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
         return rep
     if N == 1:
         one = _rep_limit_single(W[0], seqs)
-        if one is not None:
-            return np.array([one], dtype=np.int64)
+        if one is None:  # ids past a byte (a real vocabulary): the scan over the head -> tails map
+            one = restart_scan(W[0].tolist(), head_map(seqs))[0]
+        return np.array([one], dtype=np.int64)
     done = np.zeros(N, dtype=bool)
     for i in range(w):
         longest = np.full(N, -1, dtype=np.int64)
@@ -48,6 +49,58 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
         if done.all():
             break
     return rep
+
+
+def head_map(seqs) -> dict:
+    """Restart sequences as head -> tails (the shape of the library's multimap; built once per Config)."""
+    cached = getattr(seqs, "heads", None)
+    if cached is not None:
+        return cached
+    out: dict[int, list] = {}
+    for head, tail in seqs:
+        out.setdefault(int(head), []).append(tuple(tail))
+    return out
+
+
+def restart_scan(window, heads: dict) -> tuple[int, tuple | None]:
+    """Step 1 as shipped over one window (a list of ids) and a head -> tails map: scanning back from the last
+    token (distance i = 0), the first head whose longest matching tail (k <= i tokens) follows it sets
+    rep_limit = i - k. Returns (rep_limit, (head position, k)), or (window length, None) when none completes."""
+    w = len(window)
+    for i in range(w):
+        tails = heads.get(window[w - 1 - i])
+        if not tails:
+            continue
+        longest = -1
+        after = tuple(window[w - i:])
+        for t in tails:
+            k = len(t)
+            if longest < k <= i and after[:k] == t:
+                longest = k
+        if longest >= 0:
+            return i - longest, (w - 1 - i, longest)
+    return w, None
+
+
+class Seqs(tuple):
+    """Restart sequences ((head, tail), ...) that keep their head -> tails map: a real vocabulary makes
+    thousands of them, and the one-window scan (restart_scan) reads them by head."""
+
+    @property
+    def heads(self) -> dict:
+        d = self.__dict__.get("_heads")
+        if d is None:
+            d = self.__dict__["_heads"] = head_map(tuple(self))
+        return d
+
+    def __hash__(self):  # a tuple hashes its items on every call; these are read per case by cached functions
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = tuple.__hash__(self)
+        return h
+
+    def __eq__(self, other):
+        return tuple.__eq__(self, other)
 
 
 def _completes(W: np.ndarray, i: int, head: int, tail: tuple) -> np.ndarray:
@@ -182,15 +235,23 @@ def _eligible(window: np.ndarray, c: np.ndarray, breaker_heads: tuple) -> np.nda
     if not (all_bytes(c) and all_bytes(window)):
         if np.count_nonzero(np.less(c, 0)) or np.count_nonzero(np.less(window, 0)):
             raise ValueError("token ids must be non-negative")
-        top = max(int(window.max()), int(c.max()), 255) + 1  # ids past a byte: a table that holds them
-    else:
-        top = 256
+        # Ids of a real vocabulary: membership by sorted search, not a table of the vocabulary's size.
+        heads = _heads_array(breaker_heads)
+        at = np.minimum(np.searchsorted(heads, c), max(len(heads) - 1, 0))
+        breaker = np.equal(heads[at], c) if len(heads) else np.zeros(len(c), dtype=bool)
+        return np.isin(c, window[1:]) & ~breaker
+    top = 256
     if breaker_heads and breaker_heads[-1] >= top:  # sorted ids
         top = breaker_heads[-1] + 1
     follows = np.zeros(top, dtype=bool)
     follows[window[1:]] = True
     follows[list(breaker_heads)] = False
     return follows[c]
+
+
+@cached_when_hashable
+def _heads_array(breaker_heads: tuple) -> np.ndarray:
+    return np.array(breaker_heads, dtype=np.int64)
 
 
 # -- Step 4 arithmetic, as the C++ computes it -------------------------------------------------------
