@@ -19,7 +19,7 @@ import pytest
 from dryz.enumerate.traces import CONFIGS, count_traces, enumerate_traces, iter_traces
 from dryz.fuzz.traces import MAX_APPLIES, MAX_CLONES, MAX_EVENTS, MAX_TOKENS, decode_trace
 from dryz.oracle.trace_model import capacity, check_trace, equivalent_cases, held_tokens
-from dryz.shrink_traces import flatten, merge, shrink_trace
+from dryz.shrink import flatten, merge, shrink_trace
 from dryz.subject.trace_driver import run_trace
 from dryz.trace import MAX_CLONES as TRACE_MAX_CLONES
 from dryz.trace import TRACE_SCHEMA, Trace, TraceError
