@@ -618,14 +618,17 @@ def signature_cmd():
               help="Where to store the reproducer. [default: ./corpus, in the working directory]")
 @click.option("--isolate/--no-isolate", default=None,
               help="Evaluate every candidate in a subprocess. [default: only when the input crashes]")
-def minimize(path, corpus_dir, isolate):
+@click.option("--trace", "as_trace", is_flag=True,
+              help="The file is a trace (trace JSON and trace corpus entries are recognised without it; a crash "
+                   "file of `dryz fuzz --traces` needs it).")
+def minimize(path, corpus_dir, isolate, as_trace):
     """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
     in ./corpus."""
     from .check import fault
     from .corpus import USER_DIR, CorpusError, crash_entry, entry_json, write_entry
     from .shrink import reduce_case, signature_in_process, signature_isolated
     from .cli_traces import load_trace_file, minimize_cmd
-    t = load_trace_file(path)
+    t = load_trace_file(path, "auto", as_trace)
     if t is not None:
         minimize_cmd(path, *t, corpus_dir)
         return
