@@ -137,10 +137,15 @@ def subject_build(version, patch, jobs, force):
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (after 1 s).")
 @click.option("--resume", "resume_path", default=None, type=click.Path(dir_okay=False),
               help="Continue an interrupted run (its partial result JSON); give the same space options.")
+@click.option("--traces", "trace_events", type=int, default=None, metavar="N",
+              help="Then run every trace of 1..N events (accept a/b, apply, reset, clone, free last; four "
+                   "configurations) on the same library, judged after every apply (docs/traces.md).")
 def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,
-               json_path, workers, progress, resume_path):
+               json_path, workers, progress, resume_path, trace_events):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
     _writable(json_path)
+    from .cli_traces import validate_traces_option
+    validate_traces_option(trace_events, shard, resume_path)
     from .check import HarnessError
     from .config import CONFIG_NAMES, parameter_names, space_config, window_cap_names
     from .space import case_count
@@ -241,6 +246,9 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
     finally:
         if client is not None:
             client.close()
+    if trace_events is not None:
+        from .cli_traces import add_traces
+        result = add_traces(result, trace_events, json_path)
     _print_certificate(result, json_path)
 
 
@@ -261,6 +269,9 @@ def _print_certificate(result, json_path):
                    "(counts are judged by dryz merge)")
     if result.get("merged_from"):
         click.echo(f"merged    {len(result['merged_from'])} shards of {result['shards']}")
+    if result.get("traces"):
+        from .cli_traces import traces_text
+        click.echo(traces_text(result["traces"]))
     click.echo(f"results   {json_path}")
     from .case import Case
     for c in result["configs"]:
@@ -519,12 +530,19 @@ def judge_isolated(case, kind: str) -> tuple[int, dict]:
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
               help="How to read the file (as dryz check reads it).")
 @click.option("--color/--no-color", default=None, help="Highlight matches with terminal colours. [default: on a tty]")
-def explain(path, read_as, color):
+@click.option("--trace", "as_trace", is_flag=True,
+              help="The file is a trace (trace JSON and trace corpus entries are recognised without it; with "
+                   "--as bytes: a `dryz fuzz --traces` input).")
+def explain(path, read_as, color, as_trace):
     """One case as a table: the window with positions, the restart sequence that set rep_limit, per candidate
     the matched suffix, L by each oracle and by the library, the expected and observed logit. (dryz check gives
     the same verdict as JSON, for machines.)"""
     from .explain import explain as render
     from .report import subject_line
+    from .cli_traces import explain_cmd, load_trace_file
+    t = load_trace_file(path, read_as, as_trace)
+    if t is not None:
+        explain_cmd(path, *t, color if color is not None else sys.stdout.isatty())
     case, kind = load_case_file(path, read_as)
     rc, out = judge_isolated(case, kind)
     v = out["verdict"]
@@ -546,11 +564,18 @@ def explain(path, read_as, color):
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help="Run the case in a child process, so a case that crashes the library is reported as class "
                    "crash (exit 1) instead of taking dryz down with it.")
-def check_cmd(path, read_as, isolate):
+@click.option("--trace", "as_trace", is_flag=True,
+              help="The file is a trace (trace JSON and trace corpus entries are recognised without it; with "
+                   "--as bytes: a `dryz fuzz --traces` input).")
+def check_cmd(path, read_as, isolate, as_trace):
     """Judge one case (Case JSON, corpus entry or crash file); print the verdict as JSON."""
     import json
 
     from .check import check
+    from .cli_traces import check_cmd as check_trace_cmd, load_trace_file
+    t = load_trace_file(path, read_as, as_trace)
+    if t is not None:
+        check_trace_cmd(*t, isolate)
     case, kind = load_case_file(path, read_as)
     if isolate:
         rc, out = judge_isolated(case, kind)
@@ -593,11 +618,20 @@ def signature_cmd():
               help="Where to store the reproducer. [default: ./corpus, in the working directory]")
 @click.option("--isolate/--no-isolate", default=None,
               help="Evaluate every candidate in a subprocess. [default: only when the input crashes]")
-def minimize(path, corpus_dir, isolate):
-    """Shrink a failing case (crash file, Case JSON or corpus entry) to a shortest reproducer in ./corpus."""
+@click.option("--trace", "as_trace", is_flag=True,
+              help="The file is a trace (trace JSON and trace corpus entries are recognised without it; a crash "
+                   "file of `dryz fuzz --traces` needs it).")
+def minimize(path, corpus_dir, isolate, as_trace):
+    """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
+    in ./corpus."""
     from .check import fault
     from .corpus import USER_DIR, CorpusError, crash_entry, entry_json, write_entry
     from .shrink import reduce_case, signature_in_process, signature_isolated
+    from .cli_traces import load_trace_file, minimize_cmd
+    t = load_trace_file(path, "auto", as_trace)
+    if t is not None:
+        minimize_cmd(path, *t, corpus_dir)
+        return
     case, kind = load_case_file(path)
     t0 = time.perf_counter()
     first = signature_isolated(case)
@@ -667,8 +701,9 @@ def replay(directory):
         if r.kind == "error":
             raise CorpusError(f"the harness could not judge the case: {r.detail}")
         return r.klass if r.kind == "ok" else "crash"
+    from .cli_traces import trace_class_isolated
     try:
-        rows = replay_dir(d, judge)
+        rows = replay_dir(d, judge, lambda trace, expect: trace_class_isolated(trace))
     except CorpusError as e:
         _fail(str(e))
     finally:
@@ -700,8 +735,10 @@ def replay(directory):
 @click.option("--fault", type=click.Choice(["off-by-one", "abort"]), default=None,
               help="Positive control: judge against a deliberately wrong reference.")
 @click.option("--json", "json_path", default=None, help="Write the campaign summary here.")
+@click.option("--traces", "traces", is_flag=True,
+              help="Fuzz traces (bytes -> dryz.fuzz.traces.decode_trace -> check_trace) instead of single cases.")
 @click.argument("libfuzzer_flags", nargs=-1, type=click.UNPROCESSED)
-def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_flags):
+def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_flags, traces):
     """Coverage-guided campaign (atheris + libFuzzer); flags after `--` go to libFuzzer."""
     _writable(json_path)
     from pathlib import Path
@@ -726,7 +763,8 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_
     work = Path(workdir).resolve()  # libFuzzer runs with the work dir as its cwd: paths must be absolute
     camp = Campaign(seconds=seconds, jobs=jobs, workdir=work,
                     artifacts=Path(artifacts).resolve() if artifacts else work / "artifacts",
-                    native=native, fault=fault, extra=list(libfuzzer_flags))
+                    native=native, fault=fault, extra=list(libfuzzer_flags),
+                    target="traces" if traces else "cases")
     camp.log = say
     lib = load_subject()
     click.echo(f"subject: {lib.label()}\n         {lib.identity['libllama_path']} (sha256 "
@@ -742,7 +780,8 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, libfuzzer_
         if isinstance(e, NativeBuildError):
             _fail(f"native build: {e}")
         raise
-    click.echo(f"summary: {summary['execs']:,} execs in {summary['seconds']} s, cov {summary['cov']}, "
+    click.echo(f"summary: {'traces: ' if traces else ''}{summary['execs']:,} execs in {summary['seconds']} s, "
+               f"cov {summary['cov']}, "
                f"ft {summary['ft']}, corpus {summary['corpus']}, findings {len(summary['findings'])}")
     if summary["counters"]:
         click.echo(f"coverage counters: {summary['counters']}")

@@ -191,9 +191,7 @@ class Reducer:
     def fixpoint(self, case: Case) -> Case:
         case, stats = fixpoint(case, [(name, getattr(self, name)) for name in self.PASSES], lambda: self.calls,
                                self.log, lambda c: f"length {len(c.history)}, calls {self.calls}")
-        for name, s in stats.items():
-            mine = self.stats.setdefault(name, type(s)())
-            mine.runs, mine.wins, mine.calls = mine.runs + s.runs, mine.wins + s.wins, mine.calls + s.calls
+        _add_stats(self.stats, stats)
         return case
 
     # -- proof of shortness ---------------------------------------------------------------------------
@@ -290,3 +288,221 @@ def minimize_divergence(case: Case, klass: str, *, sole: bool | None = None, lib
     if not r.fails(case):
         raise ValueError(f"the case does not show {klass!r}" + (" alone" if sole else ""))
     return r.minimize(case, proven=lambda c: threshold_length(klass, c) == len(c.history))
+
+
+# -- traces -----------------------------------------------------------------------------------------------
+#
+# The same machinery on a Trace (dryz/trace.py): named passes run to a fixpoint by minimize.fixpoint, then
+# minimize.first_shorter over every shorter trace of the trace enumerator's space (dryz/enumerate/traces.py:
+# one-token accepts, applies over every symbol, reset, clone, free last) under the reduced configuration.
+# "Shortest" is the number of events with one token per accept (the reducer works on that flat form; adjacent
+# accepts are merged back at the end, the same libllama calls, checked with the predicate).
+
+TRACE_PROOF_BUDGET = 20_000  # traces the shortest-search may check
+
+
+def flatten(trace):
+    """Every accept of n tokens as n one-token accepts (the same libllama calls)."""
+    ev = []
+    for e in trace.events:
+        if e[0] == "accept":
+            ev.extend(("accept", (t,)) for t in e[1])
+        else:
+            ev.append(e)
+    return trace.with_events(ev)
+
+
+def merge(trace):
+    """Adjacent accepts as one event (the same libllama calls)."""
+    ev: list = []
+    for e in trace.events:
+        if e[0] == "accept" and ev and ev[-1][0] == "accept":
+            ev[-1] = ("accept", ev[-1][1] + e[1])
+        else:
+            ev.append(e)
+    return trace.with_events(ev)
+
+
+class TraceReducer:
+    """The trace passes over one predicate (Trace -> bool), each evaluation cached and counted; a candidate
+    that is not a valid Trace counts as not failing."""
+
+    PASSES = ("events", "tokens", "applies", "breakers", "allowed_length", "parameters", "window", "alphabet")
+
+    def __init__(self, predicate, log=None):
+        self.predicate = predicate
+        self.log = log or (lambda msg: None)
+        self.calls = 0
+        self.cache: dict[str, bool] = {}
+        self.stats: dict = {}
+
+    def fails(self, t) -> bool:
+        if t is None:
+            return False
+        key = t.dumps()
+        if key not in self.cache:
+            self.calls += 1
+            self.cache[key] = bool(self.predicate(t))
+        return self.cache[key]
+
+    @staticmethod
+    def make(t, **changes):
+        from .trace import TraceError
+        try:
+            return replace(t, **changes)
+        except TraceError:
+            return None
+
+    def _try(self, t, **changes):
+        c = self.make(t, **changes)
+        return c if self.fails(c) else None
+
+    # -- passes -------------------------------------------------------------------------------------
+    def events(self, t):
+        r = ddmin(list(t.events), lambda evs: self.fails(self.make(t, events=tuple(evs))),
+                  on_progress=lambda size, calls: self.log(f"events {size}"))
+        return t.with_events(r.items)
+
+    def tokens(self, t):
+        """Each accepted token lowered to the smallest id that still fails."""
+        ev = list(t.events)
+        for i, e in enumerate(ev):
+            if e[0] != "accept":
+                continue
+            toks = list(e[1])
+            for j, x in enumerate(toks):
+                for v in range(x):
+                    trial = toks[:j] + [v] + toks[j + 1:]
+                    if self._try(t, events=tuple(ev[:i] + [("accept", tuple(trial))] + ev[i + 1:])):
+                        toks = trial
+                        break
+            ev[i] = ("accept", tuple(toks))
+            t = t.with_events(ev)
+        return t
+
+    def applies(self, t):
+        """An explicit candidate array replaced by None (every symbol), else ddmin over its entries, the sorted
+        flag dropped, logits to 0."""
+        for i, e in enumerate(t.events):
+            if e[0] != "apply" or e[1] is None:
+                continue
+            ev = list(t.events)
+
+            def with_apply(a, ev=ev, i=i, t=t):
+                return self.make(t, events=tuple(ev[:i] + [a] + ev[i + 1:]))
+
+            if self.fails(with_apply(("apply", None))):
+                t = with_apply(("apply", None))
+                continue
+            tail = e[2:]
+            r = ddmin(list(e[1]), lambda c: bool(c) and self.fails(with_apply(("apply", tuple(c), *tail))))
+            cands = tuple(r.items)
+            if tail and self.fails(with_apply(("apply", cands))):
+                tail = ()
+            zeroed = tuple((tid, 0.0) for tid, _ in cands)
+            if zeroed != cands and self.fails(with_apply(("apply", zeroed, *tail))):
+                cands = zeroed
+            t = with_apply(("apply", cands, *tail))
+        return t
+
+    def breakers(self, t):
+        if not t.breakers:
+            return t
+        if self._try(t, breakers=()):
+            return replace(t, breakers=())
+        r = ddmin(list(t.breakers), lambda b: self.fails(self.make(t, breakers=tuple(b))))
+        return replace(t, breakers=tuple(r.items))
+
+    def allowed_length(self, t):
+        a = t.allowed_length
+        values = range(0, a) if a > 0 else range(0, a, -1)
+        return shrink_towards([self.make(t, allowed_length=v) for v in values], self.fails) or t
+
+    def parameters(self, t):
+        for changes in ({"multiplier": 1.0, "base": 2.0}, {"multiplier": 1.0}, {"base": 2.0}):
+            if any(getattr(t, k) != v for k, v in changes.items()):
+                c = self._try(t, **changes)
+                if c:
+                    return c
+        return t
+
+    def window(self, t):
+        for n in range(1, min(t.penalty_last_n, 65)):
+            c = self._try(t, penalty_last_n=n)
+            if c:
+                return c
+        return t
+
+    def alphabet(self, t):
+        for k in range(1, t.alphabet):
+            c = self._try(t, alphabet=k)
+            if c:
+                return c
+        return t
+
+    def fixpoint(self, t):
+        t, stats = fixpoint(t, [(name, getattr(self, name)) for name in self.PASSES], lambda: self.calls,
+                            self.log, lambda c: f"{len(c.events)} events, calls {self.calls}: {c.spelled()}")
+        _add_stats(self.stats, stats)
+        return t
+
+    # -- proof of shortness ---------------------------------------------------------------------------
+    def shorter(self, t):
+        """Every trace of the enumerator's space with fewer events than t (flat), under t's configuration: the
+        first that fails, None (t is shortest in that space), or BUDGET (too many, or t itself outside the
+        space: an explicit candidate array)."""
+        from .enumerate.traces import count_traces_of_length, iter_traces_of_length
+        if any(e[0] == "apply" and e[1] is not None for e in t.events) or any(
+                e[0] == "accept" and len(e[1]) != 1 for e in t.events):
+            return BUDGET
+        k = t.alphabet
+        return first_shorter(len(t.events),
+                             lambda m: (self.make(t, events=ev) for ev in iter_traces_of_length(m, k)),
+                             lambda m: count_traces_of_length(m, k), self.fails, TRACE_PROOF_BUDGET)
+
+    def minimize(self, t):
+        """Flatten, passes to a fixpoint, the shortest-search, then merge adjacent accepts:
+        (trace, "proven" | "1-minimal", predicate calls)."""
+        flat = flatten(t)
+        if flat != t and self.fails(flat):
+            t = flat
+        t, status = shortest(t, self.fixpoint, lambda c: f"{len(c.events)} events", self.shorter, self.log)
+        merged = merge(t)
+        if merged != t and self.fails(merged):
+            t = merged
+        return t, status, self.calls
+
+
+def _add_stats(mine: dict, stats: dict) -> None:
+    for name, s in stats.items():
+        m = mine.setdefault(name, type(s)())
+        m.runs, m.wins, m.calls = m.runs + s.runs, m.wins + s.wins, m.calls + s.calls
+
+
+def trace_signature_in_process(trace) -> tuple:
+    from .oracle.trace_model import check_trace
+    return check_trace(trace).signature()
+
+
+def reduce_trace(trace, target: tuple, signature=trace_signature_in_process, log=None):
+    """A failing trace shrunk to a shortest one that fails the same way (TraceVerdict.signature):
+    (trace, shortest status, calls, per-pass statistics)."""
+    r = TraceReducer(lambda t: signature(t) == target, log)
+    if not r.fails(trace):
+        raise ValueError(f"the trace does not fail as {target}: nothing to minimize")
+    t, status, calls = r.minimize(trace)
+    return t, status, calls, r.stats
+
+
+def shrink_trace(trace, predicate, stats: dict | None = None, log=None):
+    """A smaller trace that satisfies predicate (which must hold for the input; ValueError if not). stats, when
+    given, receives calls, proved_shortest, the sizes (events, tokens) before and after, the one-token event
+    count after, and the per-pass statistics."""
+    r = TraceReducer(predicate, log)
+    if not r.fails(trace):
+        raise ValueError("shrink_trace: the predicate does not hold for the input trace")
+    t, status, calls = r.minimize(trace)
+    if stats is not None:
+        stats.update(calls=calls, proved_shortest=status == "proven", before=trace.size(), after=t.size(),
+                     after_one_token_events=len(flatten(t).events), passes=r.stats)
+    return t

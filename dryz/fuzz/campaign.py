@@ -73,6 +73,7 @@ class Campaign:
     fault: str | None = None
     extra: list[str] = field(default_factory=list)
     seed_dir: Path | None = None
+    target: str = "cases"  # "cases": bytes -> Case -> check(); "traces": bytes -> Trace -> check_trace()
     log=print
 
     def subject_env(self) -> dict:
@@ -85,6 +86,7 @@ class Campaign:
         env["DRYZ_LIB"] = str(selected_library())
         if self.fault:
             env["DRYZ_FAULT"] = self.fault
+        env["DRYZ_FUZZ_TARGET"] = self.target  # which test_one_input the harness runs (dryz.fuzz.target)
         return env
 
     def env(self) -> dict:
@@ -114,7 +116,13 @@ class Campaign:
                 e = load_entry(p)
             except CorpusError:
                 continue
-            text = e.case.dumps().encode()
+            if self.target == "traces":  # a case entry seeds the trace target as its one-apply trace
+                from ..trace import trace_of_case
+                text = (e.trace if e.trace is not None else trace_of_case(e.case)).dumps().encode()
+            elif e.case is None:
+                continue  # a trace entry: no Case to seed the case target with
+            else:
+                text = e.case.dumps().encode()
             (seeds / hashlib.sha1(text).hexdigest()).write_bytes(text)
             n += 1
         self.log(f"seeded {n} inputs from {self.seed_dir or DEFAULT_DIR}")
@@ -181,7 +189,8 @@ class Campaign:
         return {"seconds": round(time.monotonic() - t0, 1), "execs": stats.execs, "cov": stats.cov,
                 "ft": stats.ft, "corpus": stats.corpus, "exec_per_s": stats.exec_per_s,
                 "counters": stats.counters, "libfuzzer_exit": rc, "log": str(log_path),
-                "native": self.native, "fault": self.fault, "findings": findings, "interrupted": interrupted}
+                "native": self.native, "fault": self.fault, "findings": findings, "interrupted": interrupted,
+                "target": self.target}
 
     def probe_counters(self, env) -> str:
         """Fork mode's parent does not print the modules it loaded: ask a one-off, non-fork process."""
@@ -200,7 +209,7 @@ class Campaign:
         base = {"file": str(artifact), "subject": env["DRYZ_LIB"]}
         try:
             p = subprocess.run([sys.executable, "-m", "dryz", "check", "--no-isolate", "--as", "bytes",
-                                str(artifact)], env=env,
+                                *(["--trace"] if self.target == "traces" else []), str(artifact)], env=env,
                                capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired:
             return dict(base, klass="hang", reproduces=True)
