@@ -10,16 +10,9 @@ import click
 
 from . import __version__
 
-EXIT_OK, EXIT_FINDING, EXIT_ERROR = 0, 1, 2
+from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, Failure, fail as _fail, load_subject,  # noqa: F401
+                     parse_json_file, quiet_mode, read as _read, say, signame as _signame)
 MAX_SPACE_CASES = 2_000_000_000
-
-
-class Failure(click.ClickException):
-    exit_code = EXIT_ERROR
-
-
-def _fail(msg: str):
-    raise Failure(msg)
 
 
 def _writable(path) -> None:
@@ -53,25 +46,6 @@ def cli(lib_path, quiet):
         except SubjectError as e:
             _fail(str(e))
 
-
-def quiet_mode() -> bool:
-    from .report import quiet
-    return quiet()
-
-
-def say(msg: str) -> None:
-    """A progress message (step logs of matrix, minimize, fuzz): on stdout, silenced by --quiet."""
-    if not quiet_mode():
-        click.echo(msg)
-
-
-def load_subject():
-    """The selected subject, loaded; a library that cannot be loaded or driven is one line and exit 2."""
-    from .subject import SubjectError, current
-    try:
-        return current()
-    except SubjectError as e:
-        _fail(f"subject: {e}")
 
 
 @cli.group()
@@ -435,10 +409,7 @@ def load_case_file(path: str, read_as: str = "auto"):
     from .case import Case, CaseError
     from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
     from .fuzz.decode import decode
-    try:
-        raw = open(path, "rb").read()
-    except OSError as e:
-        _fail(f"cannot read {path}: {e.strerror}")
+    raw = _read(path)
     import re
     start = raw.lstrip(b" \t\r\n")
     looks_json = not start or start[:1] in b'{["-0123456789' or start.startswith(
@@ -463,40 +434,7 @@ def load_case_file(path: str, read_as: str = "auto"):
         _fail(f"{path}: {e}")
 
 
-def _read(path: str) -> bytes:
-    try:
-        return open(path, "rb").read()
-    except OSError as e:
-        _fail(f"cannot read {path}: {e.strerror}")
 
-
-def parse_json_file(path: str, raw: bytes):
-    """JSON from a file's bytes, or one line saying where it is not JSON (line and column)."""
-    import json
-    if not raw.strip():
-        _fail(f"{path}: empty file (a Case JSON object was expected; use --as bytes for a fuzz input)")
-    if raw.startswith(b"\xef\xbb\xbf"):
-        _fail(f"{path}: starts with a UTF-8 byte-order mark; save it without one")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        _fail(f"{path}: not UTF-8 (byte {e.start}); JSON is UTF-8 text (for a fuzz input: dryz check --as bytes)")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        _fail(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")
-    except RecursionError:
-        _fail(f"{path}: JSON nested too deeply")
-    except ValueError as e:  # e.g. an integer of more than 4,300 digits
-        _fail(f"{path}: not usable JSON: {e}")
-
-
-def _signame(sig: int) -> str:
-    import signal
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
 
 
 def judge_isolated(case, kind: str) -> tuple[int, dict]:

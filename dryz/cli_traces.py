@@ -16,13 +16,10 @@ import time
 
 import click
 
+from .inputs import fail, load_subject, parse_json_file, read, say, signame
+
 TRACE_ALPHABET = 2   # the trace space's alphabet (dryz/enumerate/traces.py's default)
 MAX_TRACE_EVENTS = 9  # --traces N: 1..9 (N=9: 2,492,781 traces per configuration, ~28 times N=7, 8.6 s here)
-
-
-def _cli():
-    from . import cli
-    return cli
 
 
 # -- exhaustive --traces N --------------------------------------------------------------------------------------
@@ -32,9 +29,9 @@ def validate_traces_option(n, shard, resume_path) -> None:
     if n is None:
         return
     if not 1 <= n <= MAX_TRACE_EVENTS:
-        _cli()._fail(f"--traces must be in 1..{MAX_TRACE_EVENTS} events, got {n}")
+        fail(f"--traces must be in 1..{MAX_TRACE_EVENTS} events, got {n}")
     if shard is not None or resume_path is not None:
-        _cli()._fail("--traces runs with a whole, fresh space (not with --shard or --resume)")
+        fail("--traces runs with a whole, fresh space (not with --shard or --resume)")
 
 
 def add_traces(result: dict, n: int, json_path) -> dict:
@@ -43,9 +40,9 @@ def add_traces(result: dict, n: int, json_path) -> dict:
     from .enumerate import certificate as cert
     from .enumerate.traces import enumerate_traces
     from .report import write_json
-    lib = _cli().load_subject()
+    lib = load_subject()
     if lib.identity["libllama_sha256"] != result["subject"]["libllama_sha256"]:
-        _cli()._fail("the trace space would run on another library than the certificate's")
+        fail("the trace space would run on another library than the certificate's")
     try:
         r = enumerate_traces(n, TRACE_ALPHABET, lib=lib)
     except KeyboardInterrupt:  # the history space's certificate is already written: mark it not a certificate
@@ -93,8 +90,7 @@ def load_trace_file(path: str, read_as: str = "auto", as_trace: bool = False):
     decode_trace), else None (the file is for the Case reader). as_trace: anything else is an error."""
     from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
     from .trace import TRACE_SCHEMA, Trace, TraceError
-    cli = _cli()
-    raw = cli._read(path)
+    raw = read(path)
     start = raw.lstrip(b" \t\r\n")
     looks_json = start[:1] in (b"{", b"[")
     artifact = re.fullmatch(r"(crash|timeout|oom|leak|slow-unit)-[0-9a-f]{8,}", os.path.basename(path))
@@ -103,24 +99,24 @@ def load_trace_file(path: str, read_as: str = "auto", as_trace: bool = False):
         try:
             return decode_trace(raw), "trace fuzz input"
         except TraceError as e:
-            cli._fail(f"{path}: decodes to an invalid trace: {e}")
+            fail(f"{path}: decodes to an invalid trace: {e}")
     if read_as == "bytes" or not looks_json:
         if as_trace:
-            cli._fail(f"{path}: not a trace")
+            fail(f"{path}: not a trace")
         return None
-    data = cli.parse_json_file(path, raw)
+    data = parse_json_file(path, raw)
     if isinstance(data, dict) and data.get("schema") == TRACE_SCHEMA:
         try:
             return Trace.from_json(data), "trace JSON"
         except TraceError as e:
-            cli._fail(f"{path}: {e}")
+            fail(f"{path}: {e}")
     if isinstance(data, dict) and data.get("schema") == CORPUS_SCHEMA and "trace" in data and "case" not in data:
         try:
             return validate_entry(data, path), "trace corpus entry"
         except CorpusError as e:
-            cli._fail(str(e))
+            fail(str(e))
     if as_trace:
-        cli._fail(f"{path}: not a trace (a {TRACE_SCHEMA} object or a corpus entry with a trace)")
+        fail(f"{path}: not a trace (a {TRACE_SCHEMA} object or a corpus entry with a trace)")
     return None
 
 
@@ -135,7 +131,7 @@ def verdict_json(v) -> dict:
 def check_trace_json(trace, kind: str) -> tuple[int, dict]:
     """check_trace in this process: (exit code, the JSON dryz check prints)."""
     from .oracle.trace_model import check_trace
-    lib = _cli().load_subject()
+    lib = load_subject()
     v = check_trace(trace, lib)
     out = {"input": kind, "trace": trace.to_json(), "verdict": verdict_json(v), "subject": lib.identity}
     return (0 if v.klass == "agree" else 1), out
@@ -143,14 +139,13 @@ def check_trace_json(trace, kind: str) -> tuple[int, dict]:
 
 def judge_trace_isolated(trace, kind: str) -> tuple[int, dict]:
     """check_trace in a child process on the selected subject; a child that dies is class crash (exit 1)."""
-    cli = _cli()
     p = subprocess.run([sys.executable, "-m", "dryz", "check", "--no-isolate", "--trace", "--as", "json",
                         "/dev/stdin"], input=trace.dumps(), capture_output=True, text=True)
     if p.returncode < 0:
         sig = -p.returncode
         return 1, {"input": kind, "trace": trace.to_json(),
                    "verdict": {"class": "crash", "status": "crash", "signal": sig,
-                               "detail": f"the process running the library died of {cli._signame(sig)}",
+                               "detail": f"the process running the library died of {signame(sig)}",
                                "stderr": p.stderr.strip()[-500:]},
                    "subject": {"libllama_path": os.environ.get("DRYZ_LIB") or "default"}}
     try:
@@ -215,20 +210,19 @@ def minimize_cmd(path: str, trace, kind: str, corpus_dir) -> None:
     from .corpus import USER_DIR, CorpusError, trace_entry_json, write_entry
     from .oracle.trace_model import check_trace
     from .shrink import flatten, reduce_trace
-    cli = _cli()
     t0 = time.perf_counter()
     rc, out = judge_trace_isolated(trace, kind)
     klass = out["verdict"]["class"]
     if klass == "crash":
-        cli._fail(f"{path}: the trace crashes the library ({out['verdict']['detail']}); minimizing a crashing "
+        fail(f"{path}: the trace crashes the library ({out['verdict']['detail']}); minimizing a crashing "
                   "trace is not supported (dryz check shows it)")
     if klass == "agree":
-        cli._fail(f"{path} (read as a {kind}): the trace agrees with the oracles; nothing to minimize")
-    lib = cli.load_subject()
+        fail(f"{path} (read as a {kind}): the trace agrees with the oracles; nothing to minimize")
+    lib = load_subject()
     first = check_trace(trace, lib)
     ev, toks = trace.size()
     click.echo(f"minimizing {path} ({kind}): class {first.klass}, {ev} events, {toks} tokens")
-    small, shortest, calls, stats = reduce_trace(trace, first.signature(), log=lambda m: cli.say(f"  {m}"))
+    small, shortest, calls, stats = reduce_trace(trace, first.signature(), log=lambda m: say(f"  {m}"))
     from dataclasses import replace
     small = replace(small, note="")
     seconds = time.perf_counter() - t0
@@ -243,7 +237,7 @@ def minimize_cmd(path: str, trace, kind: str, corpus_dir) -> None:
     try:
         written = write_entry(corpus_dir or USER_DIR, data)
     except CorpusError as e:
-        cli._fail(str(e))
+        fail(str(e))
     click.echo("passes    " + "  ".join(f"{n} {p['wins']}/{p['runs']} ({p['calls']} calls)"
                                          for n, p in passes.items()))
     click.echo(f"reproducer: {small.spelled()!r} ({len(small.events)} events, "
