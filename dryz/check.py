@@ -48,10 +48,19 @@ FAULTS = ("off-by-one", "abort")
 
 
 def fault() -> str | None:
-    f = os.environ.get("DRYZ_FAULT") or None
+    f = _environ_get(b"DRYZ_FAULT") or None  # read per check: tests set it in-process
     if f is not None and f not in FAULTS:
         raise ValueError(f"unknown DRYZ_FAULT {f!r} (known: {', '.join(FAULTS)})")
     return f
+
+
+def _environ_get(key: bytes) -> str | None:
+    """os.environ.get without its per-call encoding (~1 us; a fuzz input reads DRYZ_FAULT once)."""
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict):
+        v = data.get(key)
+        return None if v is None else os.fsdecode(v)
+    return os.environ.get(key.decode())
 
 
 def _inject(p: Prediction) -> Prediction:

@@ -45,8 +45,8 @@ def cached_when_hashable(fn):
     key = "_" + fn.__name__
 
     def call(seqs):
-        own = getattr(seqs, "__dict__", None)  # oracle.shipped.Seqs (a real vocabulary's): kept on the object
-        if own is not None:
+        own = None if type(seqs) is tuple else getattr(seqs, "__dict__", None)
+        if own is not None:  # oracle.shipped.Seqs (a real vocabulary's): kept on the object
             if key not in own:
                 own[key] = fn(seqs)
             return own[key]
