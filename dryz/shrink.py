@@ -75,8 +75,13 @@ def shows_divergence(klass: str, sole: bool, lib_check: bool = True):
     return pred
 
 
-class Reducer:
-    """The DRY passes over one predicate (Case -> bool), each evaluation cached and counted."""
+class Shrinker:
+    """What the Case and the Trace reducers share: one predicate, each evaluation cached by the item's JSON and
+    counted; a candidate that cannot be built (an invalid Case or Trace) counts as not failing; the passes over
+    the DRY configuration; the named passes run to a fixpoint with per-pass statistics (minimize.fixpoint)."""
+
+    PASSES: tuple = ()
+    INVALID: tuple = (CaseError,)
 
     def __init__(self, predicate, log=None):
         self.predicate = predicate
@@ -85,19 +90,71 @@ class Reducer:
         self.cache: dict[str, bool] = {}
         self.stats: dict = {}
 
-    def fails(self, case: Case) -> bool:
-        key = case.dumps()
+    def fails(self, item) -> bool:
+        if item is None:
+            return False
+        key = item.dumps()
         if key not in self.cache:
             self.calls += 1
-            self.cache[key] = bool(self.predicate(case))
+            self.cache[key] = bool(self.predicate(item))
         return self.cache[key]
 
-    def _try(self, case: Case, **changes) -> Case | None:
+    def make(self, item, **changes):
         try:
-            c = replace(case, **changes)
-        except CaseError:
+            return replace(item, **changes)
+        except self.INVALID:
             return None
+
+    def _try(self, item, **changes):
+        c = self.make(item, **changes)
         return c if self.fails(c) else None
+
+    def describe(self, item) -> str:
+        return f"calls {self.calls}"
+
+    def fixpoint(self, item):
+        item, stats = fixpoint(item, [(name, getattr(self, name)) for name in self.PASSES], lambda: self.calls,
+                               self.log, self.describe)
+        _add_stats(self.stats, stats)
+        return item
+
+    # -- the configuration's passes -------------------------------------------------------------------
+    def window_bound(self, item) -> int:
+        """Window caps past this change nothing (the search stops there; every value is still judged)."""
+        raise NotImplementedError
+
+    def window(self, item):
+        # The smallest penalty_last_n that still fails (searched upward: failures need not be monotone).
+        for n in range(1, min(item.penalty_last_n, self.window_bound(item))):
+            c = self._try(item, penalty_last_n=n)
+            if c:
+                return c
+        return item
+
+    def allowed_length(self, item):
+        # Towards 0 from either side (a negative allowed_length is a parameter edge too).
+        a = item.allowed_length
+        values = range(0, a) if a > 0 else range(0, a, -1)
+        return shrink_towards([c for c in (self.make(item, allowed_length=v) for v in values) if c is not None],
+                              self.fails) or item
+
+    def parameters(self, item):
+        for changes in ({"multiplier": 1.0, "base": 2.0}, {"multiplier": 1.0}, {"base": 2.0}):
+            if any(getattr(item, k) != v for k, v in changes.items()):
+                c = self._try(item, **changes)
+                if c:
+                    return c
+        return item
+
+
+class Reducer(Shrinker):
+    """The DRY passes over one predicate (Case -> bool), each evaluation cached and counted."""
+
+    def window_bound(self, case) -> int:
+        return len(case.history) + 1  # past the history's length the window no longer changes
+
+    def describe(self, case) -> str:
+        return f"length {len(case.history)}, calls {self.calls}"
 
     # -- passes -------------------------------------------------------------------------------------
     def history(self, case):
@@ -123,23 +180,6 @@ class Reducer:
                 case = replace(case, breakers=tuple(bs))
         return case
 
-    def window(self, case):
-        # The smallest penalty_last_n that still fails (searched upward: failures need not be monotone).
-        # Past the history's length the window no longer changes, so the search stops there (every
-        # candidate value is still judged by the predicate; nothing is assumed about the library).
-        for n in range(1, min(case.penalty_last_n, len(case.history) + 1)):
-            c = self._try(case, penalty_last_n=n)
-            if c:
-                return c
-        return case
-
-    def allowed_length(self, case):
-        # Towards 0 from either side (a negative allowed_length is a parameter edge too).
-        a = case.allowed_length
-        values = range(0, a) if a > 0 else range(0, a, -1)
-        c = shrink_towards([replace(case, allowed_length=v) for v in values], self.fails)
-        return c or case
-
     def n_ctx_train(self, case):
         # The default (4096) when the failure does not need another value, else the smallest that fails.
         from .case import N_CTX_TRAIN
@@ -152,14 +192,6 @@ class Reducer:
             c = self._try(case, n_ctx_train=v)
             if c:
                 return c
-        return case
-
-    def parameters(self, case):
-        for changes in ({"multiplier": 1.0, "base": 2.0}, {"multiplier": 1.0}, {"base": 2.0}):
-            if any(getattr(case, k) != v for k, v in changes.items()):
-                c = self._try(case, **changes)
-                if c:
-                    return c
         return case
 
     def candidates(self, case):
@@ -187,12 +219,6 @@ class Reducer:
 
     PASSES = ("history", "breakers", "candidates", "window", "allowed_length", "n_ctx_train", "parameters",
               "merge_symbols", "canonical")
-
-    def fixpoint(self, case: Case) -> Case:
-        case, stats = fixpoint(case, [(name, getattr(self, name)) for name in self.PASSES], lambda: self.calls,
-                               self.log, lambda c: f"length {len(c.history)}, calls {self.calls}")
-        _add_stats(self.stats, stats)
-        return case
 
     # -- proof of shortness ---------------------------------------------------------------------------
     def shorter(self, case: Case):
@@ -323,39 +349,22 @@ def merge(trace):
     return trace.with_events(ev)
 
 
-class TraceReducer:
+class TraceReducer(Shrinker):
     """The trace passes over one predicate (Trace -> bool), each evaluation cached and counted; a candidate
     that is not a valid Trace counts as not failing."""
 
     PASSES = ("events", "tokens", "applies", "breakers", "allowed_length", "parameters", "window", "alphabet")
 
-    def __init__(self, predicate, log=None):
-        self.predicate = predicate
-        self.log = log or (lambda msg: None)
-        self.calls = 0
-        self.cache: dict[str, bool] = {}
-        self.stats: dict = {}
-
-    def fails(self, t) -> bool:
-        if t is None:
-            return False
-        key = t.dumps()
-        if key not in self.cache:
-            self.calls += 1
-            self.cache[key] = bool(self.predicate(t))
-        return self.cache[key]
-
-    @staticmethod
-    def make(t, **changes):
+    @property
+    def INVALID(self):
         from .trace import TraceError
-        try:
-            return replace(t, **changes)
-        except TraceError:
-            return None
+        return (TraceError,)
 
-    def _try(self, t, **changes):
-        c = self.make(t, **changes)
-        return c if self.fails(c) else None
+    def window_bound(self, t) -> int:
+        return 65
+
+    def describe(self, t) -> str:
+        return f"{len(t.events)} events, calls {self.calls}: {t.spelled()}"
 
     # -- passes -------------------------------------------------------------------------------------
     def events(self, t):
@@ -413,37 +422,11 @@ class TraceReducer:
         r = ddmin(list(t.breakers), lambda b: self.fails(self.make(t, breakers=tuple(b))))
         return replace(t, breakers=tuple(r.items))
 
-    def allowed_length(self, t):
-        a = t.allowed_length
-        values = range(0, a) if a > 0 else range(0, a, -1)
-        return shrink_towards([self.make(t, allowed_length=v) for v in values], self.fails) or t
-
-    def parameters(self, t):
-        for changes in ({"multiplier": 1.0, "base": 2.0}, {"multiplier": 1.0}, {"base": 2.0}):
-            if any(getattr(t, k) != v for k, v in changes.items()):
-                c = self._try(t, **changes)
-                if c:
-                    return c
-        return t
-
-    def window(self, t):
-        for n in range(1, min(t.penalty_last_n, 65)):
-            c = self._try(t, penalty_last_n=n)
-            if c:
-                return c
-        return t
-
     def alphabet(self, t):
         for k in range(1, t.alphabet):
             c = self._try(t, alphabet=k)
             if c:
                 return c
-        return t
-
-    def fixpoint(self, t):
-        t, stats = fixpoint(t, [(name, getattr(self, name)) for name in self.PASSES], lambda: self.calls,
-                            self.log, lambda c: f"{len(c.events)} events, calls {self.calls}: {c.spelled()}")
-        _add_stats(self.stats, stats)
         return t
 
     # -- proof of shortness ---------------------------------------------------------------------------
