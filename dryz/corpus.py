@@ -150,13 +150,7 @@ def validate_entry(data, where: str) -> Case:
         raise CorpusError(f"{where}: schema {schema!r} is not {CORPUS_SCHEMA!r}")
     if "trace" in data and "case" not in data:
         return validate_trace_entry(data, where)
-    for key in ("expect", "case", "shortest"):
-        if key not in data:
-            raise CorpusError(f"{where}: missing field {key!r}")
-    if data["expect"] not in KNOWN_CLASSES and not str(data["expect"]).startswith("promise-"):
-        raise CorpusError(f"{where}: expect {data['expect']!r} is not a known class ({', '.join(KNOWN_CLASSES)})")
-    if data["shortest"] not in SHORTEST:
-        raise CorpusError(f"{where}: shortest {data['shortest']!r} is not one of {', '.join(SHORTEST)}")
+    _entry_head(data, where, "case")
     try:
         case = Case.from_json(data["case"])
     except CaseError as e:
@@ -164,6 +158,17 @@ def validate_entry(data, where: str) -> Case:
     if "history_symbols" in data and data["history_symbols"] != case.symbols:
         raise CorpusError(f"{where}: history_symbols {data['history_symbols']!r} does not match the case")
     return case
+
+
+def _entry_head(data: dict, where: str, body: str) -> None:
+    """The fields every entry has: its body ("case" or "trace"), expect (a known class) and shortest."""
+    for key in ("expect", body, "shortest"):
+        if key not in data:
+            raise CorpusError(f"{where}: missing field {key!r}")
+    if data["expect"] not in KNOWN_CLASSES and not str(data["expect"]).startswith("promise-"):
+        raise CorpusError(f"{where}: expect {data['expect']!r} is not a known class ({', '.join(KNOWN_CLASSES)})")
+    if data["shortest"] not in SHORTEST:
+        raise CorpusError(f"{where}: shortest {data['shortest']!r} is not one of {', '.join(SHORTEST)}")
 
 
 # -- trace entries --------------------------------------------------------------------------------------------
@@ -181,13 +186,7 @@ def validate_trace_entry(data: dict, where: str):
     extra = sorted(set(data) - TRACE_ENTRY_FIELDS)
     if extra:
         raise CorpusError(f"{where}: unknown field(s) of a trace entry: {', '.join(extra)}")
-    for key in ("expect", "trace", "shortest"):
-        if key not in data:
-            raise CorpusError(f"{where}: missing field {key!r}")
-    if data["expect"] not in KNOWN_CLASSES and not str(data["expect"]).startswith("promise-"):
-        raise CorpusError(f"{where}: expect {data['expect']!r} is not a known class ({', '.join(KNOWN_CLASSES)})")
-    if data["shortest"] not in SHORTEST:
-        raise CorpusError(f"{where}: shortest {data['shortest']!r} is not one of {', '.join(SHORTEST)}")
+    _entry_head(data, where, "trace")
     try:
         trace = Trace.from_json(data["trace"])
     except TraceError as e:
