@@ -100,7 +100,7 @@ def load_trace_file(path: str, read_as: str = "auto", as_trace: bool = False):
             return decode_trace(raw), "trace fuzz input"
         except TraceError as e:
             fail(f"{path}: decodes to an invalid trace: {e}")
-    if read_as == "bytes" or not looks_json:
+    if read_as == "bytes" or not looks_json or (read_as == "auto" and artifact):  # libFuzzer's files are bytes
         if as_trace:
             fail(f"{path}: not a trace")
         return None
