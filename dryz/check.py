@@ -282,32 +282,49 @@ class Batch:
         broken = self.promises(r)
         return promise_class(broken[0]) if broken else AGREE
 
-    def row_classes(self) -> np.ndarray:
-        """row_class for every history, vectorised where rows agree and break no promise."""
-        N = self.H.shape[0]
-        out = np.full(N, AGREE, dtype=object)
-        dis = np.equal(self.codes, 2).any(axis=1)
-        mis = np.equal(self.codes, 1).any(axis=1) & ~dis
+    def odd_rows(self) -> list[tuple[int, str]]:
+        """(history, class) for every history whose class is not agree, in order: the rows with a
+        disagreement, and the rows that agree but may break a promise (finite-penalty; the restart promise
+        where multi-token sequences exist), judged one by one."""
+        codes = self.codes
+        dis = np.equal(codes, 2).any(axis=1)
+        mis = np.equal(codes, 1).any(axis=1) & ~dis
         if self.observed_sorted is not None:
             mis |= ~dis & np.not_equal(np.asarray(self.observed_sorted), self.expected_sorted)
-        out[dis] = ORACLE_DISAGREEMENT
-        out[mis] = "mismatch-multi-token" if self.cfg.multi_token else MISMATCH
-        ok = ~(dis | mis)
-        suspect = ok & self._finite_suspects()
+        suspect = self._finite_suspects()
         if self.cfg.multi_token:
-            suspect |= ok & self._restart_suspects()
+            suspect |= self._restart_suspects()
         if self.cfg.text is not None:
-            suspect |= ok & self._text_suspects()
-        for r in np.nonzero(suspect)[0]:
-            broken = self.promises(int(r))
-            if broken:
-                out[r] = promise_class(broken[0])
+            suspect |= self._text_suspects()
+        rows = np.nonzero(dis | mis | suspect)[0]
+        if not len(rows):
+            return []
+        mismatch = "mismatch-multi-token" if self.cfg.multi_token else MISMATCH
+        out = []
+        for r in rows.tolist():
+            if dis[r]:
+                out.append((r, ORACLE_DISAGREEMENT))
+            elif mis[r]:
+                out.append((r, mismatch))
+            else:
+                broken = self.promises(r)
+                if broken:
+                    out.append((r, promise_class(broken[0])))
+        return out
+
+    def row_classes(self) -> np.ndarray:
+        """row_class for every history (odd_rows filled into an array of agree)."""
+        out = np.full(self.H.shape[0], AGREE, dtype=object)
+        for r, klass in self.odd_rows():
+            out[r] = klass
         return out
 
     def _initial_row(self) -> np.ndarray:
         return self.initial if self.initial is not None else np.zeros(len(self.cands), dtype=np.float32)
 
     def _finite_suspects(self) -> np.ndarray:
+        if np.isfinite(self.observed).all():  # the common case: nothing can have become infinite
+            return np.zeros(self.H.shape[0], dtype=bool)
         init = np.isfinite(self._initial_row())[None, :]
         return (self.pa.penalized & init & ~np.isfinite(self.observed)).any(axis=1)
 

@@ -10,16 +10,9 @@ import click
 
 from . import __version__
 
-EXIT_OK, EXIT_FINDING, EXIT_ERROR = 0, 1, 2
+from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, Failure, fail as _fail, load_subject,  # noqa: F401
+                     parse_json_file, quiet_mode, read as _read, say, signame as _signame)
 MAX_SPACE_CASES = 2_000_000_000
-
-
-class Failure(click.ClickException):
-    exit_code = EXIT_ERROR
-
-
-def _fail(msg: str):
-    raise Failure(msg)
 
 
 def _writable(path) -> None:
@@ -53,25 +46,6 @@ def cli(lib_path, quiet):
         except SubjectError as e:
             _fail(str(e))
 
-
-def quiet_mode() -> bool:
-    from .report import quiet
-    return quiet()
-
-
-def say(msg: str) -> None:
-    """A progress message (step logs of matrix, minimize, fuzz): on stdout, silenced by --quiet."""
-    if not quiet_mode():
-        click.echo(msg)
-
-
-def load_subject():
-    """The selected subject, loaded; a library that cannot be loaded or driven is one line and exit 2."""
-    from .subject import SubjectError, current
-    try:
-        return current()
-    except SubjectError as e:
-        _fail(f"subject: {e}")
 
 
 @cli.group()
@@ -146,11 +120,18 @@ def subject_build(version, patch, jobs, force):
 @click.option("--breakers", "breakers", multiple=True, metavar="PRESET|STRING",
               help="With --vocab: a breaker string (\\n and \\t read as newline and tab), or a preset: default "
                    "(llama.cpp's \\n : \" *) or none; repeatable. [default: default]")
+@click.option("--traces", "trace_events", type=int, default=None, metavar="N",
+              help="Then run every trace of 1..N events (accept a/b, apply, reset, clone, free last; four "
+                   "configurations) on the same library, judged after every apply (docs/traces.md).")
 def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,
-               json_path, workers, progress, resume_path, vocab, tokens, breakers):
+               json_path, workers, progress, resume_path, vocab, tokens, breakers, trace_events):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
     _writable(json_path)
+    from .cli_traces import validate_traces_option
+    validate_traces_option(trace_events, shard, resume_path)
     if vocab is not None:
+        if trace_events is not None:
+            _fail("--traces runs over the symbol vocabulary (not with --vocab)")
         return exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path,
                                 progress)
     if tokens is not None or breakers:
@@ -255,6 +236,9 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
     finally:
         if client is not None:
             client.close()
+    if trace_events is not None:
+        from .cli_traces import add_traces
+        result = add_traces(result, trace_events, json_path)
     _print_certificate(result, json_path)
 
 
@@ -350,6 +334,9 @@ def _print_certificate(result, json_path):
                    "(counts are judged by dryz merge)")
     if result.get("merged_from"):
         click.echo(f"merged    {len(result['merged_from'])} shards of {result['shards']}")
+    if result.get("traces"):
+        from .cli_traces import traces_text
+        click.echo(traces_text(result["traces"]))
     click.echo(f"results   {json_path}")
     from .case import Case
     for c in result["configs"]:
@@ -513,10 +500,7 @@ def load_case_file(path: str, read_as: str = "auto", vocab=None):
     from .case import Case, CaseError
     from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
     from .fuzz.target import input_decoder
-    try:
-        raw = open(path, "rb").read()
-    except OSError as e:
-        _fail(f"cannot read {path}: {e.strerror}")
+    raw = _read(path)
     import re
     start = raw.lstrip(b" \t\r\n")
     looks_json = not start or start[:1] in b'{["-0123456789' or start.startswith(
@@ -543,40 +527,7 @@ def load_case_file(path: str, read_as: str = "auto", vocab=None):
         _fail(f"{path}: {e}")
 
 
-def _read(path: str) -> bytes:
-    try:
-        return open(path, "rb").read()
-    except OSError as e:
-        _fail(f"cannot read {path}: {e.strerror}")
 
-
-def parse_json_file(path: str, raw: bytes):
-    """JSON from a file's bytes, or one line saying where it is not JSON (line and column)."""
-    import json
-    if not raw.strip():
-        _fail(f"{path}: empty file (a Case JSON object was expected; use --as bytes for a fuzz input)")
-    if raw.startswith(b"\xef\xbb\xbf"):
-        _fail(f"{path}: starts with a UTF-8 byte-order mark; save it without one")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        _fail(f"{path}: not UTF-8 (byte {e.start}); JSON is UTF-8 text (for a fuzz input: dryz check --as bytes)")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        _fail(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")
-    except RecursionError:
-        _fail(f"{path}: JSON nested too deeply")
-    except ValueError as e:  # e.g. an integer of more than 4,300 digits
-        _fail(f"{path}: not usable JSON: {e}")
-
-
-def _signame(sig: int) -> str:
-    import signal
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
 
 
 def judge_isolated(case, kind: str) -> tuple[int, dict]:
@@ -613,12 +564,19 @@ def judge_isolated(case, kind: str) -> tuple[int, dict]:
 @click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
               help="Run the case on this real vocabulary (a name such as llama-bpe: the ggml-vocab-*.gguf files of "
                    "the pinned sdist; or a GGUF path): its token ids are that vocabulary's.")
-def explain(path, read_as, color, vocab):
+@click.option("--trace", "as_trace", is_flag=True,
+              help="The file is a trace (trace JSON and trace corpus entries are recognised without it; with "
+                   "--as bytes: a `dryz fuzz --traces` input).")
+def explain(path, read_as, color, vocab, as_trace):
     """One case as a table: the window with positions, the restart sequence that set rep_limit, per candidate
     the matched suffix, L by each oracle and by the library, the expected and observed logit. (dryz check gives
     the same verdict as JSON, for machines.)"""
     from .explain import explain as render
     from .report import subject_line
+    from .cli_traces import explain_cmd, load_trace_file
+    t = load_trace_file(path, read_as, as_trace)
+    if t is not None:
+        explain_cmd(path, *t, color if color is not None else sys.stdout.isatty())
     case, kind = load_case_file(path, read_as, vocab)
     case = on_vocab(case, vocab)
     rc, out = judge_isolated(case, kind)
@@ -644,11 +602,18 @@ def explain(path, read_as, color, vocab):
 @click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
               help="Run the case on this real vocabulary (a name such as llama-bpe: the ggml-vocab-*.gguf files of "
                    "the pinned sdist; or a GGUF path): its token ids are that vocabulary's.")
-def check_cmd(path, read_as, isolate, vocab):
+@click.option("--trace", "as_trace", is_flag=True,
+              help="The file is a trace (trace JSON and trace corpus entries are recognised without it; with "
+                   "--as bytes: a `dryz fuzz --traces` input).")
+def check_cmd(path, read_as, isolate, vocab, as_trace):
     """Judge one case (Case JSON, corpus entry or crash file); print the verdict as JSON."""
     import json
 
     from .check import check
+    from .cli_traces import check_cmd as check_trace_cmd, load_trace_file
+    t = load_trace_file(path, read_as, as_trace)
+    if t is not None:
+        check_trace_cmd(*t, isolate)
     case, kind = load_case_file(path, read_as, vocab)
     case = on_vocab(case, vocab)
     if isolate:
@@ -695,11 +660,20 @@ def signature_cmd():
 @click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
               help="Run the case on this real vocabulary (a name such as llama-bpe: the ggml-vocab-*.gguf files of "
                    "the pinned sdist; or a GGUF path): its token ids are that vocabulary's.")
-def minimize(path, corpus_dir, isolate, vocab):
-    """Shrink a failing case (crash file, Case JSON or corpus entry) to a shortest reproducer in ./corpus."""
+@click.option("--trace", "as_trace", is_flag=True,
+              help="The file is a trace (trace JSON and trace corpus entries are recognised without it; a crash "
+                   "file of `dryz fuzz --traces` needs it).")
+def minimize(path, corpus_dir, isolate, vocab, as_trace):
+    """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
+    in ./corpus."""
     from .check import fault
     from .corpus import USER_DIR, CorpusError, crash_entry, entry_json, write_entry
     from .shrink import reduce_case, signature_in_process, signature_isolated
+    from .cli_traces import load_trace_file, minimize_cmd
+    t = load_trace_file(path, "auto", as_trace)
+    if t is not None:
+        minimize_cmd(path, *t, corpus_dir)
+        return
     case, kind = load_case_file(path, vocab=vocab)
     case = on_vocab(case, vocab)
     t0 = time.perf_counter()
@@ -812,8 +786,10 @@ def replay(directory, vocab):
         if r.kind == "error":
             raise CorpusError(f"the harness could not judge the case: {r.detail}")
         return r.klass if r.kind == "ok" else "crash"
+    from .cli_traces import trace_class_isolated
     try:
-        rows = replay_dir(d, judge, _vocab_filter(vocab, lib) if vocab else None)
+        rows = replay_dir(d, judge, lambda trace, expect: trace_class_isolated(trace),
+                          select=_vocab_filter(vocab, lib) if vocab else None)
     except CorpusError as e:
         _fail(str(e))
     finally:
@@ -854,8 +830,11 @@ def replay(directory, vocab):
 @click.option("--sampler", "sampler", type=click.Choice(["clone", "reset"]), default="clone", show_default=True,
               help="With --vocab: each case on a llama_sampler_clone of its configuration's initialized sampler, "
                    "or on that sampler after llama_sampler_reset (faster: a DRY clone copies the processed breakers).")
+@click.option("--traces", "traces", is_flag=True,
+              help="Fuzz traces (bytes -> dryz.fuzz.traces.decode_trace -> check_trace) instead of single cases.")
 @click.argument("libfuzzer_flags", nargs=-1, type=click.UNPROCESSED)
-def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, libfuzzer_flags):
+def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces,
+         libfuzzer_flags):
     """Coverage-guided campaign (atheris + libFuzzer); flags after `--` go to libFuzzer."""
     _writable(json_path)
     from pathlib import Path
@@ -864,6 +843,8 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
     from .report import write_json
     if seconds < 1:
         _fail(f"--time must be at least 1 second, got {seconds}")
+    if traces and vocab is not None:
+        _fail("--traces fuzzes traces over the symbol vocabulary (not with --vocab)")
     if jobs is None:
         jobs = os.cpu_count() or 1
     if jobs < 1:
@@ -880,7 +861,8 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
     work = Path(workdir).resolve()  # libFuzzer runs with the work dir as its cwd: paths must be absolute
     camp = Campaign(seconds=seconds, jobs=jobs, workdir=work,
                     artifacts=Path(artifacts).resolve() if artifacts else work / "artifacts",
-                    native=native, fault=fault, extra=list(libfuzzer_flags), vocab=vocab, breakers=breakers)
+                    native=native, fault=fault, extra=list(libfuzzer_flags), vocab=vocab, breakers=breakers,
+                    target="traces" if traces else "cases")
     camp.log = say
     lib = load_subject()
     if vocab is not None:
@@ -900,7 +882,8 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
         if isinstance(e, NativeBuildError):
             _fail(f"native build: {e}")
         raise
-    click.echo(f"summary: {summary['execs']:,} execs in {summary['seconds']} s, cov {summary['cov']}, "
+    click.echo(f"summary: {'traces: ' if traces else ''}{summary['execs']:,} execs in {summary['seconds']} s, "
+               f"cov {summary['cov']}, "
                f"ft {summary['ft']}, corpus {summary['corpus']}, findings {len(summary['findings'])}")
     if summary["counters"]:
         click.echo(f"coverage counters: {summary['counters']}")

@@ -42,9 +42,10 @@ class CorpusError(ValueError):
 @dataclass
 class Entry:
     path: Path | None
-    case: Case
+    case: Case | None  # None for a trace entry
     expect: str
     data: dict  # the whole JSON object as stored
+    trace: object = None  # a trace entry's Trace (dryz/trace.py); its `case` is None
 
 
 def crash_entry(case: Case, shortest: str, provenance: dict, identity: dict) -> dict:
@@ -125,6 +126,9 @@ def _num(x: float):
 
 
 def file_name(data: dict) -> str:
+    if "trace" in data and "case" not in data:
+        digest = hashlib.sha256(json.dumps(data["trace"], sort_keys=True).encode()).hexdigest()[:10]
+        return f"{data['expect']}-trace-{digest}.json"
     digest = hashlib.sha256(json.dumps(data["case"], sort_keys=True).encode()).hexdigest()[:10]
     sep = (data.get("separates") or {}).get("class")  # a witness of a difference between two subjects
     return f"{data['expect']}-{sep + '-' if sep else ''}{digest}.json"
@@ -163,13 +167,9 @@ def validate_entry(data, where: str) -> Case:
     schema = data.get("schema")
     if schema != CORPUS_SCHEMA:
         raise CorpusError(f"{where}: schema {schema!r} is not {CORPUS_SCHEMA!r}")
-    for key in ("expect", "case", "shortest"):
-        if key not in data:
-            raise CorpusError(f"{where}: missing field {key!r}")
-    if data["expect"] not in KNOWN_CLASSES and not str(data["expect"]).startswith("promise-"):
-        raise CorpusError(f"{where}: expect {data['expect']!r} is not a known class ({', '.join(KNOWN_CLASSES)})")
-    if data["shortest"] not in SHORTEST:
-        raise CorpusError(f"{where}: shortest {data['shortest']!r} is not one of {', '.join(SHORTEST)}")
+    if "trace" in data and "case" not in data:
+        return validate_trace_entry(data, where)
+    _entry_head(data, where, "case")
     try:
         case = Case.from_json(data["case"])
     except CaseError as e:
@@ -177,6 +177,55 @@ def validate_entry(data, where: str) -> Case:
     if "history_symbols" in data and data["history_symbols"] != case.symbols:
         raise CorpusError(f"{where}: history_symbols {data['history_symbols']!r} does not match the case")
     return case
+
+
+def _entry_head(data: dict, where: str, body: str) -> None:
+    """The fields every entry has: its body ("case" or "trace"), expect (a known class) and shortest."""
+    for key in ("expect", body, "shortest"):
+        if key not in data:
+            raise CorpusError(f"{where}: missing field {key!r}")
+    if data["expect"] not in KNOWN_CLASSES and not str(data["expect"]).startswith("promise-"):
+        raise CorpusError(f"{where}: expect {data['expect']!r} is not a known class ({', '.join(KNOWN_CLASSES)})")
+    if data["shortest"] not in SHORTEST:
+        raise CorpusError(f"{where}: shortest {data['shortest']!r} is not one of {', '.join(SHORTEST)}")
+
+
+# -- trace entries --------------------------------------------------------------------------------------------
+#
+# A trace entry is a dryz.corpus/1 object with a `trace` (a dryz.trace/1 object) where a case entry has its
+# `case`: expect (the trace's class, TraceVerdict.klass), shortest, note, spelled (the trace's compact form),
+# per apply the equivalent case and its class, subject, provenance. Case entries are unchanged.
+
+TRACE_ENTRY_FIELDS = {"schema", "expect", "class", "shortest", "note", "spelled", "trace", "verdict", "applies",
+                      "subject", "provenance"}
+
+
+def validate_trace_entry(data: dict, where: str):
+    from .trace import Trace, TraceError
+    extra = sorted(set(data) - TRACE_ENTRY_FIELDS)
+    if extra:
+        raise CorpusError(f"{where}: unknown field(s) of a trace entry: {', '.join(extra)}")
+    _entry_head(data, where, "trace")
+    try:
+        trace = Trace.from_json(data["trace"])
+    except TraceError as e:
+        raise CorpusError(f"{where}: trace: {e}") from None
+    if "spelled" in data and data["spelled"] != trace.spelled():
+        raise CorpusError(f"{where}: spelled {data['spelled']!r} does not match the trace")
+    return trace
+
+
+def trace_entry_json(trace, verdict, *, expect: str, shortest: str, provenance: dict, subject: dict,
+                     note: str = "") -> dict:
+    """The stored form of a trace: the trace, its class, and per apply the equivalent case and its class."""
+    if shortest not in SHORTEST:
+        raise ValueError(f"shortest must be one of {SHORTEST}")
+    return {"schema": CORPUS_SCHEMA, "expect": expect, "class": verdict.klass, "shortest": shortest, "note": note,
+            "spelled": trace.spelled(), "trace": trace.to_json(),
+            "verdict": {"status": verdict.status, "first_bad_apply": verdict.first_bad_apply},
+            "applies": [{"apply": a.index, "event": a.event, "class": a.klass, "fresh_equal": a.fresh_equal,
+                         "history_symbols": a.case.symbols} for a in verdict.applies],
+            "subject": subject_json(subject), "provenance": provenance}
 
 
 def load_entry(path: Path) -> Entry:
@@ -193,6 +242,8 @@ def load_entry(path: Path) -> Entry:
     except ValueError as e:  # e.g. an integer of more than 4,300 digits
         raise CorpusError(f"{path}: not usable JSON ({e})") from None
     case = validate_entry(data, str(path))
+    if not isinstance(case, Case):  # a trace entry
+        return Entry(Path(path), None, data["expect"], data, trace=case)
     return Entry(Path(path), case, data["expect"], data)
 
 
@@ -216,11 +267,17 @@ class ReplayRow:
         return not self.error and self.got == self.expect
 
 
-def replay(directory: Path, check_fn=None, select=None) -> list[ReplayRow]:
-    """Every entry through check_fn(case, expect) -> class (default: check()); a changed verdict in
-    either direction is a failure. select(entry) -> bool: only the entries it keeps (dryz replay --vocab)."""
+def replay(directory: Path, check_fn=None, trace_fn=None, select=None) -> list[ReplayRow]:
+    """Every entry through check_fn(case, expect) -> class (default: check()), every trace entry through
+    trace_fn(trace, expect) -> class (default: check_trace()); a changed verdict in either direction is a
+    failure. select(entry) -> bool: only the case entries it keeps (dryz replay --vocab; traces are over the
+    symbol vocabulary)."""
     from .check import check
     check_fn = check_fn or (lambda case, expect: check(case).klass)
+    if trace_fn is None:
+        def trace_fn(trace, expect):
+            from .oracle.trace_model import check_trace
+            return check_trace(trace).klass
     rows = []
     for p in entries(directory):
         try:
@@ -228,12 +285,13 @@ def replay(directory: Path, check_fn=None, select=None) -> list[ReplayRow]:
         except CorpusError as err:
             rows.append(ReplayRow(p, "?", None, str(err)))
             continue
-        if select is not None and not select(e):
+        if select is not None and (e.case is None or not select(e)):
             continue
         fault = (e.data.get("provenance") or {}).get("fault")
         if fault and os.environ.get("DRYZ_FAULT") != fault:
             rows.append(ReplayRow(p, e.expect, None, f"made under DRYZ_FAULT={fault}: replay it with that fault "
                                                      "set, or remove it"))
             continue
-        rows.append(ReplayRow(p, e.expect, check_fn(e.case, e.expect), subject=e.data.get("subject")))
+        got = trace_fn(e.trace, e.expect) if e.trace is not None else check_fn(e.case, e.expect)
+        rows.append(ReplayRow(p, e.expect, got, subject=e.data.get("subject")))
     return rows

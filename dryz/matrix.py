@@ -352,7 +352,7 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
         from .corpus import PROJECT_DIR, entries, load_entry
         from .fuzz.decode import decode
         cases = edge_cases()
-        cases += [load_entry(p).case for p in entries(PROJECT_DIR)]
+        cases += [e.case for e in map(load_entry, entries(PROJECT_DIR)) if e.case is not None]  # not traces
         cases += random_set(random_cases)
         for _, _, r in usable:  # what each campaign kept
             kept = Path(r["work"]) / "fuzz" / "corpus"

@@ -75,8 +75,13 @@ def shows_divergence(klass: str, sole: bool, lib_check: bool = True):
     return pred
 
 
-class Reducer:
-    """The DRY passes over one predicate (Case -> bool), each evaluation cached and counted."""
+class Shrinker:
+    """What the Case and the Trace reducers share: one predicate, each evaluation cached by the item's JSON and
+    counted; a candidate that cannot be built (an invalid Case or Trace) counts as not failing; the passes over
+    the DRY configuration; the named passes run to a fixpoint with per-pass statistics (minimize.fixpoint)."""
+
+    PASSES: tuple = ()
+    INVALID: tuple = (CaseError,)
 
     def __init__(self, predicate, log=None):
         self.predicate = predicate
@@ -85,19 +90,71 @@ class Reducer:
         self.cache: dict[str, bool] = {}
         self.stats: dict = {}
 
-    def fails(self, case: Case) -> bool:
-        key = case.dumps()
+    def fails(self, item) -> bool:
+        if item is None:
+            return False
+        key = item.dumps()
         if key not in self.cache:
             self.calls += 1
-            self.cache[key] = bool(self.predicate(case))
+            self.cache[key] = bool(self.predicate(item))
         return self.cache[key]
 
-    def _try(self, case: Case, **changes) -> Case | None:
+    def make(self, item, **changes):
         try:
-            c = replace(case, **changes)
-        except CaseError:
+            return replace(item, **changes)
+        except self.INVALID:
             return None
+
+    def _try(self, item, **changes):
+        c = self.make(item, **changes)
         return c if self.fails(c) else None
+
+    def describe(self, item) -> str:
+        return f"calls {self.calls}"
+
+    def fixpoint(self, item):
+        item, stats = fixpoint(item, [(name, getattr(self, name)) for name in self.PASSES], lambda: self.calls,
+                               self.log, self.describe)
+        _add_stats(self.stats, stats)
+        return item
+
+    # -- the configuration's passes -------------------------------------------------------------------
+    def window_bound(self, item) -> int:
+        """Window caps past this change nothing (the search stops there; every value is still judged)."""
+        raise NotImplementedError
+
+    def window(self, item):
+        # The smallest penalty_last_n that still fails (searched upward: failures need not be monotone).
+        for n in range(1, min(item.penalty_last_n, self.window_bound(item))):
+            c = self._try(item, penalty_last_n=n)
+            if c:
+                return c
+        return item
+
+    def allowed_length(self, item):
+        # Towards 0 from either side (a negative allowed_length is a parameter edge too).
+        a = item.allowed_length
+        values = range(0, a) if a > 0 else range(0, a, -1)
+        return shrink_towards([c for c in (self.make(item, allowed_length=v) for v in values) if c is not None],
+                              self.fails) or item
+
+    def parameters(self, item):
+        for changes in ({"multiplier": 1.0, "base": 2.0}, {"multiplier": 1.0}, {"base": 2.0}):
+            if any(getattr(item, k) != v for k, v in changes.items()):
+                c = self._try(item, **changes)
+                if c:
+                    return c
+        return item
+
+
+class Reducer(Shrinker):
+    """The DRY passes over one predicate (Case -> bool), each evaluation cached and counted."""
+
+    def window_bound(self, case) -> int:
+        return len(case.history) + 1  # past the history's length the window no longer changes
+
+    def describe(self, case) -> str:
+        return f"length {len(case.history)}, calls {self.calls}"
 
     # -- passes -------------------------------------------------------------------------------------
     def history(self, case):
@@ -123,23 +180,6 @@ class Reducer:
                 case = replace(case, breakers=tuple(bs))
         return case
 
-    def window(self, case):
-        # The smallest penalty_last_n that still fails (searched upward: failures need not be monotone).
-        # Past the history's length the window no longer changes, so the search stops there (every
-        # candidate value is still judged by the predicate; nothing is assumed about the library).
-        for n in range(1, min(case.penalty_last_n, len(case.history) + 1)):
-            c = self._try(case, penalty_last_n=n)
-            if c:
-                return c
-        return case
-
-    def allowed_length(self, case):
-        # Towards 0 from either side (a negative allowed_length is a parameter edge too).
-        a = case.allowed_length
-        values = range(0, a) if a > 0 else range(0, a, -1)
-        c = shrink_towards([replace(case, allowed_length=v) for v in values], self.fails)
-        return c or case
-
     def n_ctx_train(self, case):
         # The default (4096) when the failure does not need another value, else the smallest that fails.
         from .case import N_CTX_TRAIN
@@ -152,14 +192,6 @@ class Reducer:
             c = self._try(case, n_ctx_train=v)
             if c:
                 return c
-        return case
-
-    def parameters(self, case):
-        for changes in ({"multiplier": 1.0, "base": 2.0}, {"multiplier": 1.0}, {"base": 2.0}):
-            if any(getattr(case, k) != v for k, v in changes.items()):
-                c = self._try(case, **changes)
-                if c:
-                    return c
         return case
 
     def candidates(self, case):
@@ -192,14 +224,6 @@ class Reducer:
 
     PASSES = ("history", "breakers", "candidates", "window", "allowed_length", "n_ctx_train", "parameters",
               "merge_symbols", "canonical")
-
-    def fixpoint(self, case: Case) -> Case:
-        case, stats = fixpoint(case, [(name, getattr(self, name)) for name in self.PASSES], lambda: self.calls,
-                               self.log, lambda c: f"length {len(c.history)}, calls {self.calls}")
-        for name, s in stats.items():
-            mine = self.stats.setdefault(name, type(s)())
-            mine.runs, mine.wins, mine.calls = mine.runs + s.runs, mine.wins + s.wins, mine.calls + s.calls
-        return case
 
     # -- proof of shortness ---------------------------------------------------------------------------
     def shorter(self, case: Case):
@@ -297,3 +321,178 @@ def minimize_divergence(case: Case, klass: str, *, sole: bool | None = None, lib
     if not r.fails(case):
         raise ValueError(f"the case does not show {klass!r}" + (" alone" if sole else ""))
     return r.minimize(case, proven=lambda c: threshold_length(klass, c) == len(c.history))
+
+
+# -- traces -----------------------------------------------------------------------------------------------
+#
+# The same machinery on a Trace (dryz/trace.py): named passes run to a fixpoint by minimize.fixpoint, then
+# minimize.first_shorter over every shorter trace of the trace enumerator's space (dryz/enumerate/traces.py:
+# one-token accepts, applies over every symbol, reset, clone, free last) under the reduced configuration.
+# "Shortest" is the number of events with one token per accept (the reducer works on that flat form; adjacent
+# accepts are merged back at the end, the same libllama calls, checked with the predicate).
+
+TRACE_PROOF_BUDGET = 20_000  # traces the shortest-search may check
+
+
+def flatten(trace):
+    """Every accept of n tokens as n one-token accepts (the same libllama calls)."""
+    ev = []
+    for e in trace.events:
+        if e[0] == "accept":
+            ev.extend(("accept", (t,)) for t in e[1])
+        else:
+            ev.append(e)
+    return trace.with_events(ev)
+
+
+def merge(trace):
+    """Adjacent accepts as one event (the same libllama calls)."""
+    ev: list = []
+    for e in trace.events:
+        if e[0] == "accept" and ev and ev[-1][0] == "accept":
+            ev[-1] = ("accept", ev[-1][1] + e[1])
+        else:
+            ev.append(e)
+    return trace.with_events(ev)
+
+
+class TraceReducer(Shrinker):
+    """The trace passes over one predicate (Trace -> bool), each evaluation cached and counted; a candidate
+    that is not a valid Trace counts as not failing."""
+
+    PASSES = ("events", "tokens", "applies", "breakers", "allowed_length", "parameters", "window", "alphabet")
+
+    @property
+    def INVALID(self):
+        from .trace import TraceError
+        return (TraceError,)
+
+    def window_bound(self, t) -> int:
+        return 65
+
+    def describe(self, t) -> str:
+        return f"{len(t.events)} events, calls {self.calls}: {t.spelled()}"
+
+    # -- passes -------------------------------------------------------------------------------------
+    def events(self, t):
+        r = ddmin(list(t.events), lambda evs: self.fails(self.make(t, events=tuple(evs))),
+                  on_progress=lambda size, calls: self.log(f"events {size}"))
+        return t.with_events(r.items)
+
+    def tokens(self, t):
+        """Each accepted token lowered to the smallest id that still fails."""
+        ev = list(t.events)
+        for i, e in enumerate(ev):
+            if e[0] != "accept":
+                continue
+            toks = list(e[1])
+            for j, x in enumerate(toks):
+                for v in range(x):
+                    trial = toks[:j] + [v] + toks[j + 1:]
+                    if self._try(t, events=tuple(ev[:i] + [("accept", tuple(trial))] + ev[i + 1:])):
+                        toks = trial
+                        break
+            ev[i] = ("accept", tuple(toks))
+            t = t.with_events(ev)
+        return t
+
+    def applies(self, t):
+        """An explicit candidate array replaced by None (every symbol), else ddmin over its entries, the sorted
+        flag dropped, logits to 0."""
+        for i, e in enumerate(t.events):
+            if e[0] != "apply" or e[1] is None:
+                continue
+            ev = list(t.events)
+
+            def with_apply(a, ev=ev, i=i, t=t):
+                return self.make(t, events=tuple(ev[:i] + [a] + ev[i + 1:]))
+
+            if self.fails(with_apply(("apply", None))):
+                t = with_apply(("apply", None))
+                continue
+            tail = e[2:]
+            r = ddmin(list(e[1]), lambda c: bool(c) and self.fails(with_apply(("apply", tuple(c), *tail))))
+            cands = tuple(r.items)
+            if tail and self.fails(with_apply(("apply", cands))):
+                tail = ()
+            zeroed = tuple((tid, 0.0) for tid, _ in cands)
+            if zeroed != cands and self.fails(with_apply(("apply", zeroed, *tail))):
+                cands = zeroed
+            t = with_apply(("apply", cands, *tail))
+        return t
+
+    def breakers(self, t):
+        if not t.breakers:
+            return t
+        if self._try(t, breakers=()):
+            return replace(t, breakers=())
+        r = ddmin(list(t.breakers), lambda b: self.fails(self.make(t, breakers=tuple(b))))
+        return replace(t, breakers=tuple(r.items))
+
+    def alphabet(self, t):
+        for k in range(1, t.alphabet):
+            c = self._try(t, alphabet=k)
+            if c:
+                return c
+        return t
+
+    # -- proof of shortness ---------------------------------------------------------------------------
+    def shorter(self, t):
+        """Every trace of the enumerator's space with fewer events than t (flat), under t's configuration: the
+        first that fails, None (t is shortest in that space), or BUDGET (too many, or t itself outside the
+        space: an explicit candidate array)."""
+        from .enumerate.traces import count_traces_of_length, iter_traces_of_length
+        if any(e[0] == "apply" and e[1] is not None for e in t.events) or any(
+                e[0] == "accept" and len(e[1]) != 1 for e in t.events):
+            return BUDGET
+        k = t.alphabet
+        return first_shorter(len(t.events),
+                             lambda m: (self.make(t, events=ev) for ev in iter_traces_of_length(m, k)),
+                             lambda m: count_traces_of_length(m, k), self.fails, TRACE_PROOF_BUDGET)
+
+    def minimize(self, t):
+        """Flatten, passes to a fixpoint, the shortest-search, then merge adjacent accepts:
+        (trace, "proven" | "1-minimal", predicate calls)."""
+        flat = flatten(t)
+        if flat != t and self.fails(flat):
+            t = flat
+        t, status = shortest(t, self.fixpoint, lambda c: f"{len(c.events)} events", self.shorter, self.log)
+        merged = merge(t)
+        if merged != t and self.fails(merged):
+            t = merged
+        return t, status, self.calls
+
+
+def _add_stats(mine: dict, stats: dict) -> None:
+    for name, s in stats.items():
+        m = mine.setdefault(name, type(s)())
+        m.runs, m.wins, m.calls = m.runs + s.runs, m.wins + s.wins, m.calls + s.calls
+
+
+def trace_signature_in_process(trace) -> tuple:
+    from .oracle.trace_model import check_trace
+    return check_trace(trace).signature()
+
+
+def reduce_trace(trace, target: tuple, signature=trace_signature_in_process, log=None):
+    """A failing trace shrunk to a shortest one that fails the same way (TraceVerdict.signature):
+    (trace, shortest status, calls, per-pass statistics)."""
+    r = TraceReducer(lambda t: signature(t) == target, log)
+    if not r.fails(trace):
+        raise ValueError(f"the trace does not fail as {target}: nothing to minimize")
+    t, status, calls = r.minimize(trace)
+    return t, status, calls, r.stats
+
+
+def shrink_trace(trace, predicate, stats: dict | None = None, log=None):
+    """A smaller trace that satisfies predicate (which must hold for the input; ValueError if not). stats, when
+    given, receives calls, proved_shortest, the sizes (events, tokens) before and after, the one-token event
+    count after, and the per-pass statistics."""
+    r = TraceReducer(predicate, log)
+    if not r.fails(trace):
+        raise ValueError("shrink_trace: the predicate does not hold for the input trace")
+    t, status, calls = r.minimize(trace)
+    if stats is not None:
+        stats.update(calls=calls, proved_shortest=status == "proven", before=trace.size(), after=t.size(),
+                     after_one_token_events=len(flatten(t).events), passes=r.stats)
+    return t

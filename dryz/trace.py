@@ -179,6 +179,15 @@ class Trace:
             raise TraceError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
 
 
+def trace_of_case(case: Case) -> Trace:
+    """The single Case as a trace: its history accepted (one event), then one apply of its candidate array."""
+    events = ([("accept", tuple(case.history))] if case.history else []) + [
+        ("apply", case.candidates, True) if case.candidates is not None and case.sorted else ("apply", case.candidates)]
+    return Trace(events=tuple(events), alphabet=case.alphabet, penalty_last_n=case.penalty_last_n,
+                 breakers=tuple(case.breakers), multiplier=case.multiplier, base=case.base,
+                 allowed_length=case.allowed_length, n_ctx_train=case.n_ctx_train)
+
+
 # -- events -----------------------------------------------------------------------------------------------
 
 

@@ -120,7 +120,7 @@ def traced(*args):
         found[f"{frame.f_code.co_filename}:{frame.f_lineno} -> {type(result).__name__}"] += 1
     return result
 atheris._trace_cmp = traced
-inputs = [load_entry(p).case.dumps().encode() for p in entries(DEFAULT_DIR)]
+inputs = [e.case.dumps().encode() for e in map(load_entry, entries(DEFAULT_DIR)) if e.case is not None]
 rng = np.random.default_rng(21)
 inputs += [rng.integers(0, 256, int(rng.integers(0, 2500))).astype(np.uint8).tobytes() for _ in range(1500)]
 for data in inputs:

@@ -19,12 +19,13 @@ import pytest
 from dryz.enumerate.traces import CONFIGS, count_traces, enumerate_traces, iter_traces
 from dryz.fuzz.traces import MAX_APPLIES, MAX_CLONES, MAX_EVENTS, MAX_TOKENS, decode_trace
 from dryz.oracle.trace_model import capacity, check_trace, equivalent_cases, held_tokens
-from dryz.shrink_traces import flatten, merge, shrink_trace
+from dryz.shrink import flatten, merge, shrink_trace
 from dryz.subject.trace_driver import run_trace
 from dryz.trace import MAX_CLONES as TRACE_MAX_CLONES
 from dryz.trace import TRACE_SCHEMA, Trace, TraceError
 
 PATCHES = Path(__file__).parent / "patches"
+WITNESS = Path(__file__).parent.parent / "corpus" / "traces" / "agree-trace-b8f14250dc.json"
 REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
 A, B, C = 0, 1, 2
 
@@ -352,15 +353,176 @@ def test_reset_keeps_tokens_is_found_by_traces_only(reset_keeps_tokens, tmp_path
                                                                       "allowed0": 8}
     assert all(c["examples"][0]["spelled"] == "+a +a R A" for c in r["configs"])
     assert all(ex["status"] == "mismatch" for c in r["configs"] for ex in c["examples"])
-    # shrink a longer witness: the shortest is one merged accept, the reset, the apply
+    # minimize a longer witness through the normal command: events, tokens and configuration shrink to the
+    # project corpus's witness, proven shortest in the enumerator's space, with per-pass statistics
     long = T([("accept", [0, 1, 0, 1]), ("apply", None), ("accept", [1]), ("apply", None), ("clone",), ("reset",),
-              ("accept", [1, 0]), ("apply", None), ("clone",), ("apply", None), ("free",)], penalty_last_n=16,
-             breakers=("c",))
+              ("accept", [1, 0]), ("apply", None), ("clone",), ("apply", None), ("free",)], alphabet=2,
+             penalty_last_n=16, breakers=("c",))
     f = tmp_path / "long.json"
     f.write_text(long.dumps())
-    p = _run(lib, "dryz.shrink_traces", str(f), "--json", str(tmp_path / "small.json"))
+    p = _run(lib, "dryz", "minimize", str(f), "--corpus", str(tmp_path / "c"))
     assert p.returncode == 0, p.stdout + p.stderr
-    small = Trace.loads((tmp_path / "small.json").read_text())
-    assert small.spelled() == "+aa R A" and "shortest proven: True" in p.stdout
-    # the same witness agrees on the pip build
-    assert check_trace(small).ok
+    assert "reproducer: '+a R +b A' (4 events, 4 with one token per accept), shortest: proven" in p.stdout
+    (written,) = (tmp_path / "c").glob("*.json")
+    entry = json.loads(written.read_text())
+    assert written.name == "mismatch-trace-b8f14250dc.json" and entry["expect"] == "mismatch"
+    assert entry["provenance"]["passes"]["events"]["wins"] >= 1
+    assert entry["provenance"]["original_events"] == 11 and entry["provenance"]["one_token_events"] == 4
+    mine = json.loads(WITNESS.read_text())
+    assert mine["trace"] == entry["trace"] and mine["expect"] == "agree" and mine["shortest"] == "proven"
+    # the project corpus's witness: agree on the pip build, changed on this one, and only it
+    assert check_trace(Trace.from_json(mine["trace"])).ok
+    p = _run(lib, "dryz", "replay")
+    assert p.returncode == 1, p.stdout + p.stderr
+    changed = [ln for ln in p.stdout.splitlines() if ln.startswith("CHANGED")]
+    assert len(changed) == 1 and WITNESS.name in changed[0] and "expected agree, now mismatch" in changed[0]
+    # the certificate with the trace space: a mismatch (exit 1), the counts equal to the closed form
+    p = _run(lib, "dryz", "exhaustive", "--traces", "5", "--json", str(tmp_path / "cert.json"))
+    assert p.returncode == 1 and p.stdout.startswith("dryz exhaustive: MISMATCH"), p.stdout + p.stderr
+    r = json.loads((tmp_path / "cert.json").read_text())
+    assert r["verdict"] == "mismatch" and r["checks"]["trace_counts"] and r["totals"]["mismatches"] == 0
+    assert {c["config"]: c["disagreements"] for c in r["traces"]["configs"]} == {
+        "base": 82, "window3": 82, "breaker": 38, "allowed0": 148}
+    assert "  witness (base): mismatch at apply 0: +a +a R A" in p.stdout
+
+
+# -- traces through the normal commands (pip build) ------------------------------------------------------------
+
+
+def _dryz(*args, **kw):
+    env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT")}
+    return subprocess.run([sys.executable, "-m", "dryz", *args], capture_output=True, text=True, timeout=300,
+                          env=env, **kw)
+
+
+def test_exhaustive_with_traces_certifies_and_records_the_trace_space(tmp_path):
+    out = tmp_path / "main.json"
+    p = _dryz("exhaustive", "-k", "2", "-n", "4", "--traces", "4", "--json", str(out))
+    assert p.returncode == 0 and p.stdout.startswith("dryz exhaustive: CERTIFIED"), p.stdout + p.stderr
+    r = json.loads(out.read_text())
+    tr = r["traces"]
+    assert (tr["n_max"], tr["alphabet"], tr["free"], tr["traces"], tr["applies"]) == (4, 2, True, 4 * 511, 4 * 672)
+    assert [c["config"] for c in tr["configs"]] == list(CONFIGS) and tr["disagreements"] == 0
+    assert all(c["traces"] == c["expected_traces"] == 511 and not c["examples"] for c in tr["configs"])
+    assert r["checks"]["trace_counts"] is True and r["verdict"] == "certified"
+    assert "  base      last_n=64   traces       511 (closed form 511)  applies       672  disagreements 0" in p.stdout
+
+
+def test_certificate_judge_reads_the_trace_section():
+    from dryz.enumerate.certificate import judge
+    r = {"space": {"expected_cases": None}, "configs": [], "controls": {
+        "periodic": {"passed": True}, "multiplier_zero": {"passed": True}},
+        "traces": {"n_max": 3, "alphabet": 2, "free": True, "configs": [
+            {"traces": count_traces(3, 2), "disagreements": 0}, {"traces": count_traces(3, 2), "disagreements": 0}]}}
+    r["configs"] = [{"off_by_one_flagged": 1, "penalized_cases": 1, "mismatches": 0, "oracle_disagreements": 0,
+                     "cases": 0}]
+    assert judge(r) == ("certified", {"periodic_oracles": True, "off_by_one": True, "multiplier_zero": True,
+                                      "trace_counts": True})
+    r["traces"]["configs"][1]["disagreements"] = 2
+    assert judge(r)[0] == "mismatch"
+    r["traces"]["configs"][0]["traces"] -= 1  # a walk that lost a trace: the harness is in doubt
+    assert judge(r)[0] == "void" and judge(r)[1]["trace_counts"] is False
+    r["traces"]["configs"][0]["traces"] += 1
+    r["traces"]["free"] = False  # the closed form is recomputed from the section, not read from it
+    assert judge(r)[0] == "void"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--traces", "0"], "--traces must be in 1..9 events, got 0"),
+    (["--traces", "10"], "--traces must be in 1..9 events, got 10"),
+    (["--traces", "3", "--shard", "1/2"], "--traces runs with a whole, fresh space (not with --shard or --resume)"),
+])
+def test_exhaustive_traces_bad_input(args, message):
+    p = _dryz("exhaustive", *args)
+    assert p.returncode == 2 and p.stderr == f"dryz: error: {message}\n" and p.stdout == ""
+
+
+def test_trace_corpus_entry_loads_replays_and_keeps_case_entries(tmp_path):
+    from dryz.corpus import DEFAULT_DIR, CorpusError, dumps_readable, entries, file_name, load_entry, replay
+    e = load_entry(WITNESS)
+    assert e.case is None and e.trace.spelled() == "+a R +b A" and e.expect == "agree"
+    assert (e.trace.alphabet, e.trace.penalty_last_n, e.trace.allowed_length) == (2, 2, 0)
+    assert file_name(e.data) == WITNESS.name and dumps_readable(e.data) == WITNESS.read_text()
+    every = [load_entry(p) for p in entries(DEFAULT_DIR)]
+    assert sum(x.trace is not None for x in every) == 1
+    for x in every:  # every case entry reads as before: a Case, its file name, its bytes
+        if x.case is not None:
+            assert x.trace is None and file_name(x.data) == x.path.name
+            assert dumps_readable(x.data) == x.path.read_text()
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / WITNESS.name).write_text(WITNESS.read_text())
+    rows = replay(tmp_path / "t")
+    assert [(r.expect, r.got, r.ok) for r in rows] == [("agree", "agree", True)]
+    bad = dict(e.data, spelled="+a A")
+    with pytest.raises(CorpusError, match="spelled '\\+a A' does not match the trace"):
+        from dryz.corpus import validate_entry
+        validate_entry(bad, "x")
+    with pytest.raises(CorpusError, match="trace: event 0: accept token 7 is outside"):
+        validate_entry(dict(e.data, trace=dict(e.data["trace"], events=[["accept", [7]], ["apply", None]],
+                                               spelled="+h A"), spelled="+h A"), "x")
+
+
+def test_check_and_explain_a_trace_file(tmp_path):
+    p = _dryz("check", str(WITNESS))
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["input"] == "trace corpus entry" and out["verdict"]["class"] == "agree"
+    (a,) = out["verdict"]["applies"]
+    assert (a["event"], a["case"]["history"], a["fresh_equal"], a["class"]) == (3, [1], True, "agree")
+    p = _dryz("explain", str(WITNESS))
+    assert p.returncode == 0, p.stderr
+    assert "trace     +a R +b A" in p.stdout and "class     agree" in p.stdout
+    assert "apply 0 (event 3): holds 'b'" in p.stdout and "fresh sampler identical" in p.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "dryz.trace/1", "alphabet": 2, "penalty_last_n": 4, "events": [["free"], '
+                   '["apply", null]]}')
+    for cmd in ("check", "explain", "minimize"):
+        p = _dryz(cmd, str(bad))
+        assert p.returncode == 2 and p.stderr == (f"dryz: error: {bad}: event 0: free must be the last event "
+                                                  "(1 event(s) after it would act on a freed sampler)\n"), p.stderr
+    p = _dryz("minimize", str(WITNESS), "--corpus", str(tmp_path / "c"))
+    assert p.returncode == 2 and "the trace agrees with the oracles; nothing to minimize" in p.stderr
+    crash = tmp_path / "crash-0123456789abcdef"
+    crash.write_bytes(bytes(range(40)))
+    p = _dryz("check", "--trace", str(crash))
+    assert p.returncode == 0 and json.loads(p.stdout)["input"] == "trace fuzz input", p.stderr
+
+
+def test_trace_reducer_runs_its_passes_by_fixpoint_and_proves_by_first_shorter():
+    from dryz.shrink import TraceReducer
+    t = T([("accept", [1, 1, 0]), ("apply", None), ("clone",), ("accept", [1]), ("reset",), ("accept", [1]),
+           ("apply", None)], alphabet=2, penalty_last_n=9)
+    r = TraceReducer(_buggy_reset_predicate)
+    small, status, calls = r.minimize(t)
+    assert small.spelled() == "+a R A" and status == "proven" and calls == r.calls > 0
+    assert list(r.stats) == list(TraceReducer.PASSES) and r.stats["events"].wins >= 1
+    assert all(s.runs >= 2 for s in r.stats.values())  # the fixpoint's last round changes nothing
+    # the search is the enumerator's space: an explicit array puts a trace outside it (1-minimal, not proven)
+    r2 = TraceReducer(lambda x: any(e[0] == "apply" and e[1] is not None for e in x.events))
+    small2, status2, _ = r2.minimize(T([("accept", [0]), ("apply", [(0, 1.0)])]))
+    assert status2 == "1-minimal" and small2.events == (("apply", ((0, 0.0),)),)
+
+
+def test_fuzz_trace_target_and_campaign_switch(tmp_path, monkeypatch):
+    from dryz.fuzz.campaign import Campaign
+    from dryz.fuzz import target
+    seed = T([("accept", [0, 0]), ("apply", None), ("reset",), ("apply", None)], alphabet=2)
+    target.test_one_trace(seed.dumps().encode())  # agrees on the pip build: no Finding
+    for _ in range(20):
+        target.test_one_trace(random.Random(_).randbytes(300))
+    monkeypatch.delenv("DRYZ_FUZZ_TARGET", raising=False)
+    assert target.entry_point() is target.test_one_input
+    monkeypatch.setenv("DRYZ_FUZZ_TARGET", "traces")
+    assert target.entry_point() is target.test_one_trace
+    counts = {}
+    for kind in ("cases", "traces"):
+        c = Campaign(seconds=1, jobs=1, workdir=tmp_path / kind, artifacts=tmp_path / kind / "a", target=kind)
+        c.log = lambda m: None
+        assert c.subject_env()["DRYZ_FUZZ_TARGET"] == kind
+        seeds = sorted(c.seed().glob("*"))
+        counts[kind] = len(seeds)
+        if kind == "traces":  # every seed is a trace the decoder reads back (case entries as one-apply traces)
+            assert all(decode_trace(s.read_bytes()).dumps() == s.read_text() for s in seeds)
+    from dryz.corpus import DEFAULT_DIR, entries
+    n = len(entries(DEFAULT_DIR))
+    assert counts == {"cases": n - 1, "traces": n}

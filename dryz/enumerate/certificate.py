@@ -70,11 +70,32 @@ def judge(r: dict) -> tuple[str, dict]:
     # A broken promise is a finding too (a "documented-" class is the source's own stated limitation: shown,
     # not a finding); mismatches and oracle disagreements are counted per case above.
     promises = sum(n for c in configs for k, n in c.get("history_classes", {}).items() if k.startswith("promise-"))
+    trace_dis = 0
+    tr = r.get("traces")
+    if tr is not None:  # dryz exhaustive --traces N: the trace space (dryz/enumerate/traces.py)
+        checks["trace_counts"], trace_dis = judge_traces(tr)
     if not all(checks.values()):
         return "void", checks
-    if mism or dis or promises or not periodic["passed"]:
+    if mism or dis or promises or trace_dis or not periodic["passed"]:
         return "mismatch", checks
     return ("partial" if shard is not None else "certified"), checks
+
+
+def judge_traces(tr: dict) -> tuple[bool, int]:
+    """(the trace counts equal the closed form, recomputed here from n_max, alphabet and free; disagreements)."""
+    from .traces import count_traces
+    expected = count_traces(tr["n_max"], tr["alphabet"], tr["free"])
+    ok = bool(tr["configs"]) and all(c["traces"] == expected for c in tr["configs"])
+    return ok, sum(c["disagreements"] for c in tr["configs"])
+
+
+def traces_json(r: dict) -> dict:
+    """The certificate's `traces` section from enumerate_traces' result (the subject is the certificate's)."""
+    out = {k: v for k, v in r.items() if k not in ("subject", "schema", "count_ok")}
+    out["free"] = r["configs"][0]["free"] if r["configs"] else True
+    out["events"] = "accept one token (each symbol), apply (every symbol, logit 0), reset, clone; free last"
+    out["expected_traces_per_config"] = r["configs"][0]["expected_traces"] if r["configs"] else 0
+    return out
 
 
 def totals(configs: list[dict]) -> dict:

@@ -98,20 +98,22 @@ class ConfigResult:
         for wj in set(w):
             cols = [j for j, x in enumerate(w) if x == wj]
             sub = L[:, cols]
-            histogram_add(self.L_histogram, sub[sub >= 0], wj)
+            for v, c in enumerate(np.bincount(sub[sub >= 0]).tolist()):  # L is a small non-negative int
+                if c:
+                    self.L_histogram[v] = self.L_histogram.get(v, 0) + c * wj
             if not b.invertible:
                 histogram_add(self.logit_bits_histogram, b.bits[:, cols], wj)
         if L.size:
             self.max_L = max(self.max_L, int(L.max()))
-        classes = b.row_classes()
-        if fresh is not None:
-            classes = np.where((codes == 1).any(axis=1) & (classes == "agree"), "mismatch", classes)
-        odd = np.nonzero(classes != "agree")[0]
-        for r in odd:
-            k = str(classes[r])
-            self.history_classes[k] = self.history_classes.get(k, 0) + history_weight
-        for r in odd[:max(0, MAX_EXAMPLES - len(self.examples))]:
-            kind = "oracle-disagreement" if (codes[r] == 2).any() else str(classes[r])
+        odd = b.odd_rows()
+        if fresh is not None:  # a fresh-symbol violation makes its history a mismatch
+            known = {r for r, _ in odd}
+            odd = sorted(odd + [(r, "mismatch") for r in np.nonzero((codes == 1).any(axis=1))[0].tolist()
+                                if r not in known])
+        for r, klass in odd:
+            self.history_classes[klass] = self.history_classes.get(klass, 0) + history_weight
+        for r, klass in odd[:max(0, MAX_EXAMPLES - len(self.examples))]:
+            kind = "oracle-disagreement" if (codes[r] == 2).any() else klass
             k = alphabet if alphabet is not None else int(max(b.cands)) + 1
             self.examples.append((kind, self.config.case(k, b.H[r])))
 

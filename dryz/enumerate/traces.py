@@ -55,18 +55,31 @@ def count_traces(n_max: int, k: int, free: bool = True) -> int:
     return total
 
 
+def count_traces_of_length(n: int, k: int, free: bool = True) -> int:
+    """The traces of exactly n events (count_traces(n) - count_traces(n - 1))."""
+    if n < 1:
+        return 0
+    a, b = k + 3, k + 2
+    return a ** n - b ** n + (a ** (n - 1) - b ** (n - 1) if free and n >= 2 else 0)
+
+
+def iter_traces_of_length(n: int, k: int, free: bool = True):
+    """Every event sequence of the space with exactly n events, in event-alphabet order (the free-terminated
+    ones after the others)."""
+    alpha = event_alphabet(k)
+    for seq in itertools.product(alpha, repeat=n):
+        if ("apply", None) in seq:
+            yield seq
+    if free and n >= 2:
+        for seq in itertools.product(alpha, repeat=n - 1):
+            if ("apply", None) in seq:
+                yield seq + (("free",),)
+
+
 def iter_traces(n_max: int, k: int, free: bool = True):
     """Every event sequence of the space, shortest first (then in event-alphabet order)."""
-    alpha = event_alphabet(k)
-    FREE = ("free",)
     for n in range(1, n_max + 1):
-        for seq in itertools.product(alpha, repeat=n):
-            if ("apply", None) in seq:
-                yield seq
-        if free and n >= 2:
-            for seq in itertools.product(alpha, repeat=n - 1):
-                if ("apply", None) in seq:
-                    yield seq + (FREE,)
+        yield from iter_traces_of_length(n, k, free)
 
 
 def trace_of(events, k: int, cfg: dict) -> Trace:

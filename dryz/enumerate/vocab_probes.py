@@ -45,7 +45,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..oracle.lengths import _match_lengths_A_single
+from ..check import check_batch
+from ..oracle.seqindex import RestartSeqs, restart_scan
+from ..oracle.shipped import Config, output_logits, shipped_lengths
 from ..oracle.restarts_vocab import TextIndex, restart_model
 
 LAST_N = 4096
@@ -111,38 +113,32 @@ class Summary:
 
 
 def rep_limit(window, seqs: dict) -> int:
-    """Step 1 as shipped: scanning back from the last token (distance i = 0), the first head whose longest
-    matching tail (of length k <= i) follows it sets rep_limit = i - k; none: the window length."""
-    w = len(window)
-    for i in range(w):
-        tails = seqs.get(window[w - 1 - i])
-        if not tails:
-            continue
-        longest = -1
-        after = window[w - i:]
-        for t in tails:
-            k = len(t)
-            if longest < k <= i and tuple(after[:k]) == t:
-                longest = k
-        if longest >= 0:
-            return i - longest
-    return w
+    """Step 1 as shipped (oracle.shipped.restart_scan) over the model's head -> tails map."""
+    return restart_scan(list(window), seqs)[0]
 
 
-def predict(history, cands, seqs: dict) -> np.ndarray:
-    """The logits (float32) the shipped sampler should leave, multiplier 1, base 2, allowed_length 0, the
-    whole history in the window, every candidate starting at 0."""
-    window = list(history)[-LAST_N:]
-    rep = rep_limit(window, seqs)
+def oracle_config(seqs: dict, n_vocab: int) -> Config:
+    """The probes' sampler (multiplier 1, base 2, allowed_length 0, window LAST_N) with the model's restart
+    sequences, as the oracles take it."""
+    return Config(1.0, 2.0, 0, LAST_N, RestartSeqs(((h, t) for h in seqs for t in seqs[h]), n_vocab))
+
+
+def breaker_config(seqs: dict, n_vocab: int, drop: int | None = None, singles: Config | None = None) -> Config:
+    """The probe sampler's Config with only the single-token restart sequences (what Steps 2-4 read: which
+    candidates are breakers), optionally without head `drop`'s (from `singles`, the full one, when given)."""
+    if singles is not None:
+        return Config(1.0, 2.0, 0, LAST_N, RestartSeqs((x for x in singles.seqs if x[0] != drop), n_vocab))
+    return Config(1.0, 2.0, 0, LAST_N, RestartSeqs(((h, ()) for h in seqs if () in seqs[h] and h != drop), n_vocab))
+
+
+def predict(history, cands, seqs: dict, singles: Config) -> np.ndarray:
+    """The logits (float32) the shipped model gives the probe sampler with the restart sequences `seqs` (every
+    candidate starting at 0): oracle.shipped on oracle A, Step 1 read from the head -> tails map (a variant
+    map per probe costs no tuple of every sequence); singles = breaker_config(seqs)."""
+    H = np.asarray(list(history)[-LAST_N:], dtype=np.int64)[None, :]
     c = np.asarray(cands, dtype=np.int64)
-    M = _match_lengths_A_single(np.asarray(window, dtype=np.int64), c)
-    follows = set(window[1:])
-    out = np.zeros(len(c), dtype=np.float32)
-    for n, z in enumerate(c.tolist()):
-        if z in follows and () not in seqs.get(z, ()):
-            L = min(int(M[n]), rep)
-            out[n] = -np.float32(2.0 ** L)
-    return out
+    pred = shipped_lengths(H, c, singles, rep_fn=lambda W, _: np.array([restart_scan(W[0].tolist(), seqs)[0]]))
+    return output_logits(np.zeros(len(c), dtype=np.float32), pred, singles)[0]
 
 
 class LibraryProbe:
@@ -218,11 +214,16 @@ def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summ
              "tail_full_lengths": sorted(set(model.full_tail_lengths.values()))}
     t1 = time.perf_counter()
 
+    cfg = oracle_config(seqs, index.n)
+    singles = breaker_config(seqs, index.n)
+
     def check(kind, hyp, history, cands, pred):
         got = probe.run(history, cands)
         stats["probes"] += 1
-        if not np.array_equal(got, pred):
-            bad = np.flatnonzero(got != pred).tolist()
+        H = np.asarray(list(history)[-LAST_N:], dtype=np.int64)[None, :]
+        b = check_batch(cfg, H, np.asarray(cands, dtype=np.int64), got[None, :])  # the one verdict
+        if b.codes.any():
+            bad = np.flatnonzero(b.codes[0]).tolist()
             stats["disagreements"] += 1
             summary.disagreements.append(Disagreement(
                 kind, name, hyp, tuple(history), tuple(cands),
@@ -234,10 +235,10 @@ def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summ
             Q = [h, *T, f]
             hist = Q + [z] + Q
             cands = _cands(hist, z)
-            pred = predict(hist, cands, seqs)
+            pred = predict(hist, cands, seqs, singles)
             without = dict(seqs)
             without[h] = seqs[h] - {T}
-            if np.array_equal(pred, predict(hist, cands, without)):
+            if np.array_equal(pred, predict(hist, cands, without, breaker_config(seqs, index.n, h, singles) if T == () else singles)):
                 stats["shadowed"] += 1
                 continue
             check("head", f"({h}, {list(T)}) is a restart sequence", hist, cands, pred)
@@ -253,7 +254,7 @@ def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summ
                 if rep_limit(hist, seqs) != len(hist):
                     stats["shadowed"] += 1
                     continue
-                pred = predict(hist, cands, seqs)
+                pred = predict(hist, cands, seqs, singles)
                 kind = "non-head" if not T else "non-head-tail"
                 check(kind, f"none of {members} is a head with tail {list(T)}", hist, cands, pred)
     finally:

@@ -75,6 +75,7 @@ class Campaign:
     seed_dir: Path | None = None
     vocab: str | None = None      # --vocab: inputs decode to cases over this real vocabulary
     breakers: str = "default"     # --breakers default|dict|random (with --vocab)
+    target: str = "cases"  # "cases": bytes -> Case -> check(); "traces": bytes -> Trace -> check_trace()
     log=print
 
     def subject_env(self) -> dict:
@@ -91,6 +92,7 @@ class Campaign:
             env["DRYZ_FUZZ_VOCAB"], env["DRYZ_FUZZ_BREAKERS"] = self.vocab, self.breakers
         if self.fault:
             env["DRYZ_FAULT"] = self.fault
+        env["DRYZ_FUZZ_TARGET"] = self.target  # which test_one_input the harness runs (dryz.fuzz.target)
         return env
 
     def env(self) -> dict:
@@ -125,9 +127,15 @@ class Campaign:
                 e = load_entry(p)
             except CorpusError:
                 continue
-            if (e.case.vocab is None) != (self.vocab is None) or (sha and e.case.vocab_sha256 != sha):
+            if self.target == "traces":  # a case entry seeds the trace target as its one-apply trace
+                from ..trace import trace_of_case
+                text = (e.trace if e.trace is not None else trace_of_case(e.case)).dumps().encode()
+            elif e.case is None:
+                continue  # a trace entry: no Case to seed the case target with
+            elif (e.case.vocab is None) != (self.vocab is None) or (sha and e.case.vocab_sha256 != sha):
                 continue  # only entries on the campaign's vocabulary (or the symbol one) seed it
-            text = e.case.dumps().encode()
+            else:
+                text = e.case.dumps().encode()
             (seeds / hashlib.sha1(text).hexdigest()).write_bytes(text)
             n += 1
         self.log(f"seeded {n} inputs from {self.seed_dir or DEFAULT_DIR}")
@@ -212,7 +220,8 @@ class Campaign:
         return {"seconds": round(time.monotonic() - t0, 1), "execs": stats.execs, "cov": stats.cov,
                 "ft": stats.ft, "corpus": stats.corpus, "exec_per_s": stats.exec_per_s,
                 "counters": stats.counters, "libfuzzer_exit": rc, "log": str(log_path),
-                "native": self.native, "fault": self.fault, "findings": findings, "interrupted": interrupted}
+                "native": self.native, "fault": self.fault, "findings": findings, "interrupted": interrupted,
+                "target": self.target}
 
     def probe_counters(self, env) -> str:
         """Fork mode's parent does not print the modules it loaded: ask a one-off, non-fork process."""
@@ -231,7 +240,7 @@ class Campaign:
         base = {"file": str(artifact), "subject": env["DRYZ_LIB"]}
         try:
             p = subprocess.run([sys.executable, "-m", "dryz", "check", "--no-isolate", "--as", "bytes",
-                                str(artifact)], env=env,
+                                *(["--trace"] if self.target == "traces" else []), str(artifact)], env=env,
                                capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired:
             return dict(base, klass="hang", reproduces=True)

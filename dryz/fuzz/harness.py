@@ -18,6 +18,8 @@ import atheris
 # are derived lengths, not input bytes libFuzzer could splice in. Each traced branch or comparison costs
 # ~3,000 instructions (atheris' pybind11 hooks; counted with bench/fuzz_instructions.py).
 INSTRUMENTED = ("dryz.oracle.lengths", "dryz.oracle.shipped", "dryz.oracle.promised")
+# The trace target (DRYZ_FUZZ_TARGET=traces) adds its state model: reset, clone and the ring buffer's wrap.
+INSTRUMENTED_TRACES = INSTRUMENTED + ("dryz.oracle.trace_model",)
 
 
 def instrument(modules) -> None:
@@ -31,9 +33,10 @@ def instrument(modules) -> None:
 
 def main():
     if os.environ.get("DRYZ_INSTRUMENT", "1") != "0":  # 0: no Python coverage (for benchmarks)
+        names = INSTRUMENTED_TRACES if os.environ.get("DRYZ_FUZZ_TARGET") == "traces" else INSTRUMENTED
         extra = ("dryz.oracle.seqindex",) if os.environ.get("DRYZ_FUZZ_VOCAB") else ()  # real-vocabulary Step 1
-        instrument([importlib.import_module(name) for name in INSTRUMENTED + extra])
-    from dryz.fuzz.target import load_subject, test_one_input
+        instrument([importlib.import_module(name) for name in names + extra])
+    from dryz.fuzz.target import entry_point, load_subject
     load_subject()  # libllama loaded before libFuzzer starts: its native counters are registered and reported
-    atheris.Setup(sys.argv, test_one_input)
+    atheris.Setup(sys.argv, entry_point())
     atheris.Fuzz()

@@ -61,3 +61,22 @@ def test_one_input(data: bytes) -> None:
     v = check(case)
     if v.klass != AGREE and v.klass not in KNOWN:
         raise Finding(f"{v.klass}: {v.detail}\n{case.dumps()}")
+
+
+def test_one_trace(data: bytes) -> None:
+    """The trace target (dryz fuzz --traces): bytes -> Trace (dryz.fuzz.traces.decode_trace) -> check_trace."""
+    from ..oracle.trace_model import check_trace
+    from ..subject import SubjectError
+    from .traces import decode_trace
+    trace = decode_trace(data)
+    try:
+        v = check_trace(trace)
+    except SubjectError:  # a configuration the old ABI's driver refuses (it would throw): not judged as a trace
+        return
+    if v.klass != AGREE and v.klass not in KNOWN:
+        raise Finding(f"{v.klass} at apply {v.first_bad_apply}: {trace.spelled()[:300]}\n{trace.dumps()}")
+
+
+def entry_point():
+    """The test_one_input the campaign asked for (DRYZ_FUZZ_TARGET: cases, the default, or traces)."""
+    return test_one_trace if os.environ.get("DRYZ_FUZZ_TARGET") == "traces" else test_one_input

@@ -42,8 +42,14 @@ def cached_when_hashable(fn):
     """lru_cache for a function of restart sequences, which are a tuple in check() (cached) or a list of
     pairs from tests and ad-hoc callers (computed directly)."""
     cached = lru_cache(maxsize=4096)(fn)
+    key = "_" + fn.__name__
 
     def call(seqs):
+        own = None if type(seqs) is tuple else getattr(seqs, "__dict__", None)
+        if own is not None:  # oracle.shipped.Seqs (a real vocabulary's): kept on the object
+            if key not in own:
+                own[key] = fn(seqs)
+            return own[key]
         try:
             return cached(seqs)
         except TypeError:

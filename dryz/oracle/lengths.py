@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .idbytes import all_bytes, as_bytes, bytes_or_none
+from .idbytes import all_bytes, bytes_or_none
 
 # -- oracle A ------------------------------------------------------------------------------------
 

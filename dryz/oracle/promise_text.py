@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .seqindex import restart_scan
 from .restarts_vocab import MAX_CHAR_LEN, MAX_SEQ_LEN, TextIndex, restart_model
 
 WINDOW = 60
@@ -130,21 +131,9 @@ def promised_rep_limit(window, pieces, breakers) -> tuple[int, tuple | None]:
 
 
 def shipped_scan(window, seqs: dict):
-    """Step 1 as shipped over the model's map: (rep_limit, (head position, tail length) or None)."""
-    w = len(window)
-    for i in range(w):
-        tails = seqs.get(window[w - 1 - i])
-        if not tails:
-            continue
-        longest = -1
-        after = tuple(window[w - i:])
-        for t in tails:
-            k = len(t)
-            if longest < k <= i and after[:k] == t:
-                longest = k
-        if longest >= 0:
-            return i - longest, (w - 1 - i, longest)
-    return w, None
+    """Step 1 as shipped over the model's map (oracle.shipped.restart_scan): (rep_limit, (head position,
+    tail length) or None)."""
+    return restart_scan(list(window), seqs)
 
 
 def complete_restarts(window, seqs: dict):

@@ -13,6 +13,29 @@ from __future__ import annotations
 import numpy as np
 
 
+def restart_scan(window, heads: dict, positions=None) -> tuple[int, tuple | None]:
+    """Step 1 as shipped over one window (a list of ids) and a head -> tails map: scanning back from the last
+    token, the first head whose longest matching tail (k <= i tokens, i its distance from the end) follows it
+    sets rep_limit = i - k. positions: the window positions that hold a head, descending (default: every
+    position). Returns (rep_limit, (head position, k)), or (window length, None) when none completes. The one
+    scalar Step 1 (oracle/shipped.py's rep_limits scans batches the same way)."""
+    w = len(window)
+    for p in (range(w - 1, -1, -1) if positions is None else positions):
+        tails = heads.get(window[p])
+        if not tails:
+            continue
+        i = w - 1 - p
+        longest = -1
+        after = tuple(window[p + 1:])
+        for t in tails:
+            k = len(t)
+            if longest < k <= i and after[:k] == t:
+                longest = k
+        if longest >= 0:
+            return i - longest, (p, longest)
+    return w, None
+
+
 class RestartSeqs(tuple):
     """((head, tail), ...) sorted, with .by_head {head: tails, longest first}, .is_head (bool, per id),
     .kmax (the longest tail) and a hash computed once."""
@@ -71,15 +94,7 @@ class RestartSeqs(tuple):
     def rep_limit(self, window) -> int:
         """Step 1 as shipped: the head nearest the end that completes a sequence, its longest tail."""
         win = np.asarray(window)
-        lst = win.tolist()
-        w = len(lst)
-        for p in self.head_positions(win)[::-1].tolist():
-            i = w - 1 - p
-            for t in self.by_head[lst[p]]:  # longest first
-                k = len(t)
-                if k <= i and (not k or tuple(lst[p + 1:p + 1 + k]) == t):
-                    return i - k
-        return w
+        return restart_scan(win.tolist(), self.by_head, self.head_positions(win)[::-1].tolist())[0]
 
     def promised_rep_limit(self, window) -> int:
         """Step 1 as promised: the fewest tokens after the end of any complete occurrence."""

@@ -125,8 +125,15 @@ class ApplyVerdict:
             return MISMATCH
         return self.verdict.status
 
+    @property
+    def klass(self) -> str:
+        """check()'s class at this apply (a broken promise included); mismatch when only the control differed."""
+        if self.verdict.status == AGREE and self.fresh_equal is False:
+            return MISMATCH
+        return self.verdict.klass
+
     def to_json(self) -> dict:
-        return {"apply": self.index, "event": self.event, "status": self.status, "class": self.verdict.klass,
+        return {"apply": self.index, "event": self.event, "status": self.status, "class": self.klass,
                 "fresh_equal": self.fresh_equal, "case": self.case.to_json(), "verdict": self.verdict.to_json()}
 
 
@@ -141,6 +148,12 @@ class TraceVerdict:
     def ok(self) -> bool:
         return self.status == AGREE
 
+    @property
+    def klass(self) -> str:
+        """The trace's class, what a corpus entry's `expect` records: the first apply whose class is not agree
+        (a mismatch, an oracle self-disagreement, a broken promise, a documented limitation), else agree."""
+        return next((a.klass for a in self.applies if a.klass != AGREE), AGREE)
+
     def signature(self) -> tuple:
         """'Fails the same way' for the minimizer: the status and, at the first bad apply, check()'s
         signature (class and per-candidate directions) and whether the fresh control differed."""
@@ -150,7 +163,8 @@ class TraceVerdict:
         return (self.status, a.verdict.signature(), a.fresh_equal)
 
     def to_json(self) -> dict:
-        return {"status": self.status, "first_bad_apply": self.first_bad_apply, "trace": self.trace.to_json(),
+        return {"class": self.klass, "status": self.status, "first_bad_apply": self.first_bad_apply,
+                "trace": self.trace.to_json(),
                 "applies": [a.to_json() for a in self.applies]}
 
 

@@ -23,6 +23,10 @@ import ctypes
 import os
 from pathlib import Path
 
+import numpy as np
+
+N_CTX_TRAIN_DEFAULT = 4096  # what the 8-argument init_dry gets when a Case does not say
+TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 PARAMS_BUFFER = 512  # bytes; larger than any llama_model_params so far (0.3.36: 80)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from .symbols import MAX_ALPHABET
 from .vocab import sha256_file, symbol_vocab_path
-from .binding import Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
+from .binding import N_CTX_TRAIN_DEFAULT, TOKEN_DATA, Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
 from .interface import Output, Subject
 
 try:
@@ -30,10 +30,8 @@ if os.environ.get("DRYZ_DRIVE") == "ctypes":
     _DRIVE = None
 
 PINNED_VERSION = "0.3.36"  # llama-cpp-python, the default subject's provider (pyproject.toml)
-N_CTX_TRAIN_DEFAULT = 4096  # what the 8-argument init_dry gets when a Case does not say
 BUILD_INFO = "dryz-subject.json"  # written by `dryz subject build` beside the libraries it built
 
-TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 
 
 def _loaded_path(fragment: str) -> str | None:
@@ -310,6 +308,11 @@ class LibLlama(Subject):
         call makes no ctypes pointer objects."""
         return (self.L.llama_sampler_clone, self.L.llama_sampler_accept, self.L.llama_sampler_apply,
                 self.L.llama_sampler_free)
+
+    @property
+    def drive(self):
+        """The C call sequencer (dryz.subject._drive), or None: DRYZ_DRIVE=ctypes or not built."""
+        return _DRIVE
 
     def walk(self, tree, max_len: int, sampler_args, sink, prefixes=((),)) -> int:
         """Every history of the tree below the prefixes (dryz.subject.walker: depth-first in C, clones)."""

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import libllama as _libllama
-from .binding import ArrayChanged
+from .binding import N_CTX_TRAIN_DEFAULT, TOKEN_DATA, ArrayChanged
 
 BATCH_ROWS = 65536          # histories per batch at most
 BATCH_BYTES = 4 << 20       # and at most this many output bytes per batch (token history + logits): a
@@ -152,7 +151,7 @@ def walk(subject, tree, max_len: int, sampler_args, sink, prefixes=((),), top: i
     vocab = _vocab_address(subject, sampler_args)
     breakers = tuple(breakers)
     if n_ctx_train is None:
-        n_ctx_train = _libllama.N_CTX_TRAIN_DEFAULT
+        n_ctx_train = N_CTX_TRAIN_DEFAULT
     cands = tab.cands
     widths = [len(c) for c in cands]
 
@@ -161,13 +160,14 @@ def walk(subject, tree, max_len: int, sampler_args, sink, prefixes=((),), top: i
         logits = np.frombuffer(Lb, dtype=np.float32).reshape(-1, widths[m])
         sink(n, m, H, logits, cands[m])
 
-    use_c = _libllama._DRIVE is not None if _drive == "auto" else _drive == "c"
+    built = getattr(subject, "drive", None)
+    use_c = built is not None if _drive == "auto" else _drive == "c"
     fns = tuple(_fns) if _fns is not None else addresses(subject)
     if use_c:
-        if _libllama._DRIVE is None:
+        if built is None:
             from . import _drive as drive  # _drive="c" asked for it: fail loudly when it is not built
         else:
-            drive = _libllama._DRIVE
+            drive = built
         return drive.walk(fns, vocab, subject.abi, n_ctx_train, multiplier, base,
                           allowed_length, penalty_last_n, breakers, tab.kid_off.tobytes(), tab.kid_tok.tobytes(),
                           tab.kid_m.tobytes(), tab.cand_off.tobytes(), tab.cand_ids.tobytes(), caps.tobytes(),
@@ -205,7 +205,7 @@ def _walk_ctypes(subject, fns, tab: Tables, caps, roots, max_len, sampler_args, 
     T, A = subject.L.llama_token_data, subject.L.llama_token_data_array
     cmax = max(1, int(np.diff(tab.cand_off).max()))
     scratch = (T * cmax)()
-    sview = np.frombuffer(scratch, dtype=_libllama.TOKEN_DATA)
+    sview = np.frombuffer(scratch, dtype=TOKEN_DATA)
     arr = A()
     arr_addr, data_addr = ctypes.addressof(arr), ctypes.addressof(scratch)
     kids = [list(zip(tab.kid_tok[tab.kid_off[m]:tab.kid_off[m + 1]].tolist(),
