@@ -128,6 +128,8 @@ class Campaign:
             except CorpusError:
                 continue
             if self.target == "traces":  # a case entry seeds the trace target as its one-apply trace
+                if e.case is not None and e.case.vocab is not None:
+                    continue  # traces are over the symbol vocabulary
                 from ..trace import trace_of_case
                 text = (e.trace if e.trace is not None else trace_of_case(e.case)).dumps().encode()
             elif e.case is None:
