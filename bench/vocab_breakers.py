@@ -63,7 +63,7 @@ def main(argv):
         for d in s.disagreements[:3]:
             print("   ", d)
         if promise:
-            from dryz.oracle.promise_text import promise_sweep
+            from dryz.enumerate.promise_sweep import promise_sweep
             r = promise_sweep(name, lib=lib)
             print(f"{'':16} promise texts {r.counts}  vocabulary {r.vocab_counts}", flush=True)
     print(f"total construction disagreements: {total}")

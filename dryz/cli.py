@@ -73,7 +73,7 @@ def subject_build(version, patch, jobs, force):
     import re
 
     from .subject.build import BuildError, build
-    from .subject.libllama import PINNED_VERSION
+    from .subject.build import PINNED_VERSION
     version = version or PINNED_VERSION
     if not re.fullmatch(r"\d+\.\d+\.\d+", version):
         _fail(f"--version must look like 0.3.36, got {version!r}")

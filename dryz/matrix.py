@@ -25,7 +25,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .subject.libllama import PINNED_VERSION
+from .subject.build import PINNED_VERSION
 from .subject.vocab import cache_dir
 
 # One llama-cpp-python release per DRY source seen so far (0.3.25-0.3.34 share one; 0.3.35 and 0.3.36 have

@@ -13,54 +13,15 @@ import threading
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from .case import Case, CaseError
+from .case import Case
 
 # The four sequence breakers llama.cpp's common/ defaults to (common.h: dry_sequence_breakers).
 DEFAULT_BREAKERS = ("\n", ":", "\"", "*")
 BREAKER_PRESETS = {"default": DEFAULT_BREAKERS, "none": ()}
 
 
-class VocabError(CaseError):
-    """A case's vocabulary that cannot be had or does not match what the case records."""
-
-
-_LOCK = threading.Lock()
-_CHECKED: dict = {}
-
-
-def _lib(lib):
-    if lib is None:
-        from .check import subject
-        return subject()
-    return lib
-
-
-def load_vocab(spec, lib=None):
-    """The LoadedVocab for a NAME or PATH (VocabError when it cannot be had)."""
-    from .subject.vocabs import VocabUnavailable, load
-    try:
-        return load(spec, _lib(lib))
-    except VocabUnavailable as e:
-        raise VocabError(str(e)) from None
-
-
-def vocab_of(case: Case, lib=None):
-    """The loaded vocabulary of a vocab case, checked once per (library, vocab, sha256, size)."""
-    lib = _lib(lib)
-    key = (id(lib), case.vocab, case.vocab_sha256, case.alphabet)
-    v = _CHECKED.get(key)
-    if v is not None:
-        return v
-    with _LOCK:
-        v = load_vocab(case.vocab, lib)
-        if case.vocab_sha256 is not None and case.vocab_sha256 != v.ref.sha256:
-            raise VocabError(f"vocabulary {case.vocab}: the case records sha256 {case.vocab_sha256[:16]}..., the "
-                             f"file {v.ref.path} has {v.ref.sha256[:16]}... (another file of that name)")
-        if case.alphabet != v.n_tokens:
-            raise VocabError(f"the case's alphabet {case.alphabet} is not the size of vocabulary {case.vocab} "
-                             f"({v.n_tokens} tokens)")
-        _CHECKED[key] = v
-        return v
+# The vocabulary a case names is loaded and checked on the subject's side (dryz/subject/vocabs.py).
+from .subject.vocabs import VocabError, load_vocab, vocab_of  # noqa: E402,F401
 
 
 def with_vocab(case: Case, spec, lib=None) -> Case:
@@ -98,6 +59,7 @@ class VocabText:
 
 
 _INDEX: dict = {}
+_LOCK = threading.Lock()
 
 
 def _index(v):

@@ -12,7 +12,7 @@ import pytest
 
 from dryz.enumerate.vocab_probes import BREAKER_SUITE, _digits, compare_set, compare_vocab, Summary
 from dryz.oracle import restarts_vocab as rv
-from dryz.oracle.promise_text import Witness, promise_sweep, reclassify
+from dryz.enumerate.promise_sweep import Witness, promise_sweep, reclassify
 from dryz.oracle.restarts_vocab import TextIndex, prepare_breakers, restart_model
 
 

@@ -23,7 +23,9 @@ import time
 from pathlib import Path
 
 from .vocab import cache_dir
-from .libllama import BUILD_INFO, PINNED_VERSION
+
+PINNED_VERSION = "0.3.36"  # llama-cpp-python, the default subject's provider (pyproject.toml)
+BUILD_INFO = "dryz-subject.json"  # written by `dryz subject build` beside the libraries it built
 
 RECIPE = 1  # bump when the flags below change (not the fingerprint: dryz-subject.json is rewritten)
 CMAKE_OPTIONS = {

@@ -20,6 +20,7 @@ import numpy as np
 from .symbols import MAX_ALPHABET
 from .vocab import sha256_file, symbol_vocab_path
 from .binding import N_CTX_TRAIN_DEFAULT, TOKEN_DATA, Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
+from .build import BUILD_INFO, PINNED_VERSION  # noqa: F401 (PINNED_VERSION: read by callers)
 from .interface import Output, Subject
 
 try:
@@ -29,8 +30,6 @@ except ImportError:
 if os.environ.get("DRYZ_DRIVE") == "ctypes":
     _DRIVE = None
 
-PINNED_VERSION = "0.3.36"  # llama-cpp-python, the default subject's provider (pyproject.toml)
-BUILD_INFO = "dryz-subject.json"  # written by `dryz subject build` beside the libraries it built
 
 
 
@@ -173,7 +172,6 @@ class LibLlama(Subject):
 
     def label(self) -> str:
         """One line naming the subject, for reports."""
-        i = self.identity
         from ..report import subject_line
         return subject_line(self.identity)
 
@@ -246,7 +244,7 @@ class LibLlama(Subject):
     def run_vocab(self, case) -> Output:
         """run() for a real vocabulary: llama_sampler_clone of the configuration's prototype, the history
         accepted, one apply, the clone freed (in dryz.subject._drive.run_clone, or through ctypes)."""
-        from ..vocabcase import vocab_of
+        from .vocabs import vocab_of
         v = vocab_of(case, self)
         proto = self.prototype(case, v.handle, v.ref.sha256)
         if self.reuse_samplers:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .vocab import cache_dir, sha256_file
-from .libllama import PINNED_VERSION
+from .build import PINNED_VERSION
 
 PREFIX = "ggml-vocab-"
 MEMBER_DIR = "vendor/llama.cpp/models/"
@@ -295,3 +295,53 @@ def load(spec, lib=None) -> LoadedVocab:
         if key not in _LOADED:
             _LOADED[key] = LoadedVocab(lib, ref)
         return _LOADED[key]
+
+
+# -- the vocabulary a Case names (Case.vocab) ---------------------------------------------------------------
+# A vocabulary that cannot be had, a sha256 that differs, or a size that differs is a VocabError (a CaseError:
+# one line, exit 2 at the command line).
+
+from ..case import Case, CaseError  # noqa: E402
+
+class VocabError(CaseError):
+    """A case's vocabulary that cannot be had or does not match what the case records."""
+
+
+_LOCK = threading.Lock()
+_CHECKED: dict = {}
+
+
+def _lib(lib):
+    if lib is None:
+        from . import current
+        return current()
+    return lib
+
+
+def load_vocab(spec, lib=None):
+    """The LoadedVocab for a NAME or PATH (VocabError when it cannot be had)."""
+    try:
+        return load(spec, _lib(lib))
+    except VocabUnavailable as e:
+        raise VocabError(str(e)) from None
+
+
+def vocab_of(case: Case, lib=None):
+    """The loaded vocabulary of a vocab case, checked once per (library, vocab, sha256, size)."""
+    lib = _lib(lib)
+    key = (id(lib), case.vocab, case.vocab_sha256, case.alphabet)
+    v = _CHECKED.get(key)
+    if v is not None:
+        return v
+    with _LOCK:
+        v = load_vocab(case.vocab, lib)
+        if case.vocab_sha256 is not None and case.vocab_sha256 != v.ref.sha256:
+            raise VocabError(f"vocabulary {case.vocab}: the case records sha256 {case.vocab_sha256[:16]}..., the "
+                             f"file {v.ref.path} has {v.ref.sha256[:16]}... (another file of that name)")
+        if case.alphabet != v.n_tokens:
+            raise VocabError(f"the case's alphabet {case.alphabet} is not the size of vocabulary {case.vocab} "
+                             f"({v.n_tokens} tokens)")
+        _CHECKED[key] = v
+        return v
+
+
