@@ -305,7 +305,7 @@ def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, w
                f"tokens ({shown}), breakers {strings}")
     for r in results:
         classes = "  ".join(f"{k} {c:,}" for k, c in sorted(r.history_classes.items())) or "every history agrees"
-        click.echo(f"{r.name:<24} histories {r.histories:>10,}  cases {r.cases:>11,}  mismatches {r.mismatches}  "
+        click.echo(f"{r.config.name:<24} histories {r.histories:>10,}  cases {r.cases:>11,}  mismatches {r.mismatches}  "
                    f"oracle disagreements {r.oracle_disagreements}  off-by-one flagged {r.off_by_one_flagged:,}  "
                    f"{classes}")
         for k, e in r.examples:

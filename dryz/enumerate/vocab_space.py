@@ -11,18 +11,18 @@ configuration and class, with examples as Case JSON on the vocabulary.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..case import Case
 from ..check import check_batch, is_finding
 from ..config import vocab_config
+from .run import ConfigResult
 
 # Default token texts: the first token of each as the vocabulary tokenizes it. "\n" and ":" are default breakers
 # (single-token ones on most vocabularies), " the" and " cat" words with a space, "the" one without.
 DEFAULT_TOKEN_TEXTS = ("\n", " the", " cat", ":", "the")
-MAX_EXAMPLES = 5
 
 
 def default_tokens(v) -> list[int]:
@@ -58,47 +58,28 @@ class TokenSpace:
         return [(i, t, 0) for i, t in enumerate(self.tokens)]
 
 
-@dataclass
-class VocabResult:
+@dataclass(frozen=True)
+class VocabSpec:
+    """A configuration of the real-vocabulary space as enumerate.run.ConfigResult reads one: its name, the
+    Case every history is made from (history empty), and how a history becomes a Case."""
     name: str
-    case: Case  # the configuration, history empty
-    histories: int = 0
-    cases: int = 0
-    mismatches: int = 0
-    oracle_disagreements: int = 0
-    penalized_cases: int = 0
-    off_by_one_flagged: int = 0
-    history_classes: dict = field(default_factory=dict)
-    examples: list = field(default_factory=list)
-    seconds: float = 0.0
+    proto: Case
 
-    def tally(self, b) -> None:
-        codes = b.codes
-        self.histories += len(b.H)
-        self.cases += codes.size
-        self.mismatches += int(np.count_nonzero(np.equal(codes, 1)))
-        self.oracle_disagreements += int(np.count_nonzero(np.equal(codes, 2)))
-        self.penalized_cases += int(np.count_nonzero(b.penalized))
-        self.off_by_one_flagged += int(np.count_nonzero(b.flagged))
-        classes = b.row_classes()
-        for r in np.nonzero(classes != "agree")[0]:
-            k = str(classes[r])
-            self.history_classes[k] = self.history_classes.get(k, 0) + 1
-            if len(self.examples) < MAX_EXAMPLES and not any(e[0] == k for e in self.examples):
-                self.examples.append((k, self.case.with_history(b.H[r].tolist())))
+    def case(self, alphabet, history) -> Case:
+        return self.proto.with_history(tuple(int(t) for t in history))
+
+    @property
+    def invertible(self) -> bool:
+        return False  # judged bit-exactly (the candidates are real token ids)
 
     def to_json(self) -> dict:
-        c = self.case
+        c = self.proto
         return {"name": self.name, "penalty_last_n": c.penalty_last_n, "breakers": list(c.breakers),
                 "multiplier": c.multiplier, "base": c.base, "allowed_length": c.allowed_length,
-                "histories": self.histories, "cases": self.cases, "mismatches": self.mismatches,
-                "oracle_disagreements": self.oracle_disagreements, "penalized_cases": self.penalized_cases,
-                "off_by_one_flagged": self.off_by_one_flagged, "history_classes": dict(sorted(
-                    self.history_classes.items())), "seconds": round(self.seconds, 3),
-                "examples": [{"kind": k, "case": e.to_json()} for k, e in self.examples]}
+                "vocab": c.vocab, "vocab_sha256": c.vocab_sha256, "comparison": "bits"}
 
 
-def run_vocab_space(lib, v, tokens, max_len: int, specs, breakers, progress=None) -> list[VocabResult]:
+def run_vocab_space(lib, v, tokens, max_len: int, specs, breakers, progress=None) -> list[ConfigResult]:
     """Every history over `tokens` up to max_len, for each SpaceConfig in specs (its window and parameters; the
     breakers are `breakers`, strings of the real vocabulary)."""
     from ..vocabcase import vocab_of
@@ -110,11 +91,12 @@ def run_vocab_space(lib, v, tokens, max_len: int, specs, breakers, progress=None
                      candidates=tuple((t, 0.0) for t in space.tokens), vocab=v.ref.name, vocab_sha256=v.ref.sha256)
         vocab_of(proto, lib)
         cfg = vocab_config(proto, lib.abi, lib)
-        res = VocabResult(spec.name, proto)
+        res = ConfigResult(VocabSpec(spec.name, proto))  # the one weighted tally (every weight 1)
         t0 = time.perf_counter()
 
         def sink(n, m, H, logits, cands, res=res, cfg=cfg):
-            res.tally(check_batch(cfg, H, np.asarray(cands, dtype=np.int64), logits))
+            res.tally(n, check_batch(cfg, H, np.asarray(cands, dtype=np.int64), logits),
+                      np.ones(len(cands), dtype=object))
             if progress:
                 progress(len(H))
 
