@@ -29,6 +29,18 @@ def _writable(path) -> None:
         _fail(f"cannot write {path}")
 
 
+
+def case_file_options(f):
+    """--vocab and --trace, as every command that reads one case or trace file takes them."""
+    f = click.option("--trace", "as_trace", is_flag=True,
+                     help="The file is a trace (trace JSON and trace corpus entries are recognised without it; "
+                          "a `dryz fuzz --traces` crash file or input read --as bytes needs it).")(f)
+    return click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
+                        help="Run the case on this real vocabulary (a name such as llama-bpe: the "
+                             "ggml-vocab-*.gguf files of the pinned sdist; or a GGUF path): its token ids are that "
+                             "vocabulary's.")(f)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dryz")
 @click.option("--lib", "lib_path", default=None, metavar="PATH", envvar="DRYZ_LIB",
@@ -561,12 +573,7 @@ def judge_isolated(case, kind: str) -> tuple[int, dict]:
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
               help="How to read the file (as dryz check reads it).")
 @click.option("--color/--no-color", default=None, help="Highlight matches with terminal colours. [default: on a tty]")
-@click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
-              help="Run the case on this real vocabulary (a name such as llama-bpe: the ggml-vocab-*.gguf files of "
-                   "the pinned sdist; or a GGUF path): its token ids are that vocabulary's.")
-@click.option("--trace", "as_trace", is_flag=True,
-              help="The file is a trace (trace JSON and trace corpus entries are recognised without it; with "
-                   "--as bytes: a `dryz fuzz --traces` input).")
+@case_file_options
 def explain(path, read_as, color, vocab, as_trace):
     """One case as a table: the window with positions, the restart sequence that set rep_limit, per candidate
     the matched suffix, L by each oracle and by the library, the expected and observed logit. (dryz check gives
@@ -599,12 +606,7 @@ def explain(path, read_as, color, vocab, as_trace):
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help="Run the case in a child process, so a case that crashes the library is reported as class "
                    "crash (exit 1) instead of taking dryz down with it.")
-@click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
-              help="Run the case on this real vocabulary (a name such as llama-bpe: the ggml-vocab-*.gguf files of "
-                   "the pinned sdist; or a GGUF path): its token ids are that vocabulary's.")
-@click.option("--trace", "as_trace", is_flag=True,
-              help="The file is a trace (trace JSON and trace corpus entries are recognised without it; with "
-                   "--as bytes: a `dryz fuzz --traces` input).")
+@case_file_options
 def check_cmd(path, read_as, isolate, vocab, as_trace):
     """Judge one case (Case JSON, corpus entry or crash file); print the verdict as JSON."""
     import json
@@ -657,12 +659,7 @@ def signature_cmd():
               help="Where to store the reproducer. [default: ./corpus, in the working directory]")
 @click.option("--isolate/--no-isolate", default=None,
               help="Evaluate every candidate in a subprocess. [default: only when the input crashes]")
-@click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
-              help="Run the case on this real vocabulary (a name such as llama-bpe: the ggml-vocab-*.gguf files of "
-                   "the pinned sdist; or a GGUF path): its token ids are that vocabulary's.")
-@click.option("--trace", "as_trace", is_flag=True,
-              help="The file is a trace (trace JSON and trace corpus entries are recognised without it; a crash "
-                   "file of `dryz fuzz --traces` needs it).")
+@case_file_options
 def minimize(path, corpus_dir, isolate, vocab, as_trace):
     """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
     in ./corpus."""

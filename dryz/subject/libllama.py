@@ -204,13 +204,7 @@ class LibLlama(Subject):
         if case.vocab is not None:
             return self.run_vocab(case)
         if _DRIVE is None:
-            s = self.sampler_for(case)
-            try:
-                for t in case.history:
-                    self.accept(s, t)
-                return self.apply_once(s, case.ids, case.logits, case.sorted)
-            finally:
-                self.free(s)
+            return self._accept_apply_free(self.sampler_for(case), case)
         ids, logits, sorted_flag = _DRIVE.run(*self.addresses, self.vocab_address, self.abi, case.n_ctx_train,
                                               case.multiplier, case.base, case.allowed_length,
                                               case.penalty_last_n, case.breakers, case.history, case.ids,
@@ -247,28 +241,29 @@ class LibLlama(Subject):
         from .vocabs import vocab_of
         v = vocab_of(case, self)
         proto = self.prototype(case, v.handle, v.ref.sha256)
-        if self.reuse_samplers:
-            if _DRIVE is None:
+        if _DRIVE is None:
+            if self.reuse_samplers:
                 self.reset(proto)
-                for t in case.history:
-                    self.accept(proto, t)
-                return self.apply_once(proto, case.ids, case.logits, case.sorted)
+                return self._accept_apply_free(proto, case, free=False)
+            return self._accept_apply_free(self.clone(proto), case)
+        if self.reuse_samplers:
             ids, logits, sorted_flag = _DRIVE.run_clone(self.reset_address, *self.addresses[1:], proto,
                                                         case.history, case.ids, case.logits, case.sorted, True)
-            return Output(tuple(array.array("i", ids)), np.frombuffer(logits, dtype=np.float32), sorted_flag,
-                          len(ids) // 4)
-        if _DRIVE is None:
-            s = self.clone(proto)
-            try:
-                for t in case.history:
-                    self.accept(s, t)
-                return self.apply_once(s, case.ids, case.logits, case.sorted)
-            finally:
-                self.free(s)
-        ids, logits, sorted_flag = _DRIVE.run_clone(self.clone_address, *self.addresses[1:], proto, case.history,
-                                                    case.ids, case.logits, case.sorted)
+        else:
+            ids, logits, sorted_flag = _DRIVE.run_clone(self.clone_address, *self.addresses[1:], proto,
+                                                        case.history, case.ids, case.logits, case.sorted)
         return Output(tuple(array.array("i", ids)), np.frombuffer(logits, dtype=np.float32), sorted_flag,
                       len(ids) // 4)
+
+    def _accept_apply_free(self, s, case, free: bool = True) -> Output:
+        """The ctypes path (DRYZ_DRIVE=ctypes): accept the case's history on sampler s, apply once, free s."""
+        try:
+            for t in case.history:
+                self.accept(s, t)
+            return self.apply_once(s, case.ids, case.logits, case.sorted)
+        finally:
+            if free:
+                self.free(s)
 
     @cached_property
     def clone_address(self) -> int:
