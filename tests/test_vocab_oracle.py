@@ -117,7 +117,8 @@ def test_vectorised_equals_port(spm):
 # -- against the library --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["llama-spm", "llama-bpe", "gpt-2"])
+# CI compares two vocabularies in full (an SPM and a byte-level BPE one); bench/vocab_breakers.py runs all 19.
+@pytest.mark.parametrize("name", ["llama-spm", "gpt-2"])
 def test_construction_agrees(name):
     _vocab(name)
     s = compare_vocab(name)
