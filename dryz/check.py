@@ -287,8 +287,12 @@ class Batch:
         disagreement, and the rows that agree but may break a promise (finite-penalty; the restart promise
         where multi-token sequences exist), judged one by one."""
         codes = self.codes
-        dis = np.equal(codes, 2).any(axis=1)
-        mis = np.equal(codes, 1).any(axis=1) & ~dis
+        N = self.H.shape[0]
+        if codes.any():
+            dis = np.equal(codes, 2).any(axis=1)
+            mis = np.equal(codes, 1).any(axis=1) & ~dis
+        else:  # the common case: every case agrees with the model
+            dis = mis = np.zeros(N, dtype=bool)
         if self.observed_sorted is not None:
             mis |= ~dis & np.not_equal(np.asarray(self.observed_sorted), self.expected_sorted)
         suspect = self._finite_suspects()

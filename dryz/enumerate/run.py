@@ -76,9 +76,10 @@ class ConfigResult:
         codes = b.codes
         if fresh is not None:
             viol = np.not_equal(b.bits[:, fresh], 0)
-            self.fresh_violations += int(viol.sum())
-            codes = codes.copy()
-            codes[:, fresh] = np.where(viol & (codes[:, fresh] == 0), 1, codes[:, fresh])
+            if viol.any():
+                self.fresh_violations += int(viol.sum())
+                codes = codes.copy()
+                codes[:, fresh] = np.where(viol & (codes[:, fresh] == 0), 1, codes[:, fresh])
         nh = len(b.H)
         covered = nh * int(weights.sum())
         self.histories += nh * history_weight
@@ -88,16 +89,17 @@ class ConfigResult:
             self.canonical_histories += nh
             self.canonical_cases += codes.size
             self.canonical_by_length[n] = self.canonical_by_length.get(n, 0) + nh
-            self.canonical_mismatches += int((codes == 1).sum())
+            self.canonical_mismatches += int((codes == 1).sum()) if codes.any() else 0
         w = [int(x) for x in weights]
-        self.mismatches += _weighted(codes == 1, w)
-        self.oracle_disagreements += _weighted(codes == 2, w)
+        if codes.any():
+            self.mismatches += _weighted(codes == 1, w)
+            self.oracle_disagreements += _weighted(codes == 2, w)
         self.penalized_cases += _weighted(b.penalized, w)
         self.off_by_one_flagged += _weighted(b.flagged, w)
         L = b.L
         for wj in set(w):
             cols = [j for j, x in enumerate(w) if x == wj]
-            sub = L[:, cols]
+            sub = L if len(cols) == len(w) else L[:, cols]
             for v, c in enumerate(np.bincount(sub[sub >= 0]).tolist()):  # L is a small non-negative int
                 if c:
                     self.L_histogram[v] = self.L_histogram.get(v, 0) + c * wj
