@@ -83,28 +83,15 @@ def test_spm_tail_gets_the_space_prefix(spm):
 
 
 def _port(breakers, texts, tokenize):
-    """get_overlapping_token_sequences + init_dry, a line-by-line port (slow), as a multiset."""
+    """The symbol vocabulary's construction (dryz/oracle/restarts.py: get_overlapping_token_sequences read
+    string by string, in str) over the same vocabulary, its bytes read as Latin-1 (one char per byte, so its
+    40-character cut is the library's 40 bytes), as a multiset."""
     from collections import Counter
-    out = []
-    for s in prepare_breakers(breakers):
-        for tid, word in enumerate(texts):
-            if s in word:
-                out.append((tid, ()))
-                continue
-            pos = word.find(s[:1])
-            while pos >= 0:
-                i, match = 1, True
-                while i < len(s) and i + pos < len(word):
-                    if word[pos + i] != s[i]:
-                        match = False
-                        break
-                    i += 1
-                if match:
-                    tail = tuple(tokenize(s[i:]))[:20]
-                    if not any(h == tid and t == tail for h, t in out):
-                        out.append((tid, tail))
-                pos = word.find(s[:1], pos + 1)
-    return Counter(out)
+
+    from dryz.oracle.restarts import restart_sequences
+    chars = [w.decode("latin-1") for w in texts]
+    return Counter(restart_sequences([b.encode().decode("latin-1") for b in breakers], chars,
+                                     lambda s: tokenize(s.encode("latin-1"))))
 
 
 def test_vectorised_equals_port(spm):

@@ -146,22 +146,7 @@ def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
     follows[t[1:][np.equal(t[:-1], t[-1])]] = True  # the bytes right after an occurrence of the last one
     for ci in np.flatnonzero(follows[c]).tolist():
         extended = text + bytes([int(c[ci])])
-        # The suffix of length lo occurs, hi is an upper bound; gallop (most lengths are short), then bisect.
-        lo, hi, step = 2, w, 1
-        while lo < hi:
-            mid = min(lo + step, hi)
-            if text.find(extended[w + 1 - mid:]) >= 0:
-                lo, step = mid, 2 * step
-            else:
-                hi = mid - 1
-                break
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if text.find(extended[w + 1 - mid:]) >= 0:
-                lo = mid
-            else:
-                hi = mid - 1
-        out[ci] = lo - 1
+        out[ci] = _longest_suffix(text, extended) - 1
     return out
 
 
@@ -183,19 +168,26 @@ def _match_lengths_B_str(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
         if z not in follows:
             continue
         extended = text + chr(z)
-        lo, hi, step = 2, w, 1
-        while lo < hi:
-            mid = min(lo + step, hi)
-            if text.find(extended[w + 1 - mid:]) >= 0:
-                lo, step = mid, 2 * step
-            else:
-                hi = mid - 1
-                break
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if text.find(extended[w + 1 - mid:]) >= 0:
-                lo = mid
-            else:
-                hi = mid - 1
-        out[ci] = lo - 1
+        out[ci] = _longest_suffix(text, extended) - 1
     return out
+
+
+def _longest_suffix(text, extended) -> int:
+    """The longest suffix of `extended` (text + one candidate; bytes or str) that occurs in `text`, given that
+    the suffix of length 2 does: lo occurs, hi bounds it; gallop (most lengths are short), then bisect."""
+    w = len(text)
+    lo, hi, step = 2, w, 1
+    while lo < hi:
+        mid = min(lo + step, hi)
+        if text.find(extended[w + 1 - mid:]) >= 0:
+            lo, step = mid, 2 * step
+        else:
+            hi = mid - 1
+            break
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if text.find(extended[w + 1 - mid:]) >= 0:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
