@@ -17,7 +17,7 @@ import sys
 import time
 
 from dryz.case import Case, f32
-from dryz.check import subject
+from dryz.subject import open_subject, selected_spec
 from dryz.oracle.reference import divergences
 
 BREAKER_SETS = [(), ("a",), ("b",), ("ab",), ("ba",), ("",), ("ab", "b"), ("abc",), ("b", "a")]
@@ -59,7 +59,7 @@ def main(argv=None):
     ap.add_argument("--alphabet", type=int, default=3)
     ap.add_argument("--out", default="/tmp/reference_campaign.json")
     a = ap.parse_args(argv)
-    lib = subject()
+    lib = open_subject(selected_spec())
     counts: dict[str, int] = {}
     first: dict[str, dict] = {}
     totals = {"exhaustive": 0, "random": 0, "diverging": 0}

@@ -16,7 +16,10 @@ import time
 
 from dryz.case import Case, f32
 from dryz.corpus import DEFAULT_DIR, write_entry
-from dryz.oracle.reference import divergences, witness_entry
+from dryz.check import check
+from dryz.corpus import reference_witness_entry
+from dryz.oracle.reference import divergences
+from dryz.subject import open_subject, selected_spec
 from dryz.shrink import minimize_divergence
 from dryz.subject.symbols import from_symbols
 
@@ -47,20 +50,21 @@ def main(argv=None):
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args(argv)
     rows = []
+    subject = open_subject(selected_spec())
     for klass, case in SEEDS.items():
         if a.only and klass not in a.only:
             continue
         t0 = time.perf_counter()
-        d = divergences(case)
+        d = divergences(case, check(case, subject))
         if klass not in d:
             print(f"SEED DOES NOT SHOW {klass}: {d}")
             return 1
-        w, shortest, calls = minimize_divergence(case, klass, sole=True, log=print)
+        w, shortest, calls = minimize_divergence(case, klass, subject, sole=True, log=print)
         secs = time.perf_counter() - t0
         prov = {"found_by": "bench/reference_witnesses.py (dryz.shrink.minimize_divergence)",
                 "minimized_from": case.to_json(), "original_length": len(case.history),
                 "predicate_calls": calls, "seconds": round(secs, 2)}
-        data = witness_entry(w, klass, shortest, prov,
+        data = reference_witness_entry(w, klass, check(w, subject), shortest, prov, subject.identity,
                              note=f"reference divergence {klass}: the shipped library (agreeing with the "
                                   f"as-shipped model) differs from text-generation-webui's DRY design")
         path = write_entry(a.corpus, data)

@@ -21,8 +21,8 @@ from dryz.enumerate.restarts import (CLASS_ORDER, CONFIGS, MERGES_BREAKERS, merg
 
 
 def merges_report(max_len: int = 5) -> dict:
-    from dryz.check import subject
-    lib = subject()
+    from dryz.subject import open_subject, selected_spec
+    lib = open_subject(selected_spec())
     names = ["a", "b", "c", "ab", "bc", "abc"]
     rows = []
     print(f"merges vocabulary (tokens {' '.join(names)}; merges a+b b+c ab+c), histories up to {max_len}:")
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
         sets = [(s,) for s in strings] + list(itertools.combinations(strings, 2))
         configs += [("+".join(s), s) for s in sets]
     t0 = time.perf_counter()
-    results = sweep(None, a.k, a.n, configs)
+    results = sweep(open_subject(selected_spec()), a.k, a.n, configs)
     seconds = time.perf_counter() - t0
     totals: dict = {}
     wrong_prediction = []

@@ -16,8 +16,8 @@ import time
 
 from dryz.enumerate.vocab_probes import BREAKER_SUITE, DEFAULTS, compare_vocab
 from dryz.oracle.restarts_vocab import TextIndex, restart_model
-from dryz.subject import current
-from dryz.subject.vocabs import VocabUnavailable, load, vendored_names
+from dryz.subject import open_subject, selected_spec
+from dryz.subject.vendored_vocabs import VocabUnavailable, load, vendored_names
 
 
 def init_dry_seconds(lib, vocab, breakers, n=5) -> float:
@@ -33,7 +33,7 @@ def init_dry_seconds(lib, vocab, breakers, n=5) -> float:
 def main(argv):
     promise = "--promise" in argv
     names = [a for a in argv if not a.startswith("--")] or vendored_names()
-    lib = current()
+    lib = open_subject(selected_spec())
     print(f"{'vocab':16} {'tokens':>7} {'texts s':>8} {'model s':>8} {'all s':>7} {'probes':>7} {'shadow':>6} "
           f"{'disagree':>8} {'init_dry ms':>11}  compare s")
     total = 0
@@ -54,7 +54,7 @@ def main(argv):
         restart_model(dict(BREAKER_SUITE)["all"], idx, v.tokenize)
         t_all = time.perf_counter() - t
         t = time.perf_counter()
-        s = compare_vocab(name, lib=lib)
+        s = compare_vocab(name, lib)
         t_cmp = time.perf_counter() - t
         init = init_dry_seconds(lib, v, DEFAULTS)
         total += len(s.disagreements)
@@ -64,7 +64,7 @@ def main(argv):
             print("   ", d)
         if promise:
             from dryz.enumerate.promise_sweep import promise_sweep
-            r = promise_sweep(name, lib=lib)
+            r = promise_sweep(name, lib)
             print(f"{'':16} promise texts {r.counts}  vocabulary {r.vocab_counts}", flush=True)
     print(f"total construction disagreements: {total}")
     return 1 if total else 0

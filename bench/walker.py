@@ -12,14 +12,14 @@ import time
 
 from dryz.config import space_config
 from dryz.space import PlainSpace, space_for
-from dryz.subject import current
+from dryz.subject import open_subject, selected_spec
 from dryz.subject.walker import walk
 
 
 def main(argv):
     drive = "ctypes" if "--ctypes" in argv else "auto"
     argv = [a for a in argv if a != "--ctypes"]
-    lib = current()
+    lib = open_subject(selected_spec())
     if not argv or argv[0] == "plain":
         runs = [(PlainSpace(3, 11), 11, space_config(n, 3, 11)) for n in ("base", "window4", "breaker")]
     else:

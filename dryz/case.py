@@ -68,9 +68,9 @@ class Case:
     # when penalty_last_n is -1. Ignored by the 7-argument ABI. Written to JSON only when not the default.
     n_ctx_train: int = 4096
     # The vocabulary: None = dryz's symbol vocabulary (alphabet = how many of its symbols are used, ids 0..63);
-    # else a vendored name (`llama-bpe`, dryz.subject.vocabs) or a GGUF path, and then alphabet is the
+    # else a vendored name (`llama-bpe`, dryz.subject.vendored_vocabs) or a GGUF path, and then alphabet is the
     # vocabulary's size (every id below it; checked against the loaded file with vocab_sha256, when given,
-    # by dryz.vocabcase.vocab_of). Breakers are then any UTF-8 strings. Written to JSON only when set.
+    # by dryz.vocab_cases.vocab_of). Breakers are then any UTF-8 strings. Written to JSON only when set.
     vocab: str | None = None
     vocab_sha256: str | None = None
     # Provenance-free annotations never enter the verdict; kept out of equality.
@@ -136,7 +136,7 @@ class Case:
     @property
     def symbols(self) -> str:
         """The history spelled in the symbol vocabulary ("" for a real-vocabulary case: its text needs the
-        vocabulary, dryz.vocabcase.history_text)."""
+        vocabulary, dryz.vocab_cases.history_text)."""
         return "" if self.vocab is not None else to_symbols(self.history)
 
     # -- JSON -----------------------------------------------------------------------------------

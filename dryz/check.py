@@ -18,6 +18,7 @@ from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_
 from .oracle.shipped import (Config, Prediction, output_logits, output_logits_zero, rep_limits,
                              shipped_lengths, shipped_lengths_each)
 from .config import case_config
+from .subject.protocol import Crash, Unsupported
 from .subject.symbols import MAX_ALPHABET
 
 class HarnessError(RuntimeError):
@@ -72,18 +73,6 @@ def fault() -> str | None:
 def _inject(p: Prediction) -> Prediction:
     bump = p.penalized & np.greater_equal(p.L, 2)
     return replace(p, L=p.L + bump)
-
-
-def subject():
-    """The process's one subject (dryz.subject.current(): the library --lib / DRYZ_LIB selects)."""
-    global _current
-    if _current is None:
-        from .subject import current
-        _current = current
-    return _current()
-
-
-_current = None  # dryz.subject.current, imported on first use (loading a library is the caller's choice)
 
 
 if MAX_ALPHABET > 256:
@@ -482,6 +471,7 @@ class Verdict:
     multi_token: bool = False
     differing: list[dict] = field(default_factory=list)  # per differing candidate: id, expected, observed
     broken_promises: list[str] = field(default_factory=list)  # promises the shipped output breaks
+    crash: dict | None = None  # class crash: the signal and the subject's last words
 
     @_lazy
     def candidates(self) -> list[int]:
@@ -509,7 +499,10 @@ class Verdict:
 
     def signature(self) -> tuple:
         """The disagreement class, for 'fails the same way': status plus, per differing candidate,
-        the direction of the error (the library penalizing more or less than expected)."""
+        the direction of the error (the library penalizing more or less than expected); for a crash, how the
+        subject died."""
+        if self.status == CRASH:
+            return (CRASH, ((-1, (self.crash or {}).get("signal") or "crash"),))
         # A multi-token mismatch that survives without the multi-token breaker is the same failure.
         klass = MISMATCH if self.klass == "mismatch-multi-token" else self.klass
         return (klass, tuple(sorted((d["id"], d["direction"]) for d in self.differing)))
@@ -530,6 +523,7 @@ class Verdict:
             "multi_token_breakers": self.multi_token,
             "differing": self.differing,
             "broken_promises": self.broken_promises,
+            **(self.crash if self.crash is not None else {}),
         }
 
 
@@ -537,13 +531,17 @@ def _f(x: float):
     return x if math.isfinite(x) else ("-inf" if x < 0 else ("inf" if x > 0 else "nan"))
 
 
-def check(case: Case, lib=None) -> Verdict:
-    """Run the case through the selected library and judge it: check_batch on a batch of one."""
-    lib = lib or subject()
+def check(case: Case, lib) -> Verdict:
+    """Run the case on the subject and judge it: check_batch on a batch of one."""
     cfg = case_config(case, lib.abi, lib)
     cands, H = case_arrays(case)
     initial = np.array(case.logits, dtype=np.float32)
+    why = lib.caps.lacks(case)
+    if why is not None:
+        raise Unsupported(f"{lib.kind} subject: {why}")
     out = lib.run(case)
+    if isinstance(out, Crash):
+        return crash_verdict(case, out)
     if out.size != len(cands) or out.ids != case.ids:
         b = Batch(cfg, H, cands, np.zeros((1, len(cands)), dtype=np.float32), initial, case.sorted)
         v = _verdict(case, b, out.logits, out.sorted)
@@ -583,6 +581,45 @@ def check(case: Case, lib=None) -> Verdict:
         if v.broken_promises:
             v.detail = "the shipped output agrees with the model but breaks: " + ", ".join(v.broken_promises)
     return v
+
+
+def check_op(subject, case: Case) -> Verdict:
+    """check() as a call an isolation worker runs (dryz.subject.isolation: fn(subject, *args))."""
+    return check(case, subject)
+
+
+def check_in(worker, case: Case) -> Verdict:
+    """check() in an isolation worker (another process holding the subject): a case that kills or hangs the
+    subject's process is a verdict of class crash."""
+    out = worker.call(check_op, case)
+    return crash_verdict(case, out) if isinstance(out, Crash) else out
+
+
+def check_trace_op(subject, trace):
+    """check_trace() as a call an isolation worker runs."""
+    from .oracle.trace_model import check_trace
+    return check_trace(trace, subject)
+
+
+def check_trace_in(worker, trace):
+    """check_trace() in an isolation worker: a TraceVerdict, or one of class crash when the subject's process
+    died or hung on the trace."""
+    out = worker.call(check_trace_op, trace)
+    if isinstance(out, Crash):
+        from .oracle.trace_model import TraceVerdict
+        v = TraceVerdict(trace, CRASH, None, [])
+        v.crash = {"detail": out.detail, "signal": out.signal, "stderr": out.stderr}
+        return v
+    return out
+
+
+def crash_verdict(case: Case, crash: Crash) -> Verdict:
+    """The verdict on a case the subject crashed on (its process died or hung, or its server stopped
+    answering): class crash, a finding; nothing observed, so nothing compared."""
+    empty_i, empty_f = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    return Verdict(case=case, status=CRASH, oracle_L_array=empty_i, oracle_B_L_array=empty_i,
+                   expected_array=empty_f, observed_array=empty_f, expected_sorted=False, observed_sorted=False,
+                   detail=crash.detail, crash={"signal": crash.signal, "stderr": crash.stderr})
 
 
 def _verdict(case: Case, b: Batch, observed: np.ndarray, observed_sorted: bool) -> Verdict:

@@ -15,6 +15,14 @@ from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, Failure, fail as _fail, 
 MAX_SPACE_CASES = 2_000_000_000
 
 
+def say_subject(lib) -> None:
+    """The subject a command judges, named before its results."""
+    from .output import subject_details
+    click.echo(f"subject: {lib.label()}")
+    for line in subject_details(lib.identity):
+        click.echo(f"         {line}")
+
+
 def _writable(path) -> None:
     """Refuse an output path before the work, not after it (a run's result must not be lost)."""
     from pathlib import Path
@@ -43,21 +51,24 @@ def case_file_options(f):
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dryz")
+@click.option("--subject", "subject_spec", default=None, metavar="KIND:ARG", envvar="DRYZ_SUBJECT",
+              help="The subject under audit, for every command and every process it starts: libllama:PATH (a "
+                   "libllama.so, or a folder holding it). [env: DRYZ_SUBJECT; default: llama-cpp-python's "
+                   "libllama]")
 @click.option("--lib", "lib_path", default=None, metavar="PATH", envvar="DRYZ_LIB",
-              help="The libllama.so under audit (a file, or a folder holding libllama.so and its libggml*.so), "
-                   "for every command and every process it starts. [env: DRYZ_LIB; default: llama-cpp-python's]")
+              help="Short for --subject libllama:PATH. [env: DRYZ_LIB]")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output (results and errors only), for scripts.")
-def cli(lib_path, quiet):
+@click.pass_context
+def cli(ctx, subject_spec, lib_path, quiet):
     """Audit llama.cpp's DRY sampler against independent oracles."""
     if quiet:
         os.environ["DRYZ_QUIET"] = "1"
-    if lib_path:
-        from .subject.binding import SubjectError, resolve
-        try:
-            os.environ["DRYZ_LIB"] = str(resolve(lib_path))  # children (workers, fuzz jobs, re-checks) inherit it
-        except SubjectError as e:
-            _fail(str(e))
-
+    from .subject.binding import SubjectError
+    from .subject.registry import selected_spec
+    try:
+        ctx.obj = selected_spec(subject_spec, lib_path)
+    except SubjectError as e:
+        _fail(str(e))
 
 
 @cli.group()
@@ -150,6 +161,7 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         _fail("--tokens and --breakers go with --vocab")
     from .check import HarnessError
     from .config import CONFIG_NAMES, parameter_names, space_config, window_cap_names
+    from .subject.binding import ArrayChanged
     from .space import case_count
     from .subject.symbols import MAX_ALPHABET
 
@@ -222,9 +234,13 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         resume = parse_json_file(resume_path, _read(resume_path))
         if not isinstance(resume, dict) or resume.get("tool") != "dryz exhaustive":
             _fail(f"--resume {resume_path}: not a dryz exhaustive result")
+    from .enumerate.exhaustive import ExhaustiveInterrupted, ResumeError, run_exhaustive
+    lib = load_subject()
     try:
-        result = run_exhaustive(alphabet, max_length, specs, json_path, progress, workers, canonical, shard_spec,
-                                scheduler=client, resume=resume)
+        result = run_exhaustive(lib, alphabet, max_length, specs, json_path, progress, workers, canonical,
+                                shard_spec, scheduler=client, resume=resume)
+    except ResumeError as e:
+        _fail(str(e))
     except ExhaustiveInterrupted as e:
         it = e.result["interrupted"]
         click.echo(f"dryz exhaustive: INTERRUPTED after {len(it['done_tasks'])} of {it['total_tasks']} slices; "
@@ -237,14 +253,11 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         _fail(f"--resume {resume_path}: not a partial result this dryz can continue ({e})")
     except HarnessError as e:
         _fail(f"harness error: {e}")
-    except Exception as e:
-        from .subject.binding import ArrayChanged
-        if not isinstance(e, ArrayChanged):
-            raise
+    except SchedulerError as e:  # a Dask cluster that cannot run this subject: its one-line reason
+        _fail(str(e))
+    except ArrayChanged as e:
         click.echo(f"dryz exhaustive: MISMATCH: {e} (a finding: DRY only changes logits)")
         sys.exit(EXIT_FINDING)
-    except SchedulerError as e:
-        _fail(str(e))
     finally:
         if client is not None:
             client.close()
@@ -258,8 +271,8 @@ def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, w
     """`dryz exhaustive --vocab`: every history over real tokens (dryz.enumerate.vocab_space)."""
     from .config import parameter_names, space_config, window_cap_names
     from .enumerate.vocab_space import default_tokens, run_vocab_space, verdict
-    from .report import Progress, environment, write_json
-    from .vocabcase import BREAKER_PRESETS, load_vocab
+    from .output import Progress, environment, write_json
+    from .vocab_cases import BREAKER_PRESETS, load_vocab
     lib = load_subject()
     v = load_vocab(vocab, lib)
     if tokens is None:
@@ -330,7 +343,7 @@ def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, w
 
 
 def _print_certificate(result, json_path):
-    from .report import certificate_text
+    from .output import certificate_text
     text = certificate_text(result)
     if result["space"]["alphabet"] == "all":
         text = text.replace(" over all symbols, every symbol a candidate",
@@ -361,117 +374,7 @@ def _print_certificate(result, json_path):
         failed = ", ".join(k for k, ok in result["checks"].items() if not ok)
         click.echo(f"dryz: error: the harness is in doubt, the run is void: failed {failed}", err=True)
         sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_FINDING if result["verdict"] == "mismatch" else EXIT_OK)
-
-
-class ExhaustiveInterrupted(Exception):
-    def __init__(self, result):
-        super().__init__("interrupted")
-        self.result = result
-
-
-def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, workers=1, canonical=False,
-                   shard=None, scheduler=None, resume=None) -> dict:
-    """alphabet None: every alphabet size (canonical). shard (I, N): only that deterministic slice.
-    scheduler: a Dask scheduler address or distributed.Client that runs the slices (dryz.enumerate.dask_exec).
-    resume: an interrupted run's result (same subject, space and shard): its finished slices are kept.
-    Ctrl-C writes a partial result marked interrupted to json_path and raises ExhaustiveInterrupted."""
-    from .enumerate import certificate as cert
-    from .check import check
-    from .enumerate.controls import multiplier_zero_control, periodic_control
-    from .enumerate.run import ConfigResult, Interrupted, config_slices, run_configs, shard_slicing, shard_tasks
-    from .report import Progress, environment, write_json
-
-    t0 = time.perf_counter()
-    lib = load_subject()
-    ident = lib.identity
-    space = cert.space_json(alphabet, max_length, specs, canonical)
-    slicing = shard_slicing(shard[1]) if shard else workers
-    done: set[int] = set()
-    partial = None
-    earlier = 0.0
-    if resume is not None:
-        if resume.get("verdict") != "interrupted":
-            _fail(f"--resume: that result is {resume.get('verdict')!r}, not an interrupted run")
-        if resume["subject"].get("libllama_sha256") != ident["libllama_sha256"]:
-            _fail("--resume: that run audited another library (sha256 "
-                  f"{resume['subject'].get('libllama_sha256', '?')[:16]}...)")
-        if resume["space"] != space:
-            _fail("--resume: that run covered another space (give the same -k, -n, -c and flags)")
-        it = resume["interrupted"]
-        if it.get("shard") != (list(shard) if shard else None):
-            _fail("--resume: that run was another shard")
-        slicing, done = it["slicing"], set(it["done_tasks"])
-        partial = [ConfigResult.from_json(spec, c) for spec, c in zip(specs, resume["configs"])]
-        earlier = float(resume.get("wall_seconds") or 0.0)
-    tasks = [(ci, sl) for ci, spec in enumerate(specs)
-             for sl in config_slices(alphabet, max_length, spec, slicing, canonical)]
-    picked = shard_tasks(tasks, *shard) if shard else list(range(len(tasks)))
-    todo = [j for j in picked if j not in done]
-    if canonical:
-        total = sum(sum(e["expected_histories_by_length"].values()) for e in space["canonical"])
-    else:
-        total = sum(alphabet ** n for n in range(1, max_length + 1)) * len(specs)
-    if shard or done:
-        total = max(1, total * len(todo) // max(len(tasks), 1))
-    bar = Progress(total, "histories", enabled=progress)
-    finished: list[int] = []
-
-    def interrupted(results):
-        bar.close()
-        configs = [r.to_json() for r in results]
-        part = {"tool": "dryz exhaustive", "verdict": "interrupted", "subject": ident, "space": space,
-                "configs": configs, "totals": cert.totals(configs),
-                "interrupted": {"done_tasks": sorted(done | set(finished)), "total_tasks": len(picked),
-                                "slicing": slicing, "shard": list(shard) if shard else None,
-                                "note": "counts cover only the finished slices; not a certificate. "
-                                        "Resume with the same command and --resume THIS_FILE."},
-                "environment": dict(environment(), workers=workers),
-                "wall_seconds": round(earlier + time.perf_counter() - t0, 3)}
-        write_json(json_path, part)
-        raise ExhaustiveInterrupted(part)
-
-    try:
-        results = run_configs(lib, alphabet, max_length, specs, workers, bar, canonical,
-                              tasks=[tasks[j] for j in todo], scheduler=scheduler, partial=partial,
-                              on_done=lambda i: finished.append(todo[i]))
-    except Interrupted as e:
-        interrupted(e.results)
-    bar.close()
-    try:
-        periodic = periodic_control(check)
-        mz = multiplier_zero_control(lib, alphabet, min(max_length, 7), specs, canonical)
-    except KeyboardInterrupt:
-        interrupted(results)
-    configs = [r.to_json() for r in results]
-    flagged = sum(r.off_by_one_flagged for r in results)
-    result = {
-        "tool": "dryz exhaustive",
-        "verdict": None,
-        "subject": ident,
-        "space": space,
-        "configs": configs,
-        "totals": cert.totals(configs),
-    }
-    ct = cert.canonical_totals(configs)
-    if ct:
-        result["canonical_totals"] = ct
-    if shard:
-        result["shard"] = {"index": shard[0], "count": shard[1], "tasks": picked, "total_tasks": len(tasks),
-                           "slicing": slicing}
-    result["controls"] = {"periodic": periodic, "off_by_one": {"flagged": flagged, "passed": flagged > 0},
-                          "multiplier_zero": mz}
-    result["verdict"], result["checks"] = cert.judge(result)
-    env = dict(environment(), workers=workers)
-    if scheduler is not None:
-        env["executor"] = "dask.distributed"
-    result.update({"environment": env, "python": sys.version.split()[0],
-                   "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    result["wall_seconds"] = round(earlier + time.perf_counter() - t0, 3)
-    if resume is not None:
-        result["resumed"] = {"finished_before": len(done), "wall_seconds_before": earlier}
-    write_json(json_path, result)
-    return result
+    sys.exit(EXIT_FINDING if result["verdict"] in ("mismatch", "crash") else EXIT_OK)
 
 
 @cli.command()
@@ -482,7 +385,7 @@ def merge(paths, json_path):
     _writable(json_path)
 
     from .enumerate.certificate import MergeError, merge as merge_results
-    from .report import write_json
+    from .output import write_json
     data = []
     for p in paths:
         d = parse_json_file(p, _read(p))
@@ -542,30 +445,20 @@ def load_case_file(path: str, read_as: str = "auto", vocab=None):
 
 
 
-def judge_isolated(case, kind: str) -> tuple[int, dict]:
-    """check(case) in a child process on the selected subject: (exit code, the check JSON); a child that dies
-    is class crash (exit 1), with the signal and the library's last words."""
-    import json
-    import subprocess
-    p = subprocess.run([sys.executable, "-m", "dryz", "check", "--no-isolate", "--as", "json", "/dev/stdin"],
-                       input=case.dumps(), capture_output=True, text=True)
-    if p.returncode < 0:
-        sig = -p.returncode
-        return EXIT_FINDING, {"input": kind, "case": case.to_json(),
-                              "verdict": {"class": "crash", "status": "crash", "signal": sig,
-                                          "detail": f"the process running the library died of "
-                                                    f"{_signame(sig)}",
-                                          "stderr": p.stderr.strip()[-500:]},
-                              "subject": {"libllama_path": os.environ.get("DRYZ_LIB") or "default"}}
-    try:
-        out = json.loads(p.stdout) if p.returncode in (EXIT_OK, EXIT_FINDING) else None
-    except ValueError:
-        out = None
-    if out is None:
-        sys.stderr.write(p.stderr)
-        sys.exit(p.returncode if p.returncode not in (EXIT_OK, EXIT_FINDING) else EXIT_ERROR)
-    out["input"] = kind
-    return p.returncode, out
+def judge(case, kind: str, isolate: bool = True) -> tuple[int, dict]:
+    """check(case) on the selected subject, in an isolation worker unless isolate is False: (exit code, the
+    check JSON). A case that kills or hangs the subject's process is class crash (exit 1), with the signal and
+    the library's last words."""
+    from .check import check, check_in
+    from .subject.isolation import Worker
+    lib = load_subject()
+    if isolate:
+        with Worker(lib.spec, lib) as w:
+            v = check_in(w, case)
+    else:
+        v = check(case, lib)
+    out = {"input": kind, "case": case.to_json(), "verdict": v.to_json(), "subject": lib.identity}
+    return (EXIT_OK if v.klass == "agree" else EXIT_FINDING), out  # a broken promise is a finding too
 
 
 @cli.command()
@@ -579,14 +472,14 @@ def explain(path, read_as, color, vocab, as_trace):
     the matched suffix, L by each oracle and by the library, the expected and observed logit. (dryz check gives
     the same verdict as JSON, for machines.)"""
     from .explain import explain as render
-    from .report import subject_line
+    from .output import subject_line
     from .cli_traces import explain_cmd, load_trace_file
     t = load_trace_file(path, read_as, as_trace)
     if t is not None:
         explain_cmd(path, *t, color if color is not None else sys.stdout.isatty())
     case, kind = load_case_file(path, read_as, vocab)
     case = on_vocab(case, vocab)
-    rc, out = judge_isolated(case, kind)
+    rc, out = judge(case, kind)
     v = out["verdict"]
     ident = out.get("subject") or {}
     if v["class"] == "crash":
@@ -618,39 +511,9 @@ def check_cmd(path, read_as, isolate, vocab, as_trace):
         check_trace_cmd(*t, isolate)
     case, kind = load_case_file(path, read_as, vocab)
     case = on_vocab(case, vocab)
-    if isolate:
-        rc, out = judge_isolated(case, kind)
-        click.echo(json.dumps(out, indent=2))
-        sys.exit(rc)
-    lib = load_subject()
-    v = check(case, lib)
-    click.echo(json.dumps({"input": kind, "case": case.to_json(), "verdict": v.to_json(),
-                           "subject": lib.identity}, indent=2))
-    sys.exit(EXIT_OK if v.klass == "agree" else EXIT_FINDING)  # a broken promise is a finding too
-
-
-@cli.command("serve", hidden=True)
-def serve_cmd():
-    """Internal: judge Case JSON lines from stdin on the selected subject, one JSON answer per line (each case in
-    a forked child, so a crash is an answer). Used by the differential comparison of subjects (dryz matrix)."""
-    from .subject.differ import serve
-    load_subject()
-    serve()
-
-
-@cli.command("signature", hidden=True)
-def signature_cmd():
-    """Internal: read a Case JSON on stdin, print its verdict signature (used for isolated evaluation)."""
-    import json
-
-    from .case import Case, CaseError
-    from .shrink import signature_in_process
-    try:
-        case = Case.loads(sys.stdin.read())
-    except CaseError as e:
-        _fail(str(e))
-    klass, directions = signature_in_process(case)
-    click.echo(json.dumps([klass, list(directions)]))
+    rc, out = judge(case, kind, isolate)
+    click.echo(json.dumps(out, indent=2))
+    sys.exit(rc)
 
 
 @cli.command()
@@ -665,7 +528,7 @@ def minimize(path, corpus_dir, isolate, vocab, as_trace):
     in ./corpus."""
     from .check import fault
     from .corpus import USER_DIR, CorpusError, crash_entry, entry_json, write_entry
-    from .shrink import reduce_case, signature_in_process, signature_isolated
+    from .shrink import NothingToMinimize, minimize_case
     from .cli_traces import load_trace_file, minimize_cmd
     t = load_trace_file(path, "auto", as_trace)
     if t is not None:
@@ -673,44 +536,26 @@ def minimize(path, corpus_dir, isolate, vocab, as_trace):
         return
     case, kind = load_case_file(path, vocab=vocab)
     case = on_vocab(case, vocab)
-    t0 = time.perf_counter()
-    first = signature_isolated(case)
-    if first[0] == "error":
-        _fail(f"{path}: the harness could not judge the case in a child process: {first[1][0]}")
-    crashed = first[0] == "crash"
-    if first[0] == "agree":
-        _fail(f"{path} (read as a {kind}): the case agrees with the oracles; nothing to minimize")
-    isolated = crashed if isolate is None else isolate
-    sig = signature_isolated if isolated else signature_in_process
-    # The class as dryz check names it (the predicate's signature merges mismatch-multi-token into mismatch:
-    # a multi-token mismatch that survives without its multi-token breaker is the same failure).
-    shown = first[0] if crashed else check_class(case)
-    click.echo(f"minimizing {path} ({kind}): class {shown}, {len(case.history)} tokens"
-               f"{', isolated' if isolated else ''}")
-    reduced, shortest, calls = reduce_case(case, first, sig, log=lambda m: say(f"  {m}"))
-    from dataclasses import replace as _replace
-    reduced = _replace(reduced, note="")  # a seed's note does not describe its reduction
-    seconds = time.perf_counter() - t0
-    if crashed:
-        verdict = None
-    else:
-        from .check import check
-        verdict = check(reduced)
     lib = load_subject()
+    try:
+        m = minimize_case(case, lib, isolate, log=lambda msg: say(f"  {msg}"), announce=lambda shown, iso: click.echo(
+            f"minimizing {path} ({kind}): class {shown}, {len(case.history)} tokens{', isolated' if iso else ''}"))
+    except NothingToMinimize as e:
+        _fail(f"{path} (read as a {kind}): {e}")
     provenance = {"found_by": "minimize", "minimized_from": str(path), "input_kind": kind,
-                  "original_length": len(case.history), "predicate_calls": calls,
-                  "seconds": round(seconds, 2), "fault": fault()}
-    if verdict is None:
-        data = crash_entry(reduced, shortest, provenance, lib.identity)
+                  "original_length": len(case.history), "predicate_calls": m.calls,
+                  "seconds": round(m.seconds, 2), "fault": fault()}
+    if m.verdict is None:
+        data = crash_entry(m.case, m.shortest, provenance, lib.identity)
     else:
-        data = entry_json(reduced, verdict, expect=verdict.klass, shortest=shortest, provenance=provenance,
+        data = entry_json(m.case, m.verdict, expect=m.verdict.klass, shortest=m.shortest, provenance=provenance,
                           subject=lib.identity)
     try:
         out = write_entry(corpus_dir or USER_DIR, data)
     except CorpusError as e:
         _fail(str(e))
-    click.echo(f"reproducer: {len(reduced.history)} tokens {_spelled(reduced)!r}, shortest: {shortest}, "
-               f"{calls} predicate calls, {seconds:.1f} s")
+    click.echo(f"reproducer: {len(m.case.history)} tokens {_spelled(m.case)!r}, shortest: {m.shortest}, "
+               f"{m.calls} predicate calls, {m.seconds:.1f} s")
     click.echo(f"written: {out}")
 
 
@@ -722,7 +567,7 @@ def _json_on_vocab(data, vocab):
     inner = data.get("case") if data.get("schema") == "dryz.corpus/1" else data
     if not isinstance(inner, dict) or inner.get("vocab") is not None:
         return data
-    from .vocabcase import load_vocab
+    from .vocab_cases import load_vocab
     v = load_vocab(vocab, load_subject())
     name = v.ref.name if "/" not in str(vocab) and not str(vocab).endswith(".gguf") else str(v.ref.path)
     inner = {k: x for k, x in inner.items() if k != "history_symbols"}
@@ -737,27 +582,21 @@ def on_vocab(case, vocab):
     sha256 filled; unchanged for the symbol vocabulary. A vocabulary that cannot be had: one line, exit 2."""
     if vocab is None and case.vocab is None:
         return case
-    from .vocabcase import resolved, with_vocab
+    from .vocab_cases import resolved, with_vocab
     lib = load_subject()
     return with_vocab(case, vocab, lib) if vocab is not None else resolved(case, lib)
 
 
 def _vocab_filter(vocab, lib):
     """replay --vocab: keeps the entries whose case is on that vocabulary (same sha256)."""
-    from .vocabcase import load_vocab, vocab_of
+    from .vocab_cases import load_vocab, vocab_of
     sha = load_vocab(vocab, lib).ref.sha256
     return lambda e: e.case.vocab is not None and vocab_of(e.case, lib).ref.sha256 == sha
 
 
 def _spelled(case) -> str:
-    from .vocabcase import history_text
+    from .vocab_cases import history_text
     return history_text(case)
-
-
-def check_class(case) -> str:
-    """check()'s class of a case that did not crash in isolation."""
-    from .check import check
-    return check(case, load_subject()).klass
 
 
 @cli.command()
@@ -771,30 +610,16 @@ def replay(directory, vocab):
     d = directory or str(DEFAULT_DIR)
     lib = load_subject()
     here = lib.identity
-    click.echo(f"subject: {lib.label()}\n         {here['libllama_path']} (sha256 {here['libllama_sha256'][:16]}...)")
+    say_subject(lib)
 
-    # Every entry runs in the subject server's forked worker: an entry that kills this library (a crash witness
-    # replayed on an old release) is answered as class crash and the replay goes on.
-    from .subject.differ import Server
-    server = Server(lib.path)
-
-    def judge(case, expect):
-        r = server.run(case)
-        if r.kind == "error":
-            raise CorpusError(f"the harness could not judge the case: {r.detail}")
-        return r.klass if r.kind == "ok" else "crash"
-    from .cli_traces import trace_class_isolated
     try:
-        rows = replay_dir(d, judge, lambda trace, expect: trace_class_isolated(trace),
-                          select=_vocab_filter(vocab, lib) if vocab else None)
+        rows = replay_dir(d, lib, select=_vocab_filter(vocab, lib) if vocab else None)
     except CorpusError as e:
         _fail(str(e))
-    finally:
-        server.close()
     bad = [r for r in rows if not r.ok]
     for r in rows:
         made_on = (r.subject or {}).get("libllama_sha256")
-        where = "" if not made_on or made_on == here["libllama_sha256"] else \
+        where = "" if not made_on or made_on == here.get("libllama_sha256") else \
             f" (recorded on libllama {made_on[:12]}, {(r.subject or {}).get('llama_cpp_python') or '?'})"
         if r.error:
             click.echo(f"INVALID {r.path}: {r.error}")
@@ -837,7 +662,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
     from pathlib import Path
 
     from .fuzz.campaign import Campaign, CampaignError
-    from .report import write_json
+    from .output import write_json
     if seconds < 1:
         _fail(f"--time must be at least 1 second, got {seconds}")
     if traces and vocab is not None:
@@ -846,12 +671,12 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
         jobs = os.cpu_count() or 1
     if jobs < 1:
         _fail(f"--jobs must be at least 1, got {jobs}")
-    if native and os.environ.get("DRYZ_LIB"):
+    lib = load_subject()
+    if native:
         from .subject.libllama import pip_library
-        from .subject.binding import resolve
-        if resolve(os.environ["DRYZ_LIB"]) != pip_library():
-            _fail("--native fuzzes an instrumented libllama built from the pinned sdist, not the --lib library; "
-                  "run without --native to audit that library")
+        if lib.kind != "libllama" or lib.path != pip_library():
+            _fail("--native fuzzes an instrumented libllama built from the pinned sdist, not the selected subject; "
+                  "run without --native to audit it")
     for f in libfuzzer_flags:
         if not f.startswith("-"):
             _fail(f"unexpected argument {f!r} (libFuzzer flags start with '-')")
@@ -859,15 +684,13 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
     camp = Campaign(seconds=seconds, jobs=jobs, workdir=work,
                     artifacts=Path(artifacts).resolve() if artifacts else work / "artifacts",
                     native=native, fault=fault, extra=list(libfuzzer_flags), vocab=vocab, breakers=breakers,
-                    target="traces" if traces else "cases")
+                    target="traces" if traces else "cases", subject=lib)
     camp.log = say
-    lib = load_subject()
     if vocab is not None:
-        from .vocabcase import load_vocab
+        from .vocab_cases import load_vocab
         load_vocab(vocab, lib)  # one line and exit 2 when it cannot be had, before libFuzzer starts
         os.environ["DRYZ_VOCAB_SAMPLER"] = sampler  # the jobs inherit it (LibLlama.reuse_samplers)
-    click.echo(f"subject: {lib.label()}\n         {lib.identity['libllama_path']} (sha256 "
-               f"{lib.identity['libllama_sha256'][:16]}...)")
+    say_subject(lib)
     try:
         summary = camp.run()
     except CampaignError as e:
@@ -889,7 +712,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
         click.echo(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
     summary["subject"] = lib.identity
     if vocab is not None:
-        from .vocabcase import load_vocab
+        from .vocab_cases import load_vocab
         ref = load_vocab(vocab, lib).ref
         summary["vocab"] = {"name": ref.name, "path": str(ref.path), "sha256": ref.sha256, "breakers": breakers,
                             "sampler": sampler}
@@ -918,19 +741,19 @@ def restarts(alphabet, max_length, json_path):
     """Multi-token restart sequences (length-2/3, contained, overlapping breakers): every history up to N
     through the library, verdict counts per class. Exit 1 on a mismatch or an undocumented class."""
     _writable(json_path)
-    from .report import write_json
+    from .output import write_json
     from .enumerate.restarts import CONFIGS, sweep
     if not 3 <= alphabet <= 8:
         _fail(f"--alphabet must be in 3..8 (the configurations use a, b, c), got {alphabet}")
     if not 1 <= max_length <= 10:
         _fail(f"--max-length must be in 1..10, got {max_length}")
-    from .report import Progress, fmt_seconds
+    from .output import Progress, fmt_seconds
     total = len(CONFIGS) * sum(alphabet ** n for n in range(1, max_length + 1))
     if not quiet_mode():
         click.echo(f"restarts: {len(CONFIGS)} configurations x {total // len(CONFIGS):,} histories "
                    f"= {total:,} (roughly {fmt_seconds(total / 60_000)} at ~60,000 histories/s here)", err=True)
     bar = Progress(total, "histories")
-    results = sweep(k=alphabet, max_len=max_length, configs=CONFIGS, progress=bar)
+    results = sweep(load_subject(), k=alphabet, max_len=max_length, configs=CONFIGS, progress=bar)
     bar.close()
     from .check import is_finding
     bad = False
@@ -966,7 +789,7 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
     from pathlib import Path
 
     from .matrix import DEFAULT_VERSIONS, MatrixError, markdown, parse_versions, run_matrix
-    from .report import write_json
+    from .output import write_json
     _writable(json_path)
     _writable(md_path)
     try:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 
 import click
 
-from .inputs import fail, load_subject, parse_json_file, read, say, signame
+from .inputs import fail, load_subject, parse_json_file, read, say
 
 TRACE_ALPHABET = 2   # the trace space's alphabet (dryz/enumerate/traces.py's default)
 MAX_TRACE_EVENTS = 9  # --traces N: 1..9 (N=9: 2,492,781 traces per configuration, ~28 times N=7, 8.6 s here)
@@ -39,12 +38,13 @@ def add_traces(result: dict, n: int, json_path) -> dict:
     subject, put its counts in result["traces"], judge the certificate again and rewrite it."""
     from .enumerate import certificate as cert
     from .enumerate.traces import enumerate_traces
-    from .report import write_json
+    from .output import write_json
     lib = load_subject()
-    if lib.identity["libllama_sha256"] != result["subject"]["libllama_sha256"]:
-        fail("the trace space would run on another library than the certificate's")
+    from .subject.protocol import same_subject
+    if not same_subject(lib.identity, result["subject"]):
+        fail("the trace space would run on another subject than the certificate's")
     try:
-        r = enumerate_traces(n, TRACE_ALPHABET, lib=lib)
+        r = enumerate_traces(n, lib, TRACE_ALPHABET)
     except KeyboardInterrupt:  # the history space's certificate is already written: mark it not a certificate
         result["verdict"] = "interrupted"
         result["interrupted"] = {"note": "the history space finished; the trace space (--traces) was interrupted: "
@@ -124,48 +124,32 @@ def load_trace_file(path: str, read_as: str = "auto", as_trace: bool = False):
 
 
 def verdict_json(v) -> dict:
-    return {"class": v.klass, "status": v.status, "first_bad_apply": v.first_bad_apply,
-            "applies": [a.to_json() for a in v.applies]}
+    out = {"class": v.klass, "status": v.status, "first_bad_apply": v.first_bad_apply,
+           "applies": [a.to_json() for a in v.applies]}
+    crash = getattr(v, "crash", None)
+    if crash:
+        out.update(crash)
+    return out
 
 
-def check_trace_json(trace, kind: str) -> tuple[int, dict]:
-    """check_trace in this process: (exit code, the JSON dryz check prints)."""
+def judge_trace(trace, kind: str, isolate: bool = True) -> tuple[int, dict]:
+    """check_trace on the selected subject, in an isolation worker unless isolate is False: (exit code, the JSON
+    dryz check prints). A trace that kills or hangs the subject's process is class crash (exit 1)."""
+    from .check import check_trace_in
     from .oracle.trace_model import check_trace
+    from .subject.isolation import Worker
     lib = load_subject()
-    v = check_trace(trace, lib)
+    if isolate:
+        with Worker(lib.spec, lib) as w:
+            v = check_trace_in(w, trace)
+    else:
+        v = check_trace(trace, lib)
     out = {"input": kind, "trace": trace.to_json(), "verdict": verdict_json(v), "subject": lib.identity}
     return (0 if v.klass == "agree" else 1), out
 
 
-def judge_trace_isolated(trace, kind: str) -> tuple[int, dict]:
-    """check_trace in a child process on the selected subject; a child that dies is class crash (exit 1)."""
-    p = subprocess.run([sys.executable, "-m", "dryz", "check", "--no-isolate", "--trace", "--as", "json",
-                        "/dev/stdin"], input=trace.dumps(), capture_output=True, text=True)
-    if p.returncode < 0:
-        sig = -p.returncode
-        return 1, {"input": kind, "trace": trace.to_json(),
-                   "verdict": {"class": "crash", "status": "crash", "signal": sig,
-                               "detail": f"the process running the library died of {signame(sig)}",
-                               "stderr": p.stderr.strip()[-500:]},
-                   "subject": {"libllama_path": os.environ.get("DRYZ_LIB") or "default"}}
-    try:
-        out = json.loads(p.stdout) if p.returncode in (0, 1) else None
-    except ValueError:
-        out = None
-    if out is None:
-        sys.stderr.write(p.stderr)
-        sys.exit(p.returncode if p.returncode not in (0, 1) else 2)
-    out["input"] = kind
-    return p.returncode, out
-
-
-def trace_class_isolated(trace) -> str:
-    """replay's judge of a trace entry: its class, crash when the child died."""
-    return judge_trace_isolated(trace, "trace corpus entry")[1]["verdict"]["class"]
-
-
 def check_cmd(trace, kind: str, isolate: bool) -> None:
-    rc, out = judge_trace_isolated(trace, kind) if isolate else check_trace_json(trace, kind)
+    rc, out = judge_trace(trace, kind, isolate)
     click.echo(json.dumps(out, indent=2))
     sys.exit(rc)
 
@@ -175,8 +159,8 @@ def explain_cmd(path: str, trace, kind: str, color: bool) -> None:
     does not agree in full (dryz explain's table of that case)."""
     from .case import Case
     from .explain import explain as render
-    from .report import subject_line
-    rc, out = judge_trace_isolated(trace, kind)
+    from .output import subject_line
+    rc, out = judge_trace(trace, kind)
     v = out["verdict"]
     ident = out.get("subject") or {}
     click.echo(f"dryz explain: {path} ({kind})")
@@ -209,9 +193,9 @@ def minimize_cmd(path: str, trace, kind: str, corpus_dir) -> None:
     from .check import fault
     from .corpus import USER_DIR, CorpusError, trace_entry_json, write_entry
     from .oracle.trace_model import check_trace
-    from .shrink import flatten, reduce_trace
+    from .shrink import flatten, reduce_trace, trace_signature_in
     t0 = time.perf_counter()
-    rc, out = judge_trace_isolated(trace, kind)
+    rc, out = judge_trace(trace, kind)
     klass = out["verdict"]["class"]
     if klass == "crash":
         fail(f"{path}: the trace crashes the library ({out['verdict']['detail']}); minimizing a crashing "
@@ -222,7 +206,8 @@ def minimize_cmd(path: str, trace, kind: str, corpus_dir) -> None:
     first = check_trace(trace, lib)
     ev, toks = trace.size()
     click.echo(f"minimizing {path} ({kind}): class {first.klass}, {ev} events, {toks} tokens")
-    small, shortest, calls, stats = reduce_trace(trace, first.signature(), log=lambda m: say(f"  {m}"))
+    small, shortest, calls, stats = reduce_trace(trace, first.signature(), trace_signature_in(lib),
+                                                 log=lambda m: say(f"  {m}"))
     from dataclasses import replace
     small = replace(small, note="")
     seconds = time.perf_counter() - t0

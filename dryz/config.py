@@ -67,9 +67,9 @@ def case_config(case: Case, abi: int = 7, lib=None) -> Config:
 
 def vocab_config(case: Case, abi: int = 7, lib=None) -> Config:
     """A real vocabulary's configuration: restart sequences from restart_model (dryz.oracle.restarts_vocab) over
-    the case's vocabulary and breakers (cached per pair, dryz.vocabcase), with what the text-level promise
+    the case's vocabulary and breakers (cached per pair, dryz.vocab_cases), with what the text-level promise
     needs."""
-    from .vocabcase import restart_sequences
+    from .vocab_cases import restart_sequences
     seqs, text = restart_sequences(case, lib)
     return _vocab_config(case.multiplier, case.base, case.allowed_length,
                          effective_last_n(case.penalty_last_n, case.n_ctx_train, abi), seqs, text)

@@ -102,7 +102,7 @@ def _history_spelling(case: Case) -> dict:
     prints them: for people, not checked on load)."""
     if case.vocab is None:
         return {"history_symbols": case.symbols}
-    from .vocabcase import history_text
+    from .vocab_cases import history_text
     return {"history_text": history_text(case)}
 
 
@@ -110,7 +110,7 @@ def _labels(case: Case):
     """Per candidate: its symbol, or for a real vocabulary its piece."""
     if case.vocab is None:
         return lambda cid: {"symbol": _sym(cid)}
-    from .vocabcase import vocab_of
+    from .vocab_cases import vocab_of
     pieces = vocab_of(case).pieces()
     return lambda cid: {"piece": pieces[cid].decode("utf-8", errors="replace")}
 
@@ -123,6 +123,27 @@ def _sym(cid: int) -> str:
 def _num(x: float):
     import math
     return x if math.isfinite(x) else ("-inf" if x < 0 else ("inf" if x > 0 else "nan"))
+
+
+def reference_witness_entry(case: Case, klass: str, verdict, shortest: str, provenance: dict, subject: dict,
+                            note: str = "") -> dict:
+    """A corpus entry for a reference-design divergence witness (dryz.oracle.reference): expect = its check()
+    class (agree), plus reference_divergence and the reference design's own output per candidate."""
+    from .oracle.reference import divergences, reference_output
+    data = entry_json(case, verdict, expect=verdict.klass, shortest=shortest, provenance=provenance,
+                      subject=subject, note=note)
+    ref = reference_output(case)
+    data["reference_divergence"] = klass
+    data["reference"] = {
+        "design": "text-generation-webui DRYLogitsProcessor (dryz.oracle.reference)",
+        "error": ref.error,
+        "divergences": divergences(case, verdict),
+        "per_candidate": [
+            {"id": cid, "L": ref.L[i], "penalized": ref.penalized[i],
+             "logit": None if ref.logits is None else _num(float(ref.logits[i]))}
+            for i, cid in enumerate(case.candidate_ids())],
+    }
+    return data
 
 
 def file_name(data: dict) -> str:
@@ -267,31 +288,32 @@ class ReplayRow:
         return not self.error and self.got == self.expect
 
 
-def replay(directory: Path, check_fn=None, trace_fn=None, select=None) -> list[ReplayRow]:
-    """Every entry through check_fn(case, expect) -> class (default: check()), every trace entry through
-    trace_fn(trace, expect) -> class (default: check_trace()); a changed verdict in either direction is a
-    failure. select(entry) -> bool: only the case entries it keeps (dryz replay --vocab; traces are over the
-    symbol vocabulary)."""
-    from .check import check
-    check_fn = check_fn or (lambda case, expect: check(case).klass)
-    if trace_fn is None:
-        def trace_fn(trace, expect):
-            from .oracle.trace_model import check_trace
-            return check_trace(trace).klass
+def replay(directory: Path, subject, select=None) -> list[ReplayRow]:
+    """Every entry judged on the subject, each in its isolation worker (an entry that kills the subject, a
+    crash witness replayed on an old release, is class crash and the replay goes on); a changed verdict in
+    either direction is a failure. select(entry) -> bool: only the case entries it keeps (dryz replay --vocab;
+    traces are over the symbol vocabulary)."""
+    from .check import check_in, check_trace_in
+    from .subject.isolation import Worker
     rows = []
-    for p in entries(directory):
-        try:
-            e = load_entry(p)
-        except CorpusError as err:
-            rows.append(ReplayRow(p, "?", None, str(err)))
-            continue
-        if select is not None and (e.case is None or not select(e)):
-            continue
-        fault = (e.data.get("provenance") or {}).get("fault")
-        if fault and os.environ.get("DRYZ_FAULT") != fault:
-            rows.append(ReplayRow(p, e.expect, None, f"made under DRYZ_FAULT={fault}: replay it with that fault "
-                                                     "set, or remove it"))
-            continue
-        got = trace_fn(e.trace, e.expect) if e.trace is not None else check_fn(e.case, e.expect)
-        rows.append(ReplayRow(p, e.expect, got, subject=e.data.get("subject")))
+    with Worker(subject.spec, subject if subject.caps.in_process else None) as w:
+        for p in entries(directory):
+            try:
+                e = load_entry(p)
+            except CorpusError as err:
+                rows.append(ReplayRow(p, "?", None, str(err)))
+                continue
+            if select is not None and (e.case is None or not select(e)):
+                continue
+            fault = (e.data.get("provenance") or {}).get("fault")
+            if fault and os.environ.get("DRYZ_FAULT") != fault:
+                rows.append(ReplayRow(p, e.expect, None, f"made under DRYZ_FAULT={fault}: replay it with that "
+                                                         "fault set, or remove it"))
+                continue
+            try:
+                got = check_trace_in(w, e.trace).klass if e.trace is not None else check_in(w, e.case).klass
+            except (CaseError, ValueError) as err:  # dryz could not judge it on this subject
+                rows.append(ReplayRow(p, e.expect, None, f"the harness could not judge the entry: {err}"))
+                continue
+            rows.append(ReplayRow(p, e.expect, got, subject=e.data.get("subject")))
     return rows

@@ -28,7 +28,7 @@ def _labeler(case: Case):
     at most 10 characters) with its id."""
     if case.vocab is None:
         return _sym, 4
-    from .vocabcase import vocab_of
+    from .vocab_cases import vocab_of
     pieces = vocab_of(case).pieces()
 
     def lab(t: int) -> str:

@@ -1,5 +1,5 @@
 """What every command shares about its inputs and errors: the exit codes, the one-line error (exit 2), reading a
-file, parsing JSON with a one-line reason, loading the selected subject. cli.py (argument parsing) and the
+file, parsing JSON with a one-line reason, opening the selected subject. cli.py (argument parsing) and the
 command helpers (cli_traces.py) both import it; it imports neither."""
 
 from __future__ import annotations
@@ -60,17 +60,34 @@ def signame(sig: int) -> str:
         return f"signal {sig}"
 
 
+def selected_spec() -> str:
+    """The subject spec the command line selected (--subject, --lib, or their environment variables)."""
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx is not None else None
+    if root is not None and isinstance(root.obj, str):
+        return root.obj
+    from .subject.registry import selected_spec as from_env
+    return from_env()
+
+
 def load_subject():
-    """The selected subject, loaded; a library that cannot be loaded or driven is one line and exit 2."""
-    from .subject import SubjectError, current
-    try:
-        return current()
-    except SubjectError as e:
-        fail(f"subject: {e}")
+    """The subject the command line selected, opened once per command (kept in the command's context) and
+    passed down from there; one that cannot be had is one line and exit 2."""
+    from .subject import SubjectError, open_subject
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.find_root().meta if ctx is not None else {}
+    if "dryz.subject" not in meta:
+        try:
+            meta["dryz.subject"] = open_subject(selected_spec())
+        except SubjectError as e:
+            fail(f"subject: {e}")
+        if ctx is not None:
+            ctx.find_root().call_on_close(meta["dryz.subject"].close)
+    return meta["dryz.subject"]
 
 
 def quiet_mode() -> bool:
-    from .report import quiet
+    from .output import quiet
     return quiet()
 
 

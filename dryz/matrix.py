@@ -5,7 +5,7 @@ Per subject (a llama-cpp-python release built by `dryz subject build`, or the xl
 every cell is a dryz command run in its own process on that subject (`dryz --lib L ...`, with a timeout), so a
 subject that crashes, aborts or hangs costs that cell, never the matrix: the default certificate, the corpus
 replay, `--parameters`, `--window-caps`, the restart sweep and a fuzz campaign. Then the subjects are compared
-case by case against the reference (the pinned release) through `dryz.subject.differ` (edge cases of every parameter,
+case by case against the reference (the pinned release) through `dryz.differential` (edge cases of every parameter,
 the project corpus, random fuzz-decoder cases, and the inputs each subject's campaign kept); each distinct
 difference is minimized with the DRY shrink passes under the predicate "the two subjects still differ the same
 way", proven shortest where the search budget allows, and written to the corpus naming the subjects it
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .subject.build import PINNED_VERSION
-from .subject.vocab import cache_dir
+from .subject.cache import cache_dir
 
 # One llama-cpp-python release per DRY source seen so far (0.3.25-0.3.34 share one; 0.3.35 and 0.3.36 have
 # byte-identical DRY sections but 0.3.35 is kept as the first release after PR #26524), plus xllamacpp.
@@ -262,9 +262,9 @@ def _feature_key(case, klass: str, a, b) -> tuple:
 def differential(ref: tuple[str, Path], others: list[tuple[str, Path]], cases, log, budget_s: float = 600):
     """Differences between the reference subject and each other one: {other: {feature key: (case, class,
     results)}} with the first case of each kind, and counts."""
-    from .subject.differ import Server, compare
-    servers = {ref[0]: Server(ref[1])}
-    servers.update({name: Server(lib) for name, lib in others})
+    from .differential import Judge, compare
+    servers = {ref[0]: Judge(f"libllama:{ref[1]}")}
+    servers.update({name: Judge(f"libllama:{lib}") for name, lib in others})
     found: dict[str, dict] = {name: {} for name, _ in others}
     counts: dict[str, dict] = {name: {} for name, _ in others}
     n = 0
@@ -286,7 +286,7 @@ def differential(ref: tuple[str, Path], others: list[tuple[str, Path]], cases, l
 def minimize_difference(a, b, case):
     """Shrink a case two subjects' servers treat differently, keeping the difference (same class, same outcome
     on each side); returns (case, shortest, predicate calls, results on both)."""
-    from .subject.differ import classify
+    from .differential import classify
     from .shrink import reduce_case
 
     def sig(c):
@@ -368,10 +368,10 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
         found, counts, evaluated = differential(ref, others, cases, log)
         log(f"differential: {time.monotonic() - t:.0f} s, {sum(len(v) for v in found.values())} kinds of "
             "difference")
-        from .subject.differ import Server
+        from .differential import Judge
         by_name = {r["subject"]: r for _, _, r in usable}
         for other, kinds in found.items():
-            a, b = Server(ref[1]), Server(by_name[other]["lib"])
+            a, b = Judge(f"libllama:{ref[1]}"), Judge(f"libllama:{by_name[other]['lib']}")
             seen = set()
             try:
                 minimized = [(key, klass) + minimize_difference(a, b, case)
@@ -408,24 +408,21 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
 def _write_witness(case, klass, shortest, calls, ref_row, other_row, results, corpus_dir: Path) -> Path:
     """Judge the witness on the reference subject (in a child: it is the pinned library, but the matrix process
     loads no library itself) and store it."""
+    from .check import check_in
     from .corpus import write_entry
-    p = subprocess.run([sys.executable, "-m", "dryz", "--lib", ref_row["lib"], "check", "--as", "json",
-                        "/dev/stdin"], input=case.dumps(), capture_output=True, text=True, timeout=300)
-    try:
-        v = json.loads(p.stdout)["verdict"]
-    except (ValueError, KeyError):
-        v = {"class": "error"}
-    if "candidates" not in v:  # the reference itself crashed (or could not be judged): a crash entry
+    from .subject.isolation import Worker
+    with Worker(f"libllama:{ref_row['lib']}", timeout=300) as w:
+        try:
+            verdict = check_in(w, case)
+        except Exception:  # noqa: BLE001 (the reference could not judge it)
+            return Path("(not written: the reference could not be judged)")
+    if verdict.status == "crash":  # the reference itself crashed: a crash entry
         from .corpus import crash_entry
-        from .corpus import write_entry as _write
         data = crash_entry(case, shortest, {"found_by": "dryz matrix", "predicate_calls": calls},
                            ref_row["identity"])
-        if v["class"] != "crash":
-            return Path("(not written: the reference could not be judged)")
-        data["separates"] = {"class": klass, "reference": {"subject": ref_row["subject"], "outcome": v["class"]},
+        data["separates"] = {"class": klass, "reference": {"subject": ref_row["subject"], "outcome": "crash"},
                              "others": [{"subject": other_row["subject"], "outcome": results[1].kind}]}
-        return _write(corpus_dir, data)
-    verdict = _VerdictView(v)
+        return write_entry(corpus_dir, data)
     data = witness_entry(case, klass, shortest, calls, ref_row, other_row, results, verdict)
     from .corpus import file_name
     existing = Path(corpus_dir) / file_name(data)
@@ -441,21 +438,6 @@ def _write_witness(case, klass, shortest, calls, ref_row, other_row, results, co
         except (OSError, ValueError, KeyError):
             pass
     return write_entry(corpus_dir, data)
-
-
-class _VerdictView:
-    """check()'s JSON verdict with the attributes corpus.entry_json reads."""
-
-    def __init__(self, v: dict):
-        def f(x):
-            return {"-inf": float("-inf"), "inf": float("inf"), "nan": float("nan")}.get(x, x) \
-                if isinstance(x, str) else x
-        self.klass, self.status, self.detail = v["class"], v["status"], v["detail"]
-        self.candidates, self.oracle_L, self.library_L = v["candidates"], v["oracle_L"], v["library_L"]
-        self.expected_logits = [f(x) for x in v["expected_logits"]]
-        self.observed_logits = [f(x) for x in v["observed_logits"]]
-        self.expected_sorted, self.observed_sorted = v["expected_sorted"], v["observed_sorted"]
-        self.broken_promises, self.differing = v["broken_promises"], v["differing"]
 
 
 def markdown(result: dict) -> str:

@@ -11,10 +11,7 @@ One Reducer, two predicates:
 from __future__ import annotations
 
 import itertools
-import json
-import subprocess
-import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from minimize import BUDGET, ddmin, first_shorter, fixpoint, shortest, shrink_towards
 
@@ -24,53 +21,44 @@ from .subject.symbols import SYMBOLS
 
 PROOF_BUDGET = 60_000   # histories the shortest-search may check
 PROOF_MAX_LENGTH = 64  # the budget is the real bound; this only keeps the count itself cheap
-SUBPROCESS_TIMEOUT = 30.0
 
 
-def signature_in_process(case: Case) -> tuple:
-    from .check import check
-    klass, differing = check(case).signature()
+def verdict_signature(v) -> tuple:
+    """'Fails the same way' for a Case: the verdict class and the directions in which candidates differ (the
+    library penalizing more or less than the model); for a crash, how the subject died."""
+    klass, differing = v.signature()
     return (klass, tuple(sorted(direction for _, direction in differing)))
 
 
-def signature_isolated(case: Case, timeout: float = SUBPROCESS_TIMEOUT) -> tuple:
-    """The signature computed in a child process, so a case that aborts libllama cannot take us with it."""
-    try:
-        p = subprocess.run([sys.executable, "-m", "dryz", "signature"], input=case.dumps(), text=True,
-                           capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return ("crash", ("timeout",))
-    if p.returncode < 0:
-        return ("crash", (f"signal {-p.returncode}",))
-    try:
-        klass, directions = json.loads(p.stdout) if p.returncode == 0 else (None, None)
-    except ValueError:
-        klass = None
-    if klass is None:  # the child could not judge it: dryz's failure, never the library's crash
-        last = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
-        return ("error", (last[:200],))
-    return (klass, tuple(directions))
+def signature_in(subject):
+    """The signature of a case judged on `subject` in this process."""
+    from .check import check
+    return lambda case: verdict_signature(check(case, subject))
 
 
-def same_failure(target: tuple, signature=signature_in_process):
+def signature_isolated(worker):
+    """The signature of a case judged in an isolation worker (dryz.subject.isolation), so a case that aborts
+    libllama cannot take the minimizer with it: a crash is its own signature."""
+    from .check import check_in
+    return lambda case: verdict_signature(check_in(worker, case))
+
+
+def same_failure(target: tuple, signature):
     """The predicate "fails the same way as target"."""
     return lambda case: signature(case) == target
 
 
-def shows_divergence(klass: str, sole: bool, lib_check: bool = True):
-    """The predicate "check() agrees (lib_check) and the reference design diverges in klass" (the only
-    divergence when sole)."""
+def shows_divergence(klass: str, sole: bool, subject, lib_check: bool = True):
+    """The predicate "check() on subject agrees (lib_check) and the reference design diverges from the
+    library's output in klass" (the only divergence when sole)."""
+    from .check import check
     from .oracle.reference import divergences
 
     def pred(case: Case) -> bool:
-        if lib_check:
-            from .check import check
-            v = check(case)
-            if v.klass != "agree":
-                return False
-            d = divergences(case, v)
-        else:
-            d = divergences(case)
+        v = check(case, subject)
+        if lib_check and v.klass != "agree":
+            return False
+        d = divergences(case, v)
         return d == [klass] if sole else klass in d
     return pred
 
@@ -300,7 +288,7 @@ def restricted_growth(n: int, k: int):
     return canonical_strings(Space(k, None, max(n, 1)), n)
 
 
-def reduce_case(case: Case, target: tuple, signature=signature_in_process, log=None):
+def reduce_case(case: Case, target: tuple, signature, log=None):
     """A failing case shrunk to a shortest one that fails the same way: (case, shortest status, calls)."""
     r = Reducer(same_failure(target, signature), log)
     if not r.fails(case):
@@ -308,16 +296,59 @@ def reduce_case(case: Case, target: tuple, signature=signature_in_process, log=N
     return r.minimize(case)
 
 
-def minimize_divergence(case: Case, klass: str, *, sole: bool | None = None, lib_check: bool = True,
+class NothingToMinimize(Exception):
+    """The input agrees with the oracles (one-line reason)."""
+
+
+@dataclass
+class Minimized:
+    case: Case            # the reproducer
+    verdict: object       # its check() verdict on the subject (None for a crash: the subject died on it)
+    first_class: str      # the input's class as dryz check names it
+    shortest: str         # "proven", or why not
+    calls: int            # predicate calls
+    seconds: float
+    isolated: bool        # every evaluation ran in an isolation worker
+
+
+def minimize_case(case: Case, subject, isolate: bool | None = None, log=None, announce=None) -> Minimized:
+    """A failing case (or one that crashes the subject) shrunk to a shortest one that fails the same way on
+    `subject`. The first evaluation always runs in an isolation worker; the rest too when the input crashes
+    (or isolate is True). announce(class, isolated) is called once the input is judged."""
+    import time
+
+    from .check import check
+    from .subject.isolation import Worker
+    t0 = time.perf_counter()
+    with Worker(subject.spec, subject if subject.caps.in_process else None) as w:
+        first = signature_isolated(w)(case)
+        if first[0] == "agree":
+            raise NothingToMinimize("the case agrees with the oracles; nothing to minimize")
+        crashed = first[0] == "crash"
+        isolated = crashed if isolate is None else isolate
+        sig = signature_isolated(w) if isolated else signature_in(subject)
+        # The class as dryz check names it (the signature merges mismatch-multi-token into mismatch: a
+        # multi-token mismatch that survives without its multi-token breaker is the same failure).
+        shown = first[0] if crashed else check(case, subject).klass
+        if announce:
+            announce(shown, isolated)
+        reduced, shortest, calls = reduce_case(case, first, sig, log=log)
+    reduced = replace(reduced, note="")  # a seed's note does not describe its reduction
+    verdict = None if crashed else check(reduced, subject)
+    return Minimized(reduced, verdict, shown, shortest, calls, time.perf_counter() - t0, isolated)
+
+
+def minimize_divergence(case: Case, klass: str, subject, *, sole: bool | None = None, lib_check: bool = True,
                         log=None) -> tuple[Case, str, int]:
     """A case showing reference divergence `klass` shrunk to a shortest witness (for its configuration):
     the same passes and search as reduce_case, with the predicate shows_divergence (sole: klass must be the
     only divergence; default: when the input already has it alone). For the classes that only depend on one
     match length reaching a threshold, oracle.reference.threshold_length proves shortness analytically."""
+    from .check import check
     from .oracle.reference import divergences, threshold_length
     if sole is None:
-        sole = divergences(case) == [klass]
-    r = Reducer(shows_divergence(klass, sole, lib_check), log)
+        sole = divergences(case, check(case, subject)) == [klass]
+    r = Reducer(shows_divergence(klass, sole, subject, lib_check), log)
     if not r.fails(case):
         raise ValueError(f"the case does not show {klass!r}" + (" alone" if sole else ""))
     return r.minimize(case, proven=lambda c: threshold_length(klass, c) == len(c.history))
@@ -469,12 +500,13 @@ def _add_stats(mine: dict, stats: dict) -> None:
         m.runs, m.wins, m.calls = m.runs + s.runs, m.wins + s.wins, m.calls + s.calls
 
 
-def trace_signature_in_process(trace) -> tuple:
+def trace_signature_in(subject):
+    """'Fails the same way' for a Trace judged on subject in this process (TraceVerdict.signature)."""
     from .oracle.trace_model import check_trace
-    return check_trace(trace).signature()
+    return lambda trace: check_trace(trace, subject).signature()
 
 
-def reduce_trace(trace, target: tuple, signature=trace_signature_in_process, log=None):
+def reduce_trace(trace, target: tuple, signature, log=None):
     """A failing trace shrunk to a shortest one that fails the same way (TraceVerdict.signature):
     (trace, shortest status, calls, per-pass statistics)."""
     r = TraceReducer(lambda t: signature(t) == target, log)

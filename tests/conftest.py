@@ -1,8 +1,73 @@
+"""What the test modules share: the default subject, running the dryz command, building subjects, vocabularies.
+
+Builds and vocabularies that cannot be had (no compiler, no PyPI) skip, unless DRYZ_REQUIRE_BUILDS=1 (CI sets
+it), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PATCHES = Path(__file__).parent / "patches"
+REQUIRE_BUILDS = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
+# A selection the test runner may have in its environment must not leak into the dryz processes a test starts.
+SELECTION = ("DRYZ_LIB", "DRYZ_SUBJECT", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT")
 
 
 @pytest.fixture(scope="session")
 def lib():
-    """The shipped library, loaded once for the whole session."""
-    from dryz.check import subject
-    return subject()
+    """The default subject (the pip build's libllama), opened once for the whole session."""
+    from dryz.subject import open_subject, selected_spec
+    return open_subject(selected_spec())
+
+
+def clean_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in SELECTION}
+    env.update({k: str(v) for k, v in extra.items() if v is not None})
+    return env
+
+
+def dryz(*args, lib=None, cwd=None, env=None, stdin=None, timeout=600, module="dryz"):
+    """Run `python -m dryz [--lib LIB] ARGS` in a clean environment (env: extra variables)."""
+    pre = ["--lib", str(lib)] if lib is not None else []
+    return subprocess.run([sys.executable, "-m", module, *pre, *args], capture_output=True, text=True, cwd=cwd,
+                          input=stdin, timeout=timeout, env=clean_env(**(env or {})))
+
+
+def build(version: str, patch: str | None = None) -> Path:
+    """`dryz subject build` of a version, optionally with a patch from tests/patches (cached)."""
+    from dryz.subject.build import BuildError, build as build_subject
+    try:
+        return build_subject(version, PATCHES / patch if patch else None, log=lambda m: None)
+    except (BuildError, OSError) as e:
+        if REQUIRE_BUILDS:
+            raise
+        pytest.skip(f"cannot build libllama {version} {patch or ''}: {str(e).splitlines()[0]}")
+
+
+def vocab(name: str, subject=None):
+    """A vendored vocabulary loaded into the subject (default: the pip build's libllama)."""
+    from dryz.subject import SubjectError, open_subject, selected_spec
+    from dryz.subject.vendored_vocabs import VocabUnavailable
+    try:
+        return (subject or open_subject(selected_spec())).vocabulary(name)
+    except (VocabUnavailable, SubjectError) as e:
+        if REQUIRE_BUILDS:
+            pytest.fail(f"vocabulary {name} required (DRYZ_REQUIRE_BUILDS=1): {e}")
+        pytest.skip(f"vocabulary {name} cannot be had: {e}")
+
+
+@pytest.fixture(scope="session")
+def bpe(lib):
+    return vocab("llama-bpe", lib)
+
+
+@pytest.fixture(scope="session")
+def spm(lib):
+    return vocab("llama-spm", lib)

@@ -138,15 +138,15 @@ def test_every_window_cap_matches_plain(lib):
     assert all(r.mismatches == 0 for r in red) and red[0].penalized_cases == 0  # a window of 1 never penalizes
 
 
-def run(tmp_path, name, **kw):
-    from dryz.cli import run_exhaustive
+def run(tmp_path, name, lib, **kw):
+    from dryz.enumerate.exhaustive import run_exhaustive
     p = tmp_path / name
-    return run_exhaustive(3, 7, specs(3, 7), str(p), False, 1, True, **kw), p
+    return run_exhaustive(lib, 3, 7, specs(3, 7), str(p), False, 1, True, **kw), p
 
 
-def test_shards_merge_to_the_single_run(tmp_path):
-    whole, _ = run(tmp_path, "whole.json")
-    parts = [run(tmp_path, f"s{i}.json", shard=(i, 3))[0] for i in (1, 2, 3)]
+def test_shards_merge_to_the_single_run(tmp_path, lib):
+    whole, _ = run(tmp_path, "whole.json", lib)
+    parts = [run(tmp_path, f"s{i}.json", lib, shard=(i, 3))[0] for i in (1, 2, 3)]
     assert all(p["verdict"] == "partial" for p in parts)
     assert sorted(j for p in parts for j in p["shard"]["tasks"]) == list(range(parts[0]["shard"]["total_tasks"]))
     m = merge(parts, ["s1", "s2", "s3"])
@@ -171,8 +171,8 @@ def test_shards_merge_to_the_single_run(tmp_path):
         merge([whole], ["whole"])
 
 
-def test_merge_cli_refuses_with_one_line(tmp_path):
-    _, p1 = run(tmp_path, "s1.json", shard=(1, 2))
+def test_merge_cli_refuses_with_one_line(tmp_path, lib):
+    _, p1 = run(tmp_path, "s1.json", lib, shard=(1, 2))
     out = tmp_path / "m.json"
     p = subprocess.run([sys.executable, "-m", "dryz", "merge", str(p1), str(p1), "--json", str(out)],
                        capture_output=True, text=True)

@@ -7,9 +7,7 @@ import sys
 import pytest
 
 
-def dryz(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "dryz", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
+from conftest import dryz
 
 
 @pytest.mark.parametrize("args,fragment", [

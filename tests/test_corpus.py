@@ -14,8 +14,8 @@ from dryz.corpus import (DEFAULT_DIR, CorpusError, entries, entry_json, file_nam
 from dryz.fuzz.seeds import upstream_cases
 
 
-def test_whole_corpus_replays_as_expected():
-    rows = replay(DEFAULT_DIR)
+def test_whole_corpus_replays_as_expected(lib):
+    rows = replay(DEFAULT_DIR, lib)
     assert len(rows) >= 14
     bad = [(str(r.path), r.expect, r.got, r.error) for r in rows if not r.ok]
     assert not bad
@@ -43,24 +43,24 @@ def test_findings_have_shortest_witness():
     assert any(e.data["shortest"] == "proven" and len(e.case.history) == 2 for e in finite)
 
 
-def _entry(tmp_path, case, expect):
-    v = check(case)
+def _entry(tmp_path, case, expect, lib):
+    v = check(case, lib)
     return write_entry(tmp_path, entry_json(case, v, expect=expect, shortest="not-minimized",
                                             provenance={"found_by": "test"}, subject={}))
 
 
-def test_replay_flags_changed_verdict(tmp_path):
+def test_replay_flags_changed_verdict(tmp_path, lib):
     case = Case(history=(0, 1, 0, 1), alphabet=2, penalty_last_n=8)
-    p = _entry(tmp_path, case, "mismatch")           # agrees, but the entry claims a mismatch
+    p = _entry(tmp_path, case, "mismatch", lib)           # agrees, but the entry claims a mismatch
     assert p.name == file_name(json.loads(p.read_text())) and p.name.startswith("mismatch-")
-    rows = replay(tmp_path)
+    rows = replay(tmp_path, lib)
     assert [(r.ok, r.expect, r.got) for r in rows] == [(False, "mismatch", "agree")]
     out = subprocess.run([sys.executable, "-m", "dryz", "replay", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 1 and f"CHANGED {p}: expected mismatch, now agree" in out.stdout
 
 
-def test_replay_cli_green_on_good_corpus(tmp_path):
-    _entry(tmp_path, Case(history=(0, 1, 0, 1), alphabet=2, penalty_last_n=8), "agree")
+def test_replay_cli_green_on_good_corpus(tmp_path, lib):
+    _entry(tmp_path, Case(history=(0, 1, 0, 1), alphabet=2, penalty_last_n=8), "agree", lib)
     out = subprocess.run([sys.executable, "-m", "dryz", "replay", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 0 and "1 as expected, 0 changed" in out.stdout
 
@@ -72,8 +72,8 @@ def test_replay_cli_green_on_good_corpus(tmp_path):
     ({"case": {"history": [9], "alphabet": 2, "penalty_last_n": 3}}, "case: history token 9"),
     ({"history_symbols": "zzz"}, "does not match the case"),
 ])
-def test_entry_validation(tmp_path, patch, fragment):
-    p = _entry(tmp_path, Case(history=(0, 1), alphabet=2, penalty_last_n=8), "agree")
+def test_entry_validation(tmp_path, patch, fragment, lib):
+    p = _entry(tmp_path, Case(history=(0, 1), alphabet=2, penalty_last_n=8), "agree", lib)
     d = json.loads(p.read_text())
     d.update(patch)
     with pytest.raises(CorpusError) as e:

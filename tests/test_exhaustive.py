@@ -43,7 +43,7 @@ def test_slices_partition_the_space():
 
 
 def test_controls_fire(lib):
-    assert periodic_control(check)["passed"]
+    assert periodic_control(lambda c: check(c, lib))["passed"]
     mz = multiplier_zero_control(lib, 3, 5, specs(3, 5))
     assert mz["nonzero_deltas"] == 0 and mz["cases"] == 3 * case_count(3, 5)
 
@@ -64,8 +64,8 @@ def test_a_library_off_by_one_is_a_finding_not_void(lib, tmp_path):
     """The off-by-one reference goes unflagged exactly when the library is itself off by one: its mismatches
     make that a finding (mismatch), never a void run."""
     from dryz.enumerate.certificate import judge
-    from dryz.cli import run_exhaustive
-    r = run_exhaustive(3, 4, specs(3, 4)[:1], str(tmp_path / "r.json"), False, 1, True)
+    from dryz.enumerate.exhaustive import run_exhaustive
+    r = run_exhaustive(lib, 3, 4, specs(3, 4)[:1], str(tmp_path / "r.json"), False, 1, True)
     assert r["verdict"] == "certified"
     for c in r["configs"]:
         c["off_by_one_flagged"], c["mismatches"] = 0, c["penalized_cases"]

@@ -11,15 +11,13 @@ from pathlib import Path
 import pytest
 
 from dryz.corpus import load_entry
-from dryz.shrink import signature_in_process
+from dryz.shrink import signature_in
 
 
-def dryz(*args, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "dryz", *args], capture_output=True, text=True,
-                          env=env or dict(os.environ), timeout=timeout)
+from conftest import dryz
 
 
-def test_fault_injected_campaign_finds_minimizes_and_stores(tmp_path, monkeypatch):
+def test_fault_injected_campaign_finds_minimizes_and_stores(tmp_path, monkeypatch, lib):
     p = dryz("fuzz", "--time", "25", "--workdir", str(tmp_path / "w"), "--fault", "off-by-one",
              "--json", str(tmp_path / "s.json"))
     assert p.returncode == 1, p.stdout + p.stderr
@@ -28,12 +26,12 @@ def test_fault_injected_campaign_finds_minimizes_and_stores(tmp_path, monkeypatc
     crash = Path(summary["findings"][0]["file"])
     assert crash.name.startswith("crash-") and crash.exists()
     # minimize the crash file (decoded with the harness's decoder) into a scratch corpus
-    env = dict(os.environ, DRYZ_FAULT="off-by-one")
-    m = dryz("minimize", str(crash), "--corpus", str(tmp_path / "corpus"), env=env)
+    m = dryz("minimize", str(crash), "--corpus", str(tmp_path / "corpus"), env={"DRYZ_FAULT": "off-by-one"})
     assert m.returncode == 0, m.stdout + m.stderr
     [path] = list((tmp_path / "corpus").glob("*.json"))
     entry = load_entry(path)
     monkeypatch.setenv("DRYZ_FAULT", "off-by-one")
+    signature_in_process = signature_in(lib)
     target = signature_in_process(entry.case)
     assert target[0].startswith("mismatch")           # still fails the same way
     h = entry.case.history

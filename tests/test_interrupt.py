@@ -67,7 +67,7 @@ def test_fuzz_sigint_says_interrupted(tmp_path):
 def test_progress_off_a_terminal_is_one_line_per_interval_with_an_eta():
     import io
 
-    from dryz.report import Progress
+    from dryz.output import Progress
     buf = io.StringIO()
     p = Progress(1000, "histories", stream=buf, interval=0.0)
     p.t0 -= 2.0  # as if the run had been going for 2 s

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from dryz.case import Case
-from dryz.subject.differ import Result, classify
+from dryz.differential import Result, classify
 from dryz.matrix import MatrixError, Spec, parse_versions
 
 REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
@@ -42,10 +42,11 @@ def test_differences_are_classed_by_what_each_side_did():
     assert classify(ok("agree", (1,)), ok("mismatch", (1,))) is None
 
 
-def test_serve_answers_a_crash_and_goes_on(tmp_path):
-    """The subject server answers every line; a case that kills the library is a crash answer, not the end."""
-    from dryz.subject.differ import Server
-    s = Server(os.environ.get("DRYZ_LIB") or _pip_lib())
+def test_judge_answers_a_crash_and_goes_on(tmp_path):
+    """A subject's judge (a spawned isolation worker) answers every case; a case that kills the library is a
+    crash answer, not the end."""
+    from dryz.differential import Judge
+    s = Judge(f"libllama:{_pip_lib()}")
     try:
         a = s.run(Case(history=(0, 0), alphabet=1, penalty_last_n=4))
         assert a.kind == "ok" and a.klass == "agree" and a.bits == (0xBF800000,)  # -1.0: L = 1
@@ -104,13 +105,13 @@ def test_two_subject_matrix(two_subjects):
 def test_project_witnesses_still_separate_their_subjects(two_subjects):
     """Every witness in the project corpus between 0.3.36 and 0.3.34 still shows its difference."""
     from dryz.corpus import PROJECT_DIR, entries, load_entry
-    from dryz.subject.differ import Server
+    from dryz.differential import Judge
     _, _, new, old = two_subjects
     witnesses = [load_entry(p) for p in entries(PROJECT_DIR)]
     witnesses = [e for e in witnesses if "llama-cpp-python 0.3.34" in
                  {o["subject"] for o in e.data.get("separates", {}).get("others", [])}]
     assert witnesses, "the project corpus holds no witness of a difference with 0.3.34"
-    a, b = Server(new), Server(old)
+    a, b = Judge(f"libllama:{new}"), Judge(f"libllama:{old}")
     try:
         for e in witnesses:
             assert classify(a.run(e.case), b.run(e.case)) == e.data["separates"]["class"], e.path

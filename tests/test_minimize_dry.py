@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from dryz.case import Case, f32
-from dryz.shrink import (canonical_form, count_histories, reduce_case, restricted_growth, signature_in_process, signature_isolated)
+from dryz.shrink import canonical_form, count_histories, reduce_case, restricted_growth, signature_in, signature_isolated
+from dryz.subject.isolation import Worker
 
 
 def long_failing_case():
@@ -17,13 +18,14 @@ def long_failing_case():
                 multiplier=f32(0.8), base=f32(1.75), allowed_length=2)
 
 
-def test_fault_injected_reduction_is_proven_shortest(monkeypatch):
+def test_fault_injected_reduction_is_proven_shortest(monkeypatch, lib):
     monkeypatch.setenv("DRYZ_FAULT", "off-by-one")
     case = long_failing_case()
+    signature_in_process = signature_in(lib)
     target = signature_in_process(case)
     # Two candidates (a, b) follow a repeat of length >= 2, and the faulty reference overstates both.
     assert target == ("mismatch", ("less", "less"))
-    reduced, shortest, calls = reduce_case(case, target)
+    reduced, shortest, calls = reduce_case(case, target, signature_in_process)
     assert signature_in_process(reduced) == target
     assert shortest == "proven" and len(reduced.history) == 6 and calls < 2000
     # 1-minimal: removing any single history token loses the failure.
@@ -35,17 +37,25 @@ def test_fault_injected_reduction_is_proven_shortest(monkeypatch):
     assert reduced.allowed_length == 0 and reduced.penalty_last_n == 6 and reduced.alphabet == 2
 
 
-def test_nothing_to_minimize():
+def test_nothing_to_minimize(lib):
     case = Case(history=(0, 1), alphabet=2, penalty_last_n=4)
     with pytest.raises(ValueError, match="does not fail"):
-        reduce_case(case, ("mismatch", ("more",)))
+        reduce_case(case, ("mismatch", ("more",)), signature_in(lib))
 
 
-def test_isolated_signature_survives_abort(monkeypatch):
+def test_isolated_signature_survives_abort(monkeypatch, lib):
+    """A case that aborts the subject's process is a crash signature, and the worker goes on (restarted)."""
     case = Case(history=(0,) * 6, alphabet=1, penalty_last_n=8)
-    assert signature_isolated(case) == signature_in_process(case) == ("agree", ())
-    monkeypatch.setenv("DRYZ_FAULT", "abort")
-    assert signature_isolated(case) == ("crash", ("signal 6",))
+    with Worker(lib.spec, lib) as w:
+        isolated = signature_isolated(w)
+        assert isolated(case) == signature_in(lib)(case) == ("agree", ())
+        monkeypatch.setenv("DRYZ_FAULT", "abort")  # read per call, in the worker too (forked: same environment)
+        w.close()  # the next call forks a worker that sees the fault
+        assert isolated(case) == ("crash", ("SIGABRT",))
+        assert isolated(case) == ("crash", ("SIGABRT",)) and w.restarts == 2
+        monkeypatch.delenv("DRYZ_FAULT")
+        w.close()
+        assert isolated(case) == ("agree", ())
 
 
 def test_restricted_growth_counts():

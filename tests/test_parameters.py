@@ -96,11 +96,11 @@ def test_fresh_symbol_touched_is_caught(lib, monkeypatch):
     assert r.fresh_violations > 0 and r.mismatches > 0
 
 
-def test_parameter_shards_merge_to_the_single_run(tmp_path):
-    from dryz.cli import run_exhaustive
+def test_parameter_shards_merge_to_the_single_run(tmp_path, lib):
+    from dryz.enumerate.exhaustive import run_exhaustive
     specs = [space_config(x, 3, 5) for x in ["base"] + parameter_names(["breaker"])[:4]]
-    whole = run_exhaustive(3, 5, specs, str(tmp_path / "w.json"), False, 1, True)
-    parts = [run_exhaustive(3, 5, specs, str(tmp_path / f"s{i}.json"), False, 1, True, shard=(i, 2))
+    whole = run_exhaustive(lib, 3, 5, specs, str(tmp_path / "w.json"), False, 1, True)
+    parts = [run_exhaustive(lib, 3, 5, specs, str(tmp_path / f"s{i}.json"), False, 1, True, shard=(i, 2))
              for i in (1, 2)]
     m = merge(parts, ["s1", "s2"])
     assert whole["verdict"] == m["verdict"] == "certified" and all(m["checks"].values())

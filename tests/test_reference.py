@@ -106,7 +106,7 @@ def test_corpus_witness_replays(entry, lib):
     from dryz.check import check
     c = Case.from_json(entry["case"])
     klass = entry["reference_divergence"]
-    v = check(c)
+    v = check(c, lib)
     assert v.klass == entry["expect"]
     assert klass in divergences(c, v)
     control = without_trigger(c, klass)
@@ -126,9 +126,9 @@ def test_two_sufficient_features_are_both_named(lib):
     assert divergences(c, observed=lib.run(c).logits) == ["ref-base-below-1", "ref-penalty-last-n-0"]
 
 
-def test_minimize_divergence_proves_a_shortest_witness():
+def test_minimize_divergence_proves_a_shortest_witness(lib):
     from dryz.shrink import minimize_divergence
-    w, shortest, calls = minimize_divergence(case("cabcab", multiplier=-1.0), "ref-multiplier-negative")
+    w, shortest, calls = minimize_divergence(case("cabcab", multiplier=-1.0), "ref-multiplier-negative", lib)
     assert (w.symbols, shortest) == ("aa", "proven")
-    w, shortest, _ = minimize_divergence(case("a" * 58), "ref-match-cap-50")
+    w, shortest, _ = minimize_divergence(case("a" * 58), "ref-match-cap-50", lib)
     assert (len(w.history), shortest) == (52, "proven")

@@ -15,9 +15,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
 
 
-def dryz(*args, cwd, timeout=300):
-    return subprocess.run([sys.executable, "-m", "dryz", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout)
+from conftest import dryz
 
 
 @pytest.fixture(scope="module")

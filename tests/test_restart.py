@@ -71,14 +71,14 @@ def test_divergence_from_rightmost_occurrences_equals_every_occurrence():
 # -- the promise check -------------------------------------------------------------------------------------
 
 def test_documented_witness_and_controls(lib):
-    v = check(case("cabc", ("abc", "b")))
+    v = check(case("cabc", ("abc", "b")), lib)
     assert v.ok and v.klass == "documented-contained-restart" and v.broken_promises == ["contained-restart"]
     assert v.library_L == v.oracle_L == [1, 0, 0]
-    assert check(case("cabc", ("abc",))).klass == "agree"      # without the contained breaker
-    assert check(case("cabc", ("b",))).klass == "agree"        # without the containing one
-    assert check(case("cab", ("abc", "b"))).klass == "agree"   # abc not completed
+    assert check(case("cabc", ("abc",)), lib).klass == "agree"      # without the contained breaker
+    assert check(case("cabc", ("b",)), lib).klass == "agree"        # without the containing one
+    assert check(case("cab", ("abc", "b")), lib).klass == "agree"   # abc not completed
     # the same pattern seen only through the sorted flag: promised exits early, shipped reaches Step 4
-    v = check(case("abc", ("abc", "b"), candidates=((0, 0.0), (1, 0.0)), sorted=True))
+    v = check(case("abc", ("abc", "b"), candidates=((0, 0.0), (1, 0.0)), sorted=True), lib)
     assert v.klass == "documented-contained-restart"
 
 
@@ -149,7 +149,7 @@ def test_sweep_per_class(lib):
     for name in ("contained-abc-b", "contained-aba-b", "prefix-abc-ab"):
         r, breakers = results[name], dict(CONFIGS)[name]
         for klass, h in r.examples.items():
-            assert check(case_of(h, breakers)).klass == klass, (name, h)
+            assert check(case_of(h, breakers), lib).klass == klass, (name, h)
 
 
 def test_fuzz_decoder_breakers_classified(lib):
@@ -165,7 +165,7 @@ def test_fuzz_decoder_breakers_classified(lib):
         h = tuple(int(x) for x in rng.integers(0, k, int(rng.integers(1, 12))))
         c = Case(history=h, alphabet=k, penalty_last_n=int(rng.integers(1, 14)), breakers=breakers,
                  allowed_length=int(rng.integers(0, 3)))
-        v = check(c)
+        v = check(c, lib)
         assert v.klass in ("agree", "documented-contained-restart"), (v.klass, c.dumps())
         cfg = config_of(c.multiplier, c.base, c.allowed_length, c.penalty_last_n, c.breakers)
         H, cands = np.array([h]), np.arange(k)
@@ -184,20 +184,21 @@ def test_contained_restart_witnesses_replay_and_are_shortest(lib):
     from dataclasses import replace
 
     from dryz.corpus import load_entry
-    from dryz.shrink import Reducer, same_failure, signature_in_process
+    from dryz.shrink import Reducer, same_failure, signature_in
+    signature_in_process = signature_in(lib)
     paths = sorted((ROOT / "corpus" / "findings").glob("documented-contained-restart-*.json"))
     assert paths, "no contained-restart witness in corpus/findings"
     lengths = []
     for p in paths:
         e = load_entry(p)
         assert e.expect == e.data["class"] == "documented-contained-restart" and e.data["shortest"] == "proven"
-        v = check(e.case)
+        v = check(e.case, lib)
         assert v.klass == e.expect and v.ok, p.name
         # proven: no shorter history under the same configuration fails the same way
-        assert Reducer(same_failure(signature_in_process(e.case))).shorter(e.case) is None, p.name
+        assert Reducer(same_failure(signature_in_process(e.case), signature_in_process)).shorter(e.case) is None, p.name
         # the trigger: without the contained breaker (the shorter string) the promise holds
         longest = max(e.case.breakers, key=len)
-        assert check(replace(e.case, breakers=(longest,))).klass == "agree", p.name
+        assert check(replace(e.case, breakers=(longest,)), lib).klass == "agree", p.name
         lengths.append(len(e.case.history))
     assert min(lengths) == 3  # a strict container needs >= 3 tokens: the absolute minimum
 
@@ -209,9 +210,10 @@ def test_merges_vocab_restart_map_matches_the_sampler(lib):
     reproduces the library bit for bit on every history up to 5 tokens, and each entry is needed (dropping it,
     or tokenizing its tail character by character, disagrees with the library on some history)."""
     from dryz.enumerate.restarts import MERGES_BREAKERS, merges_compare, merges_restart_sequences
-    v = lib.merges_vocab()
-    assert lib.token_texts(v) == ["a", "b", "c", "ab", "bc", "abc"]
-    assert lib.tokenize(v, "bcab") == [4, 3] and lib.tokenize(v, "abc") == [5]
+    from dryz.enumerate.restarts import merges_vocab
+    v = lib.vocabulary(merges_vocab())
+    assert v.texts() == [b"a", b"b", b"c", b"ab", b"bc", b"abc"]
+    assert v.tokenize("bcab") == (4, 3) and v.tokenize("abc") == (5,)
     a, b, c, ab, bc, abc = range(6)
     assert set(merges_restart_sequences(lib, ("abc",))) == {(a, (bc,)), (ab, (c,)), (abc, ())}
     assert set(merges_restart_sequences(lib, ("abc", "abcab"))) >= {(ab, (c,)), (ab, (c, ab)), (abc, ()),
@@ -242,7 +244,7 @@ def test_decoded_fuzz_inputs_never_restart_order(lib):
     seen_multi = 0
     for _ in range(250):
         c = decode(rng.integers(0, 256, int(rng.integers(20, 600))).astype(np.uint8).tobytes())
-        v = check(c)
+        v = check(c, lib)
         assert v.klass != "promise-restart-order", c.dumps()
         if v.status != "agree":
             continue

@@ -61,7 +61,7 @@ def test_multiplier_zero_leaves_logits(lib):
 def test_uninvertible_delta_is_the_librarys_mismatch(lib, monkeypatch):
     """A delta that is not a power of two is the library's doing: a mismatch (exit 1), never rounded to an L
     and never a void 'harness error'."""
-    from dryz.subject import LibLlama
+    from dryz.subject.libllama import LibLlama
     real = LibLlama.run
 
     def perturbed(self, case):

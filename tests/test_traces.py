@@ -258,7 +258,7 @@ def test_enumeration_counts_match_the_closed_form(k):
 
 
 def test_enumeration_n5_agrees_on_the_pip_build(lib):
-    r = enumerate_traces(5, 2, lib=lib)
+    r = enumerate_traces(5, lib, 2)
     assert r["count_ok"] and r["disagreements"] == 0 and r["traces"] == 4 * 2981
     assert [c["config"] for c in r["configs"]] == list(CONFIGS)
     for c in r["configs"]:
@@ -337,8 +337,8 @@ def _run(lib: Path, *args):
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600, env=env)
 
 
-def test_reset_keeps_tokens_is_found_by_traces_only(reset_keeps_tokens, tmp_path):
-    lib = reset_keeps_tokens
+def test_reset_keeps_tokens_is_found_by_traces_only(reset_keeps_tokens, tmp_path, lib):
+    pip, lib = lib, reset_keeps_tokens
     # the single-apply certificate cannot see it: no case ever resets
     p = _run(lib, "dryz", "exhaustive", "--json", str(tmp_path / "main.json"))
     assert p.returncode == 0 and "CERTIFIED" in p.stdout, p.stdout + p.stderr
@@ -371,7 +371,7 @@ def test_reset_keeps_tokens_is_found_by_traces_only(reset_keeps_tokens, tmp_path
     mine = json.loads(WITNESS.read_text())
     assert mine["trace"] == entry["trace"] and mine["expect"] == "agree" and mine["shortest"] == "proven"
     # the project corpus's witness: agree on the pip build, changed on this one, and only it
-    assert check_trace(Trace.from_json(mine["trace"])).ok
+    assert check_trace(Trace.from_json(mine["trace"]), pip).ok
     p = _run(lib, "dryz", "replay")
     assert p.returncode == 1, p.stdout + p.stderr
     changed = [ln for ln in p.stdout.splitlines() if ln.startswith("CHANGED")]
@@ -437,7 +437,7 @@ def test_exhaustive_traces_bad_input(args, message):
     assert p.returncode == 2 and p.stderr == f"dryz: error: {message}\n" and p.stdout == ""
 
 
-def test_trace_corpus_entry_loads_replays_and_keeps_case_entries(tmp_path):
+def test_trace_corpus_entry_loads_replays_and_keeps_case_entries(tmp_path, lib):
     from dryz.corpus import DEFAULT_DIR, CorpusError, dumps_readable, entries, file_name, load_entry, replay
     e = load_entry(WITNESS)
     assert e.case is None and e.trace.spelled() == "+a R +b A" and e.expect == "agree"
@@ -451,7 +451,7 @@ def test_trace_corpus_entry_loads_replays_and_keeps_case_entries(tmp_path):
             assert dumps_readable(x.data) == x.path.read_text()
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / WITNESS.name).write_text(WITNESS.read_text())
-    rows = replay(tmp_path / "t")
+    rows = replay(tmp_path / "t", lib)
     assert [(r.expect, r.got, r.ok) for r in rows] == [("agree", "agree", True)]
     bad = dict(e.data, spelled="+a A")
     with pytest.raises(CorpusError, match="spelled '\\+a A' does not match the trace"):

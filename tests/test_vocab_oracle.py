@@ -16,15 +16,7 @@ from dryz.enumerate.promise_sweep import Witness, promise_sweep, reclassify
 from dryz.oracle.restarts_vocab import TextIndex, prepare_breakers, restart_model
 
 
-def _vocab(name):
-    from dryz.subject import SubjectError, current
-    from dryz.subject.vocabs import VocabUnavailable, load
-    try:
-        return load(name, current())
-    except (VocabUnavailable, SubjectError) as e:
-        if os.environ.get("DRYZ_REQUIRE_BUILDS") == "1":
-            pytest.fail(f"vocabulary {name} required (DRYZ_REQUIRE_BUILDS=1): {e}")
-        pytest.skip(f"vocabulary {name} cannot be had: {e}")
+from conftest import vocab as _vocab
 
 
 @pytest.fixture(scope="module")
@@ -106,29 +98,27 @@ def test_vectorised_equals_port(spm):
 
 # CI compares two vocabularies in full (an SPM and a byte-level BPE one); bench/vocab_breakers.py runs all 19.
 @pytest.mark.parametrize("name", ["llama-spm", "gpt-2"])
-def test_construction_agrees(name):
+def test_construction_agrees(name, lib):
     _vocab(name)
-    s = compare_vocab(name)
+    s = compare_vocab(name, lib)
     assert s.probes > 10_000
     assert s.disagreements == []
 
 
-def test_probes_catch_a_wrong_tail_cap(bpe, monkeypatch):
+def test_probes_catch_a_wrong_tail_cap(bpe, monkeypatch, lib):
     """The control: a model with MAX_SEQ_LEN 19 must disagree with the library."""
-    from dryz.subject import current
     v, idx = bpe
     monkeypatch.setattr(rv, "MAX_SEQ_LEN", 19)
     s = Summary("llama-bpe", v.ref.sha256, v.n_tokens)
-    compare_set(current(), v, idx, "tail-length", dict(BREAKER_SUITE)["tail-length"], s)
+    compare_set(lib, v, idx, "tail-length", dict(BREAKER_SUITE)["tail-length"], s)
     assert s.disagreements and all(d.kind == "head" for d in s.disagreements)
 
 
-def test_probes_catch_piece_texts(spm):
+def test_probes_catch_piece_texts(spm, lib):
     """The control: token_to_piece texts (no leading-space strip) in place of detokenize must disagree."""
-    from dryz.subject import current
     v, _ = spm
     s = Summary("llama-spm", v.ref.sha256, v.n_tokens)
-    compare_set(current(), v, TextIndex(v.pieces()), "whole-token", dict(BREAKER_SUITE)["whole-token"], s)
+    compare_set(lib, v, TextIndex(v.pieces()), "whole-token", dict(BREAKER_SUITE)["whole-token"], s)
     assert len(s.disagreements) > 0
 
 
@@ -139,54 +129,47 @@ def _w(breakers, window):
     return Witness("?", "test", "test", list(breakers), tuple(window), {})
 
 
-def test_witness_in_token(spm):
-    from dryz.subject import current
+def test_witness_in_token(spm, lib):
     v, _ = spm
-    assert reclassify(current(), v, _w([" the"], [278])) == "promise-breaker-in-token"
+    assert reclassify(lib, v, _w([" the"], [278])) == "promise-breaker-in-token"
 
 
-def test_witness_across_tokens(gpt2):
-    from dryz.subject import current
+def test_witness_across_tokens(gpt2, lib):
     v, _ = gpt2
     assert v.tokenize("🙂") == (8582, 25081)  # the emoji is two byte-level tokens, cut inside the character
-    assert reclassify(current(), v, _w(["🙂"], v.tokenize("🙂"))) == "promise-breaker-across-tokens"
+    assert reclassify(lib, v, _w(["🙂"], v.tokenize("🙂"))) == "promise-breaker-across-tokens"
 
 
-def test_witness_phantom(spm):
-    from dryz.subject import current
+def test_witness_phantom(spm, lib):
     v, _ = spm
     window = v.tokenize("a b")  # "\u2581a" "\u2581b": the restart ("a", tokenize("b") = "\u2581b") spells "a b"
     assert window == (263, 289)
-    assert reclassify(current(), v, _w(["ab"], window)) == "promise-breaker-phantom"
+    assert reclassify(lib, v, _w(["ab"], window)) == "promise-breaker-phantom"
 
 
-def test_witness_tail_cap(bpe):
-    from dryz.subject import current
+def test_witness_tail_cap(bpe, lib):
     v, _ = bpe
-    assert reclassify(current(), v, _w([_digits(12)], v.tokenize(_digits(12)))) == "documented-tail-cap"
+    assert reclassify(lib, v, _w([_digits(12)], v.tokenize(_digits(12)))) == "documented-tail-cap"
 
 
-def test_witness_truncated(bpe):
-    from dryz.subject import current
+def test_witness_truncated(bpe, lib):
     v, _ = bpe
     window = v.tokenize("=" * 40)  # the 40-byte cut of a 41-character breaker matches 40 characters
-    assert reclassify(current(), v, _w(["=" * 41], window)) == "documented-breaker-truncated"
+    assert reclassify(lib, v, _w(["=" * 41], window)) == "documented-breaker-truncated"
 
 
-def test_witness_contained_restart(bpe):
-    from dryz.subject import current
+def test_witness_contained_restart(bpe, lib):
     v, _ = bpe
     window = v.tokenize("### Instruction:")
     assert window == (14711, 30151, 25)
     w = _w(["### Instruction:", "Instruction"], window)
-    assert reclassify(current(), v, w) == "documented-contained-restart"
+    assert reclassify(lib, v, w) == "documented-contained-restart"
 
 
-def test_sweep_witnesses_reproduce(spm):
-    from dryz.subject import current
+def test_sweep_witnesses_reproduce(spm, lib):
     v, _ = spm
-    r = promise_sweep("llama-spm")
+    r = promise_sweep("llama-spm", lib)
     assert r.counts.get("construction-mismatch", 0) == 0 and r.vocab_counts.get("construction-mismatch", 0) == 0
     assert {"promise-breaker-in-token", "promise-breaker-across-tokens", "promise-breaker-phantom"} <= set(r.witnesses)
     for cls, w in r.witnesses.items():
-        assert reclassify(current(), v, w) == cls
+        assert reclassify(lib, v, w) == cls

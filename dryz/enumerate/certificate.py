@@ -46,7 +46,8 @@ def judge(r: dict) -> tuple[str, dict]:
     is flagged (non-vacuity), multiplier 0 leaves every logit untouched, and the counts equal the space's
     formula (not judged on an unmerged shard). Any of them false: void (exit 2), the harness is in doubt.
     Otherwise a mismatch, an oracle self-disagreement or a periodic closed form the library misses is a
-    finding: mismatch (exit 1). Then partial (a clean shard) or certified."""
+    finding: mismatch (exit 1), and so is a slice the subject did not survive: crash (exit 1; its cases are not
+    counted, so the coverage checks wait for a run without one). Then partial (a clean shard) or certified."""
     space, configs, controls = r["space"], r["configs"], r["controls"]
     shard = r.get("shard")
     periodic = controls["periodic"]
@@ -59,7 +60,8 @@ def judge(r: dict) -> tuple[str, dict]:
     off_by_one = flagged > 0 or mism > 0 or (penalized == 0 and periodic.get("off_by_one_flagged", 0) > 0)
     checks = {"periodic_oracles": periodic.get("oracles_passed", periodic["passed"]), "off_by_one": off_by_one,
               "multiplier_zero": controls["multiplier_zero"]["passed"]}
-    if shard is None:
+    crashes = sum(len(c.get("crashes", [])) for c in configs)
+    if shard is None and not crashes:
         if space["expected_cases"] is not None:
             checks["covered_cases"] = sum(c["cases"] for c in configs) == space["expected_cases"]
         for c, e in zip(configs, space.get("canonical") or []):
@@ -76,6 +78,8 @@ def judge(r: dict) -> tuple[str, dict]:
         checks["trace_counts"], trace_dis = judge_traces(tr)
     if not all(checks.values()):
         return "void", checks
+    if crashes:
+        return "crash", checks
     if mism or dis or promises or trace_dis or not periodic["passed"]:
         return "mismatch", checks
     return ("partial" if shard is not None else "certified"), checks
@@ -150,7 +154,8 @@ def merge(results: list[dict], names: list[str]) -> dict:
     count, total, slicing = (first["shard"][k] for k in ("count", "total_tasks", "slicing"))
     seen: dict[int, str] = {}
     for r, n in zip(results, names):
-        if r["subject"].get("libllama_sha256") != sha:
+        from ..subject.protocol import same_subject
+        if r["subject"].get("libllama_sha256") != sha or not same_subject(r["subject"], first["subject"]):
             raise MergeError(f"{n}: different subject (libllama_sha256 {r['subject'].get('libllama_sha256')} "
                              f"vs {sha} in {fname})")
         if r["subject"].get("init_dry_abi") != abi:

@@ -39,7 +39,8 @@ def periodic_control(check_fn) -> dict:
     L = min(n, W) - p, every other symbol 0. Two checks in one: both oracles must give the closed form (a
     harness check: if they do not, the run is void), and so must the library (a check of the subject: if it
     does not, that is a finding, with the case printed and counted like any mismatch). The off-by-one
-    reference must flag every one of these cases' penalized candidates (non-vacuity that no space can lack)."""
+    reference must flag every one of these cases' penalized candidates (non-vacuity that no space can lack).
+    check_fn(case) -> Verdict: check() on the subject (in an isolation worker: a crash is a finding)."""
     rows, findings = [], []
     oracles_ok, library_ok, flagged = True, True, 0
     for p, n, W in PERIODIC_CONTROLS:
@@ -48,6 +49,13 @@ def periodic_control(check_fn) -> dict:
         v = check_fn(case)
         expected = [0] * (p + 1)
         expected[n % p] = min(n, W or n) - p
+        if v.status == "crash":  # the subject died on it: a finding; the oracles are not judged on this row
+            library_ok = False
+            findings.append({"kind": "crash", "case": case.to_json(), "verdict_class": "crash",
+                             "detail": v.detail})
+            rows.append({"period": p, "length": n, "window": W, "expected_L": expected, "library_L": None,
+                         "crash": v.detail, "library_passed": False})
+            continue
         o_ok = v.oracle_L == expected and v.oracle_B_L == expected
         l_ok = v.ok and v.library_L == expected
         oracles_ok &= o_ok

@@ -1,19 +1,19 @@
 """The optional dask.distributed executor (`pip install 'dryz[dask]'`, `dryz exhaustive --scheduler ADDRESS`).
 
-It runs exactly the slice list the fork pool runs (exhaustive.config_slices, or a shard's part of it), one Dask
-task per slice, and hands the results back in slice order, so run_configs merges them as it merges the pool's:
-the results are identical to a single-process run. Each task is enumerate.run._run_task, which loads the subject
-in the worker's own process (check.subject(): the libllama handle and its buffers are per process); tasks in
-one worker process run one at a time (the subject's buffers are not shared between threads), so a worker
+It runs exactly the slice list the local workers run (enumerate.run.config_slices, or a shard's part of it), one
+Dask task per slice, and hands the results back in slice order, so run_configs merges them as it merges the
+local ones: the results are identical to a single-process run. Each task is enumerate.run._dask_task, which
+reopens the subject from its spec in the worker's own process (once per process: the libllama handle and its
+buffers are per process); tasks in one worker process run one at a time (the subject's buffers are not shared between threads), so a worker
 with several threads still gives correct results but no extra speed. Start workers with one thread each,
 without a nanny and with the sampling profiler off:
     DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False dask worker ADDRESS --no-nanny --nthreads 1   (one per core)
 (the profiler samples every 10 ms, and a nanny starts its worker with MALLOC_TRIM_THRESHOLD_=65536, which makes
 every large numpy temporary an mmap/munmap: 18 % slower at length 11 by itself; measured here with a nanny and
 the profiler on, a length-14 shard took 1.7x the local time). Results do not depend on any of it, only speed.
-Every worker must have dryz and the same libllama
-installed: before any slice runs, every worker's libllama sha256 must equal the submitting process's (the
-certificate names one subject), or the run is refused.
+Every worker must have dryz and the same subject:
+before any slice runs, every worker's subject identity (for a libllama: its sha256) must equal the submitting
+process's (the certificate names one subject), or the run is refused.
 """
 
 from __future__ import annotations
@@ -68,25 +68,34 @@ def worker_threads(client) -> int:
     return max(1, sum(client.nthreads().values()))
 
 
-def worker_subjects(client) -> dict:
-    """libllama_sha256 per worker: a certificate names one subject, so every worker must load the same one."""
-    return client.run(_subject_sha)
+def worker_subjects(client, spec: str) -> dict:
+    """Per worker, the identity of the subject `spec` opened there (or the one-line reason it cannot be)."""
+    return client.run(_subject_identity, spec)
 
 
-def require_subject(client, sha: str) -> None:
-    """SchedulerError unless the cluster has workers and every one loads the libllama with this sha256."""
-    subjects = worker_subjects(client)
+def require_subject(client, spec: str, identity: dict) -> None:
+    """SchedulerError unless the cluster has workers and every one opens the same subject (same identity: for
+    a libllama, the same file by sha256)."""
+    subjects = worker_subjects(client, spec)
     if not subjects:
         raise SchedulerError("the Dask scheduler has no workers")
+    from ..subject.protocol import same_subject
     for w, other in subjects.items():
-        if other != sha:
-            raise SchedulerError(f"Dask worker {w} loads a different subject (libllama_sha256 {other}, "
-                                 f"here {sha})")
+        if isinstance(other, str):
+            raise SchedulerError(f"Dask worker {w} cannot open the subject {spec}: {other}")
+        if not same_subject(other, identity):
+            sha = other.get("libllama_sha256")
+            raise SchedulerError(f"Dask worker {w} loads a different subject"
+                                 + (f" (libllama_sha256 {sha}, here {identity.get('libllama_sha256')})" if sha
+                                    else f" ({other}, here {identity})"))
 
 
-def _subject_sha():
-    from ..check import subject
-    return subject().identity.get("libllama_sha256")
+def _subject_identity(spec: str):
+    from ..subject.registry import opened
+    try:
+        return opened(spec).identity
+    except Exception as e:  # noqa: BLE001 (reported to the submitting process in one line)
+        return f"{type(e).__name__}: {e}"
 
 
 def _serially(fn, args):

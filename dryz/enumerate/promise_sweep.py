@@ -77,11 +77,9 @@ def spelled_histories(model, pieces, breakers, tokenize_special):
     return sorted(set(out))
 
 
-def promise_sweep(vocab_spec, sets=PROMISE_SETS, texts=TEXTS, lib=None, spelled=True) -> PromiseResult:
+def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True) -> PromiseResult:
     from ..enumerate.vocab_probes import LibraryProbe, _fillers
-    from ..subject import current
-    from ..subject.vocabs import load
-    lib = lib or current()
+    from ..subject.vendored_vocabs import load
     vocab = load(vocab_spec, lib)
     index = TextIndex(vocab.texts())
     pieces = vocab.pieces()

@@ -5,7 +5,7 @@ overlapping breakers over every history up to length N through the shipped libra
 accept and one apply per history) and gives verdict counts per class, with the same classes check() gives.
 `model_differences` is the library-free side the PREREG derivation is tested against; `admits_difference` is
 the derivation's prediction for a breaker set (PREREG.md, "Step 1 as shipped and as promised").
-On the second, merges vocabulary (vocab.merges_vocab_path): `merges_compare` checks the modelled head->tails map
+On the second, merges vocabulary (symbol_vocab.merges_vocab_path): `merges_compare` checks the modelled head->tails map
 against the library on every short history, `merges_promise_sweep` classifies its shipped/promised differences.
 """
 
@@ -141,9 +141,7 @@ def sweep_config(lib, name: str, breakers, k: int = 3, max_len: int = 7, progres
     return res
 
 
-def sweep(lib=None, k: int = 3, max_len: int = 7, configs=CONFIGS, progress=None) -> list[SweepResult]:
-    from ..check import subject
-    lib = lib or subject()
+def sweep(lib, k: int = 3, max_len: int = 7, configs=CONFIGS, progress=None) -> list[SweepResult]:
     return [sweep_config(lib, name, b, k, max_len, progress) for name, b in configs]
 
 
@@ -158,15 +156,21 @@ def case_of(history: str, breakers, k: int = 3, max_len: int = 7):
 
 # -- the richer vocabulary (tokens a b c ab bc abc, real merges) ---------------------------------------------
 
+def merges_vocab() -> str:
+    """The merges vocabulary (tokens a b c ab bc abc, real merges) as a vocabulary spec: its GGUF path."""
+    from ..subject.symbol_vocab import merges_vocab_path
+    return str(merges_vocab_path())
+
+
 MERGES_BREAKERS = (("bc",), ("abc",), ("ca",), ("b",), ("abcab",), ("abc", "abcab"), ("cab", "a"), ("bca",))
 
 
 def merges_restart_sequences(lib, breakers) -> tuple:
     """The head->tails map, modelled from the merges vocabulary's texts with the library's tokenizer for tails
     (the tokenizer is not the subject)."""
-    v = lib.merges_vocab()
-    texts = lib.token_texts(v)
-    return tuple(restart_sequences(breakers, texts, lambda s: lib.tokenize(v, s)))
+    v = lib.vocabulary(merges_vocab())
+    texts = [t.decode() for t in v.texts()]
+    return tuple(restart_sequences(breakers, texts, lambda s: list(v.tokenize(s))))
 
 
 @dataclass
@@ -184,8 +188,8 @@ def merges_compare(lib, breakers, max_len: int = 5, variants=None) -> MergesResu
     that vocabulary; the as-shipped model with the modelled map must match bit for bit. variants: extra
     name -> seqs maps (e.g. the map without one entry) whose disagreements with the library are counted."""
     from ..oracle.shipped import Config
-    v = lib.merges_vocab()
-    k = lib.L.llama_vocab_n_tokens(v)
+    v = merges_vocab()
+    k = lib.vocabulary(v).n_tokens
     seqs = merges_restart_sequences(lib, breakers)
     last_n = max(64, max_len)
     cands = np.arange(k, dtype=np.int64)
@@ -214,8 +218,7 @@ def merges_promise_sweep(lib, sets, max_len: int = 5) -> list[dict]:
     """Library-free, on the merges vocabulary's modelled map (checked against the library by merges_compare):
     per breaker set, the histories up to max_len whose shipped and promised rep_limits differ, their classes
     (restart_promise_class), and the derivation's prediction (admits_difference_seqs)."""
-    v = lib.merges_vocab()
-    k = lib.L.llama_vocab_n_tokens(v)
+    k = lib.vocabulary(merges_vocab()).n_tokens
     out = []
     for bs in sets:
         seqs = merges_restart_sequences(lib, bs)

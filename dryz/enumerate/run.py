@@ -15,6 +15,7 @@ from ..case import Case
 from ..check import check_batch
 from ..config import SpaceConfig, case_config
 from ..space import PlainSpace, canonical_slices, plain_slices, space_for
+from ..subject.protocol import Crash
 from ..subject.symbols import MAX_ALPHABET
 
 MAX_EXAMPLES = 5
@@ -67,6 +68,17 @@ class ConfigResult:
     # mismatch, oracle-disagreement, and every broken promise ("promise-..." a finding, "documented-..." the
     # source's own limitation), weighted by the histories each stands for.
     history_classes: dict = field(default_factory=dict)
+    # Slices whose walk the subject did not survive (its worker process died or hung): a finding; the slice's
+    # cases are not counted.
+    crashes: list = field(default_factory=list)
+
+    @classmethod
+    def crashed(cls, spec: SpaceConfig, canonical: bool, slice_: dict, crash: Crash) -> "ConfigResult":
+        r = cls(spec, mode="canonical" if canonical else "plain")
+        r.crashes.append({"slice": {k: [list(p) for p in v] if k == "prefixes" else
+                                    (list(v) if isinstance(v, tuple) else v) for k, v in slice_.items()},
+                          "signal": crash.signal, "detail": crash.detail, "stderr": crash.stderr[-500:]})
+        return r
 
     def tally(self, n: int, b, weights: np.ndarray, history_weight: int = 1, fresh: int | None = None,
               alphabet: int | None = None) -> None:
@@ -129,6 +141,8 @@ class ConfigResult:
                  history_classes=dict(sorted(self.history_classes.items())),
                  examples=[{"kind": kind, "case": c.to_json()} for kind, c in self.examples],
                  seconds=round(self.seconds, 3))
+        if self.crashes:
+            d["crashes"] = self.crashes
         if not self.config.invertible:
             d["logit_bits_histogram"] = {str(b): c for b, c in sorted(self.logit_bits_histogram.items())}
         if self.mode == "canonical":
@@ -155,6 +169,7 @@ class ConfigResult:
         r.canonical_by_length = {int(n): c for n, c in d.get("canonical_histories_by_length", {}).items()}
         r.history_classes = dict(d.get("history_classes", {}))
         r.examples = [(e["kind"], Case.from_json(e["case"])) for e in d.get("examples", [])]
+        r.crashes = list(d.get("crashes", []))
         return r
 
     def merge(self, other: "ConfigResult") -> None:
@@ -171,6 +186,7 @@ class ConfigResult:
             for n, c in theirs.items():
                 mine[n] = mine.get(n, 0) + c
         self.examples.extend(other.examples[:MAX_EXAMPLES - len(self.examples)])
+        self.crashes.extend(other.crashes)
         self.seconds += other.seconds
 
 
@@ -204,10 +220,17 @@ def run_slice(lib, k, max_len: int, spec: SpaceConfig, canonical: bool = False, 
     return res
 
 
-def _run_task(args):
-    from ..check import subject
+def _run_task(subject, args):
+    """One slice on the subject (a call an isolation worker runs)."""
     k, max_len, spec, sl, canonical = args
-    return run_slice(subject(), k, max_len, spec, canonical, **sl)
+    return run_slice(subject, k, max_len, spec, canonical, **sl)
+
+
+def _dask_task(args):
+    """One slice in a Dask worker process: the subject reopened there from its spec (once per process)."""
+    from ..subject.registry import opened
+    spec, task = args
+    return _run_task(opened(spec), task)
 
 
 def config_slices(k, max_len: int, spec: SpaceConfig, workers: int, canonical: bool = False) -> list[dict]:
@@ -224,22 +247,18 @@ class Interrupted(Exception):
         self.results, self.done = results, done
 
 
-def _ignore_sigint():
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends the pool
-
-
 def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, canonical: bool = False,
                 tasks=None, scheduler=None, partial=None, on_done=None) -> list[ConfigResult]:
-    """Every configuration's space, split into slices run by `workers` forked processes (1: in-process).
-    Slices are merged in their fixed order, so results do not depend on the number of workers.
+    """Every configuration's space, split into slices run by `workers` isolation workers (dryz.subject.isolation:
+    processes forked from this one, which holds the subject). Slices are merged in their fixed order, so results do not depend on the number of workers.
     canonical: enumerate equality patterns (dryz.space.Space); k None there means every alphabet size.
     tasks: an explicit list of (config index, slice) to run (a shard, or what a resumed run has left); default
     every slice. partial: ConfigResults to merge into (a resumed run's). on_done(i): called with the position
     in `tasks` of each merged slice.
     scheduler: a Dask scheduler address or distributed.Client (dryz.enumerate.dask_exec): the same slices run as Dask
-    tasks instead of in the fork pool (workers then only cuts the slice list).
-    Ctrl-C ends the pool at once and raises Interrupted with the results merged so far."""
+    tasks instead (workers then only cuts the slice list). A slice whose worker dies is recorded as a crash
+    (ConfigResult.crashes), a finding. Ctrl-C ends the workers at once and raises Interrupted with the results
+    merged so far."""
     if tasks is None:
         tasks = [(ci, sl) for ci, spec in enumerate(specs)
                  for sl in config_slices(k, max_len, spec, workers, canonical)]
@@ -247,30 +266,32 @@ def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, ca
     results = partial or [ConfigResult(spec, mode="canonical" if canonical else "plain") for spec in specs]
     own_client = None
     done = []
+    pool = None
     if scheduler is not None:
         from . import dask_exec
         client = dask_exec.connect(scheduler)
         own_client = client if client is not scheduler else None  # made here from an address: closed here
         try:
-            dask_exec.require_subject(client, lib.identity.get("libllama_sha256"))
+            dask_exec.require_subject(client, lib.spec, lib.identity)
         except BaseException:
             if own_client is not None:
                 own_client.close()
             raise
-        outs = dask_exec.map_in_order(client, _run_task, [t for _, t in tasks])
-        pool = None
-    elif workers <= 1:
-        outs = (_run_task(t) for _, t in tasks)
-        pool = None
+        outs = dask_exec.map_in_order(client, _dask_task, [(lib.spec, t) for _, t in tasks])
     else:
-        import multiprocessing as mp
-        pool = mp.get_context("fork").Pool(workers, initializer=_ignore_sigint)
-        outs = pool.imap(_run_task, [t for _, t in tasks])
+        # Every slice in an isolation worker (forked from this process, which holds the subject): a slice that
+        # kills the subject's process is a crash finding, and the other slices go on.
+        from ..subject.isolation import Pool
+        pool = Pool(lib.spec, lib if lib.caps.in_process else None, max(1, min(workers, len(tasks) or 1)),
+                    timeout=None)
+        outs = pool.map(_run_task, [(t,) for _, t in tasks])
     import signal
     interrupted = False
     failed = True
     try:
-        for i, ((ci, _), part) in enumerate(zip(tasks, outs)):
+        for i, ((ci, t), part) in enumerate(zip(tasks, outs)):
+            if isinstance(part, Crash):
+                part = ConfigResult.crashed(specs[ci], canonical, t[3], part)
             # A slice's merge and its bookkeeping are one step: Ctrl-C waits for both (never counted, unrecorded).
             old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
@@ -291,7 +312,6 @@ def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, ca
                 pool.terminate()
             else:
                 pool.close()
-            pool.join()
         if scheduler is not None:
             outs.close()  # cancels what is still pending
         if own_client is not None:

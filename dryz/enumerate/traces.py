@@ -27,7 +27,7 @@ import json
 import sys
 import time
 
-from ..check import AGREE, check, subject
+from ..check import AGREE, check
 from ..oracle.trace_model import _Recorded, capacity, held_tokens_of, same_output
 from ..subject.trace_driver import run_events
 from ..trace import Trace
@@ -86,9 +86,8 @@ def trace_of(events, k: int, cfg: dict) -> Trace:
     return Trace(events=tuple(events), alphabet=k, **{**DEFAULT, **cfg})
 
 
-def run_config(name: str, cfg: dict, n_max: int, k: int = 2, free: bool = True, lib=None, control: bool = True,
+def run_config(name: str, cfg: dict, n_max: int, lib, k: int = 2, free: bool = True, control: bool = True,
                max_examples: int = 5) -> dict:
-    lib = lib or subject()
     proto = trace_of((("apply", None),), k, cfg)  # validates the configuration once
     args, cap = proto.sampler_args(), capacity(proto, lib.abi)
     verdicts: dict = {}   # (history, ids, logits bytes, sorted) -> status
@@ -135,12 +134,11 @@ def run_config(name: str, cfg: dict, n_max: int, k: int = 2, free: bool = True, 
             "control_differences": control_bad, "examples": examples, "wall_seconds": round(wall, 3)}
 
 
-def enumerate_traces(n_max: int, k: int = 2, configs=None, free: bool = True, lib=None, control: bool = True,
+def enumerate_traces(n_max: int, lib, k: int = 2, configs=None, free: bool = True, control: bool = True,
                      max_examples: int = 5) -> dict:
     """Every configuration's run_config, with the totals and the subject's identity."""
-    lib = lib or subject()
     names = list(CONFIGS) if configs is None else list(configs)
-    runs = [run_config(nm, CONFIGS[nm], n_max, k, free, lib, control, max_examples) for nm in names]
+    runs = [run_config(nm, CONFIGS[nm], n_max, lib, k, free, control, max_examples) for nm in names]
     return {"schema": "dryz.trace-enumeration/1", "subject": lib.identity, "n_max": n_max, "alphabet": k,
             "configs": runs, "traces": sum(r["traces"] for r in runs),
             "applies": sum(r["applies"] for r in runs), "disagreements": sum(r["disagreements"] for r in runs),
@@ -163,10 +161,12 @@ def main(argv=None) -> int:
         print(f"dryz: error: unknown configuration(s) {unknown}" if unknown else
               "dryz: error: -n must be in 1..12 and -k in 1..8", file=sys.stderr)
         return 2
-    r = enumerate_traces(a.n, a.k, names, not a.no_free, control=not a.no_control)
+    from ..subject.registry import open_subject, selected_spec
+    r = enumerate_traces(a.n, open_subject(selected_spec()), a.k, names, not a.no_free, control=not a.no_control)
     verdict = "VOID (trace count)" if not r["count_ok"] else ("DISAGREE" if r["disagreements"] else "AGREE")
     print(f"dryz traces: {verdict}")
-    print(f"subject   {r['subject']['libllama_path']} sha256 {r['subject']['libllama_sha256'][:16]}")
+    from ..output import subject_details
+    print(f"subject   {'; '.join(subject_details(r['subject']))}")
     print(f"space     every trace of 1..{a.n} events over {{accept x {a.k} symbols, apply, reset, clone}}"
           + ("" if a.no_free else " (+ free last)"))
     for c in r["configs"]:

@@ -268,12 +268,10 @@ def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summ
     return stats
 
 
-def compare_vocab(vocab_spec, breakers=None, lib=None) -> Summary:
+def compare_vocab(vocab_spec, lib, breakers=None) -> Summary:
     """Probe the model's restart sequences against the library for one vocabulary. `breakers`: a list of
     strings (one set), a sequence of (name, list) sets, or None for BREAKER_SUITE."""
-    from ..subject import current
-    from ..subject.vocabs import load
-    lib = lib or current()
+    from ..subject.vendored_vocabs import load
     vocab = load(vocab_spec, lib)
     index = TextIndex(vocab.texts())
     summary = Summary(vocab.ref.name, vocab.ref.sha256, vocab.n_tokens)

@@ -1,7 +1,7 @@
 """`dryz exhaustive --vocab NAME`: every history of length 1..N over a chosen set of a real vocabulary's tokens,
 every chosen token a candidate, walked through the library (dryz.subject.walker: the tree's token ids are the
 vocabulary's) and judged with check_batch, with the restart sequences init_dry builds from the real vocabulary
-and breakers (restart_model, dryz.vocabcase) and the text-level promise. Plain enumeration only: the canonical
+and breakers (restart_model, dryz.vocab_cases) and the text-level promise. Plain enumeration only: the canonical
 trees rest on symbols being interchangeable, which real tokens with breakers are not.
 
 Not a certificate of the symbol space (no periodic or multiplier-zero control): a count of every history per
@@ -82,7 +82,7 @@ class VocabSpec:
 def run_vocab_space(lib, v, tokens, max_len: int, specs, breakers, progress=None) -> list[ConfigResult]:
     """Every history over `tokens` up to max_len, for each SpaceConfig in specs (its window and parameters; the
     breakers are `breakers`, strings of the real vocabulary)."""
-    from ..vocabcase import vocab_of
+    from ..vocab_cases import vocab_of
     space = TokenSpace(tuple(int(t) for t in tokens), max_len)
     out = []
     for spec in specs:
@@ -101,7 +101,7 @@ def run_vocab_space(lib, v, tokens, max_len: int, specs, breakers, progress=None
                 progress(len(H))
 
         lib.walk(space, max_len, (spec.multiplier, spec.base, spec.allowed_length, spec.penalty_last_n,
-                                  tuple(breakers), v.handle), sink)
+                                  tuple(breakers), str(v.ref.path)), sink)
         res.seconds = time.perf_counter() - t0
         out.append(res)
     return out

@@ -76,16 +76,15 @@ class Campaign:
     vocab: str | None = None      # --vocab: inputs decode to cases over this real vocabulary
     breakers: str = "default"     # --breakers default|dict|random (with --vocab)
     target: str = "cases"  # "cases": bytes -> Case -> check(); "traces": bytes -> Trace -> check_trace()
+    subject: object = None  # the audited subject (opened by the command): its spec goes to every job
     log=print
 
     def subject_env(self) -> dict:
-        """The environment that selects the audited subject: DRYZ_LIB, resolved now (a relative path or a
-        folder means the same file in every child), with the campaign's fault if any."""
-        from ..subject import selected_library
-        env = dict(os.environ)
-        for k in ("LD_PRELOAD", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT"):
-            env.pop(k, None)
-        env["DRYZ_LIB"] = str(selected_library())
+        """The environment that selects the audited subject for the jobs: its spec (DRYZ_SUBJECT), the
+        campaign's decoder and fault."""
+        from ..subject.registry import child_env
+        env = child_env(self.subject.spec)
+        env.pop("DRYZ_FAULT", None)
         for k in ("DRYZ_FUZZ_VOCAB", "DRYZ_FUZZ_BREAKERS"):
             env.pop(k, None)
         if self.vocab:
@@ -102,7 +101,8 @@ class Campaign:
             from .native import build_native
             nb = build_native(log=lambda m: self.log(f"native: {m}"))
             env.update(nb.env())
-            env["DRYZ_LIB"] = str(nb.libllama)
+            env.pop("LLAMA_CPP_LIB_PATH", None)
+            env["DRYZ_SUBJECT"] = f"libllama:{nb.libllama}"
         return env
 
     def launcher(self) -> Path:
@@ -121,7 +121,7 @@ class Campaign:
         if self.vocab:
             from .decode_vocab import decoder
             n += self.vocab_seeds(seeds)
-            sha = decoder(self.vocab, self.breakers).sha
+            sha = decoder(self.vocab, self.breakers, self.subject).sha
         for p in entries(self.seed_dir or DEFAULT_DIR):
             try:
                 e = load_entry(p)
@@ -148,7 +148,7 @@ class Campaign:
         its first 256 tokens, as a Case JSON under each breaker set of the mode, default parameters."""
         from ..case import Case
         from .decode_vocab import MAX_VOCAB_HISTORY, decoder
-        d = decoder(self.vocab, self.breakers)
+        d = decoder(self.vocab, self.breakers, self.subject)
         n = 0
         for snip in d.snippets:
             for breakers in d.sets:
@@ -236,22 +236,41 @@ class Campaign:
         return ""
 
     def recheck(self, artifact: Path) -> dict:
-        """Re-judge a crash file in a clean process on the selected subject (the one --lib / DRYZ_LIB names;
-        with --native, the uninstrumented library the user selected, not the instrumented copy)."""
-        env = self.subject_env()
-        base = {"file": str(artifact), "subject": env["DRYZ_LIB"]}
-        try:
-            p = subprocess.run([sys.executable, "-m", "dryz", "check", "--no-isolate", "--as", "bytes",
-                                *(["--trace"] if self.target == "traces" else []), str(artifact)], env=env,
-                               capture_output=True, text=True, timeout=120)
-        except subprocess.TimeoutExpired:
-            return dict(base, klass="hang", reproduces=True)
-        if p.returncode < 0:
-            return dict(base, klass="crash", reproduces=True, signal=-p.returncode)
-        if p.returncode not in (0, 1):
-            return dict(base, klass="error", reproduces=False, stderr=p.stderr.strip()[-300:])
-        out = json.loads(p.stdout)
-        klass = out["verdict"]["class"]
-        if self.vocab:  # the decoded case beside the crash file: `dryz check FILE.case.json` needs no decoder
-            Path(str(artifact) + ".case.json").write_text(json.dumps(out["case"]) + "\n")
+        """Re-judge a crash file in a clean process on the audited subject (an isolation worker spawned from its
+        spec: with --native, the uninstrumented library the user selected, not the instrumented copy); a case
+        that kills it there is class crash, and it reproduces."""
+        from ..subject.isolation import Worker
+        base = {"file": str(artifact), "subject": self.subject.spec}
+        env = {k: v for k, v in os.environ.items() if k != "DRYZ_FAULT"}
+        if self.fault:
+            env["DRYZ_FAULT"] = self.fault
+        with Worker(self.subject.spec, timeout=120, env=env) as w:
+            out = w.call(recheck_op, artifact.read_bytes(), self.target, self.vocab, self.breakers)
+        from ..subject.protocol import Crash
+        if isinstance(out, Crash):
+            return dict(base, klass="hang" if out.signal == "hang" else "crash", reproduces=True,
+                        signal=out.signal)
+        if isinstance(out, str):  # the bytes decode to nothing this subject runs
+            return dict(base, klass="error", reproduces=False, stderr=out)
+        klass, case_json = out
+        if self.vocab and case_json is not None:  # the decoded case beside the crash file: `dryz check` reads it
+            Path(str(artifact) + ".case.json").write_text(json.dumps(case_json) + "\n")
         return dict(base, klass=klass, reproduces=klass != "agree")
+
+
+def recheck_op(subject, data: bytes, target: str, vocab, breakers):
+    """A crash file judged on the subject as the campaign's target judged it: (class, case JSON or None), or a
+    one-line reason it cannot be judged (runs in an isolation worker)."""
+    from ..case import CaseError
+    from ..check import check
+    from ..subject.protocol import Unsupported
+    try:
+        if target == "traces":
+            from ..oracle.trace_model import check_trace
+            from .traces import decode_trace
+            return check_trace(decode_trace(data), subject).klass, None
+        from .target import input_decoder
+        case = input_decoder(subject, vocab, breakers)(data)
+        return check(case, subject).klass, case.to_json()
+    except (CaseError, Unsupported, ValueError) as e:
+        return f"{type(e).__name__}: {e}"

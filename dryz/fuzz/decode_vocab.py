@@ -16,7 +16,7 @@ whole vocabulary, 30-80 ms), so a campaign meets a bounded number of configurati
            past 40 bytes, contained and nested ones)
   random   one of RANDOM_SET_COUNT sets drawn once (seed 0) from the dictionary's strings, random ASCII and
            random Unicode strings, and pieces of the vocabulary's own tokens
-Valid by construction (tests/test_vocabcase.py validates the decoder's output), so not validated per input.
+Valid by construction (tests/test_vocab_cases.py validates the decoder's output), so not validated per input.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 
 from ..case import Case, CaseError, f32
 from ..oracle.promise_text import TEXTS
-from ..vocabcase import DEFAULT_BREAKERS, load_vocab
+from ..vocab_cases import DEFAULT_BREAKERS, load_vocab
 
 from .decode import LOGIT_BOUND, TYPICAL_FLOATS
 
@@ -101,7 +101,7 @@ def random_sets(texts, seed: int = 0) -> tuple:
 
 
 class VocabDecoder:
-    def __init__(self, spec, breakers: str = "default", lib=None):
+    def __init__(self, spec, breakers: str, lib):
         if breakers not in BREAKER_MODES:
             raise CaseError(f"--breakers must be one of {', '.join(BREAKER_MODES)}, got {breakers!r}")
         v = load_vocab(spec, lib)
@@ -216,10 +216,12 @@ class VocabDecoder:
 _DECODERS: dict = {}
 
 
-def decoder(spec, breakers: str = "default") -> VocabDecoder:
-    key = (str(spec), breakers)
+def decoder(spec, breakers: str, lib) -> VocabDecoder:
+    """The decoder of a vocabulary campaign's inputs, its vocabulary as the subject `lib` gives it (one per
+    process and subject)."""
+    key = (str(spec), breakers, lib.spec)
     if key not in _DECODERS:
-        _DECODERS[key] = VocabDecoder(spec, breakers)
+        _DECODERS[key] = VocabDecoder(spec, breakers, lib)
     return _DECODERS[key]
 
 

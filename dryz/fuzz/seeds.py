@@ -53,15 +53,17 @@ def structured_cases() -> list[Case]:
 
 
 def main(argv=None) -> int:
-    from ..check import check, subject
+    from ..check import check
     from ..corpus import DEFAULT_DIR, entry_json, write_entry
+    from ..subject.registry import open_subject, selected_spec
+    lib = open_subject(selected_spec())
     args = sys.argv[1:] if argv is None else argv
     d = Path(args[0]) / "seeds" if args else DEFAULT_DIR / "seeds"
-    ident = subject().identity
+    ident = lib.identity
     cases = [(c, "llama.cpp upstream unit test") for c, _ in upstream_cases()] + \
             [(c, "dryz seed") for c in structured_cases()]
     for case, source in cases:
-        v = check(case)
+        v = check(case, lib)
         if not v.ok:
             print(f"seed does not agree ({v.klass}): {case.dumps()}", file=sys.stderr)
             return 1

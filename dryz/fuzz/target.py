@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from ..check import AGREE, CLASSES, check, is_finding
+from ..subject.protocol import Unsupported
 from .decode import decode
 
 symbol_decode = decode
@@ -41,24 +42,33 @@ VOCAB = os.environ.get("DRYZ_FUZZ_VOCAB") or None
 BREAKERS = os.environ.get("DRYZ_FUZZ_BREAKERS") or "default"
 
 
-def input_decoder():
-    """The decoder of this process's fuzz inputs: the symbol one, or the vocabulary's (DRYZ_FUZZ_VOCAB)."""
-    if VOCAB is None:
+def input_decoder(subject, vocab=VOCAB, breakers=BREAKERS):
+    """The decoder of a campaign's fuzz inputs: the symbol one, or the vocabulary's (DRYZ_FUZZ_VOCAB), its
+    vocabulary as the subject gives it."""
+    if vocab is None:
         return symbol_decode
     from .decode_vocab import decoder
-    return decoder(VOCAB, BREAKERS).decode
+    return decoder(vocab, breakers, subject).decode
+
+
+SUBJECT = None  # this fuzz job's subject: the campaign passes its spec (DRYZ_SUBJECT); opened by load_subject
 
 
 def load_subject() -> None:
-    global decode
-    from ..check import subject
-    subject()
-    decode = input_decoder()  # the vocabulary (if any) loaded, its snippets tokenized, before libFuzzer starts
+    """Open the campaign's subject and make the decoder (the vocabulary, if any, loaded and its snippets
+    tokenized) before libFuzzer starts."""
+    global decode, SUBJECT
+    from ..subject.registry import opened, selected_spec
+    SUBJECT = opened(selected_spec())
+    decode = input_decoder(SUBJECT)
 
 
 def test_one_input(data: bytes) -> None:
     case = decode(data)
-    v = check(case)
+    try:
+        v = check(case, SUBJECT)
+    except Unsupported:  # a case this subject cannot express (its capabilities): not judged
+        return
     if v.klass != AGREE and v.klass not in KNOWN:
         raise Finding(f"{v.klass}: {v.detail}\n{case.dumps()}")
 
@@ -70,7 +80,7 @@ def test_one_trace(data: bytes) -> None:
     from .traces import decode_trace
     trace = decode_trace(data)
     try:
-        v = check_trace(trace)
+        v = check_trace(trace, SUBJECT)
     except SubjectError:  # a configuration the old ABI's driver refuses (it would throw): not judged as a trace
         return
     if v.klass != AGREE and v.klass not in KNOWN:

@@ -172,12 +172,10 @@ def _float(r: _Reader) -> float:
 # -- the smoke loop ------------------------------------------------------------------------------------------
 
 
-def smoke(seconds: float = 20.0, seed: int = 0, max_len: int = 512, control: bool = True, log=print) -> dict:
+def smoke(lib, seconds: float = 20.0, seed: int = 0, max_len: int = 512, control: bool = True, log=print) -> dict:
     """Random byte strings (length uniform in 0..max_len) through decode_trace and check_trace until `seconds`
     pass. Returns the counts and exec/s; any trace that does not agree is kept (JSON)."""
-    from ..check import subject
     from ..oracle.trace_model import check_trace
-    lib = subject()
     rng = random.Random(seed)
     n = applies = events = 0
     bad = []
@@ -207,10 +205,12 @@ def main(argv=None) -> int:
     ap.add_argument("--max-len", type=int, default=512)
     ap.add_argument("--no-control", action="store_true")
     a = ap.parse_args(argv)
-    r = smoke(a.seconds, a.seed, a.max_len, not a.no_control)
+    from ..subject.registry import open_subject, selected_spec
+    lib = open_subject(selected_spec())
+    r = smoke(lib, a.seconds, a.seed, a.max_len, not a.no_control)
     print(f"dryz trace smoke: {r['inputs']:,} inputs in {r['seconds']} s = {r['exec_per_s']:,} exec/s; "
           f"{r['applies']:,} applies ({r['applies_per_s']:,}/s), {r['events']:,} events; not agreeing "
-          f"{r['not_agree']}; subject {os.environ.get('DRYZ_LIB') or 'pip build'}; fresh control "
+          f"{r['not_agree']}; subject {lib.spec}; fresh control "
           f"{'on' if r['control'] else 'off'}")
     return 1 if r["not_agree"] else 0
 

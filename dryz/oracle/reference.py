@@ -302,10 +302,8 @@ def divergences(case: Case, verdict=None, observed=None) -> list[str]:
     differs from the reference design. [] when they agree."""
     if observed is None:
         if verdict is None:
-            from ..check import subject
-            observed = subject().run(case).logits
-        else:
-            observed = verdict.observed_logits
+            raise ValueError("divergences needs the library's output: a verdict or the observed logits")
+        observed = verdict.observed_logits
     obs = _observed_key(observed)
     ref = model(case, frozenset())
     if ref.key() == obs:
@@ -339,32 +337,6 @@ def threshold_length(klass: str, case: Case) -> int | None:
         if klass in divergences(c, observed=model(c, ALL).logits):
             return L + 1
     return None
-
-
-def witness_entry(case: Case, klass: str, shortest: str, provenance: dict, note: str = "") -> dict:
-    """A corpus entry (dryz.corpus/1) for a divergence witness: expect = its check() class (agree), plus
-    reference_divergence, and the reference design's own output per candidate."""
-    from ..check import check, subject
-    from ..corpus import entry_json
-    v = check(case)
-    data = entry_json(case, v, expect=v.klass, shortest=shortest, provenance=provenance,
-                      subject=subject().identity, note=note)
-    ref = reference_output(case)
-    data["reference_divergence"] = klass
-    data["reference"] = {
-        "design": "text-generation-webui DRYLogitsProcessor (dryz.oracle.reference)",
-        "error": ref.error,
-        "divergences": divergences(case, v),
-        "per_candidate": [
-            {"id": cid, "L": ref.L[i], "penalized": ref.penalized[i],
-             "logit": None if ref.logits is None else _num(float(ref.logits[i]))}
-            for i, cid in enumerate(case.candidate_ids())],
-    }
-    return data
-
-
-def _num(x: float):
-    return x if math.isfinite(x) else ("-inf" if x < 0 else ("inf" if x > 0 else "nan"))
 
 
 def without_trigger(case: Case, klass: str) -> Case:

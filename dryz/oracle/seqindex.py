@@ -5,7 +5,7 @@ A real vocabulary's breakers make thousands of sequences ("\\n" alone: 2,255 hea
 generic Step 1 loops over every sequence at every window position, and hashing the tuple (every cached
 function of restart sequences hashes it) costs ~1 ms; here the hash is computed once and Step 1 looks only at
 the window positions that hold a head (a boolean table over the vocabulary), each head's tails longest first.
-The result is the same function of (window, sequences): tests/test_vocabcase.py compares both on real windows.
+The result is the same function of (window, sequences): tests/test_vocab_cases.py compares both on real windows.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ class Config:
     allowed_length: int
     penalty_last_n: int
     seqs: tuple  # restart sequences, (head, tail) pairs
-    # A real vocabulary's configuration: what the text-level promise needs (dryz.vocabcase.VocabText); None
+    # A real vocabulary's configuration: what the text-level promise needs (dryz.vocab_cases.VocabText); None
     # for the symbol vocabulary. Not part of equality (seqs already differ between vocabularies).
     text: object = field(default=None, compare=False)
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..case import Case, f32
-from ..check import AGREE, MISMATCH, Verdict, check, subject
+from ..check import AGREE, MISMATCH, Verdict, check
 from ..trace import Trace
 
 CONTROL_DIFFERS = "fresh sampler's output differs from the trace's"
@@ -98,6 +98,9 @@ class _Recorded:
     """A subject whose run() returns an output already observed (the trace's, at one apply): check() then
     compares that output with the oracles exactly as it compares a fresh run's."""
 
+    from ..subject.protocol import Capabilities
+    caps = Capabilities()
+
     def __init__(self, abi: int, output):
         self.abi, self.output = abi, output
 
@@ -151,7 +154,10 @@ class TraceVerdict:
     @property
     def klass(self) -> str:
         """The trace's class, what a corpus entry's `expect` records: the first apply whose class is not agree
-        (a mismatch, an oracle self-disagreement, a broken promise, a documented limitation), else agree."""
+        (a mismatch, an oracle self-disagreement, a broken promise, a documented limitation), else agree; crash
+        when the subject's process died on the trace (dryz.check.check_trace_in)."""
+        if self.status == "crash":
+            return "crash"
         return next((a.klass for a in self.applies if a.klass != AGREE), AGREE)
 
     def signature(self) -> tuple:
@@ -170,12 +176,11 @@ class TraceVerdict:
 
 
 
-def check_trace(trace: Trace, lib=None, control: bool = True, outputs=None) -> TraceVerdict:
+def check_trace(trace: Trace, lib, control: bool = True, outputs=None) -> TraceVerdict:
     """Run the trace on the library (or judge `outputs`, one per apply, already observed) and judge every
     apply with dryz.check.check on its equivalent Case. With `control`, every apply's equivalent Case is also
     run on a fresh sampler (one init_dry, the history accepted, one apply: dryz's single-case path) and the
     two outputs must be bit-identical. The trace's status is the first bad apply's (agree when none)."""
-    lib = lib or subject()
     if outputs is None:
         from ..subject.trace_driver import run_trace
         outputs = run_trace(trace, lib)

@@ -1,24 +1,17 @@
-"""The subject under audit: the interface (interface.py), dryz's own binding to libllama (binding.py), the
-libllama implementation and its tree walker (libllama.py), the C call sequencer (_drive.c) and the builder of
-patched or older libllamas (build.py).
+"""What is audited. The protocol every mode uses (protocol.py), the kinds and how one is selected (registry.py),
+the one way to run a subject in another process (isolation.py), and the kinds themselves: libllama through
+dryz's own ctypes binding (binding.py, libllama.py, its C call sequencer _drive.c and tree walker walker.py);
+the vocabularies (symbols.py, symbol_vocab.py, vendored_vocabs.py); the builder of patched or older
+libllamas (build.py).
 
-`current()` is the process's one subject: the library `--lib` / DRYZ_LIB selects, else the pip build's.
+There is no process-wide subject: a command opens the one the user selected and passes it down.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from .binding import SubjectError
-from .interface import Output, Subject
-from .libllama import TOKEN_DATA, LibLlama, selected_library
+from .protocol import Capabilities, Crash, Output, Subject, SubjectCrashed
+from .registry import open_subject, opened, selected_spec
 
-__all__ = ["Output", "Subject", "SubjectError", "LibLlama", "TOKEN_DATA", "current", "selected_library"]
-
-
-@lru_cache(maxsize=1)
-def current() -> LibLlama:
-    """The process's one loaded subject (loading costs ~0.1 s; every check shares it). Child processes (fuzz
-    jobs, isolated evaluations, pool workers, Dask workers on this machine) inherit DRYZ_LIB and so audit the
-    same file."""
-    return LibLlama()
+__all__ = ["Capabilities", "Crash", "Output", "Subject", "SubjectCrashed", "SubjectError", "open_subject",
+           "opened", "selected_spec"]

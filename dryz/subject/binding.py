@@ -60,6 +60,9 @@ class _Params(ctypes.Structure):
 llama_token = ctypes.c_int32
 _vp = ctypes.c_void_p
 _LOG_CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+# The log callback every Binding installs (llama_log_set keeps a process-wide pointer: a callback object that
+# died with its Binding would be called later, and crash the process).
+_SILENT = _LOG_CB(lambda level, text, user: None)
 
 # name: (argtypes, restype); every one must exist in the file.
 REQUIRED = {
@@ -157,9 +160,8 @@ class Binding:
         # Aliases that read like llama-cpp-python's module, for the struct types.
         self.llama_token, self.llama_token_data = llama_token, llama_token_data
         self.llama_token_data_p, self.llama_token_data_array = llama_token_data_p, llama_token_data_array
-        self._log_cb = _LOG_CB(lambda level, text, user: None)  # kept alive: the library keeps the pointer
-        if self.llama_log_set is not None:
-            self.llama_log_set(self._log_cb, None)
+        if self.llama_log_set is not None:  # the library keeps the pointer: one callback, alive for the process
+            self.llama_log_set(_SILENT, None)
         self.llama_backend_init()
         self.vocab_only_offset = self._vocab_only_offset()
         self.abi = None  # 7 or 8, set by detect_abi once a vocabulary is loaded

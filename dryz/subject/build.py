@@ -22,7 +22,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from .vocab import cache_dir
+from .cache import cache_dir
 
 PINNED_VERSION = "0.3.36"  # llama-cpp-python, the default subject's provider (pyproject.toml)
 BUILD_INFO = "dryz-subject.json"  # written by `dryz subject build` beside the libraries it built

@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from .symbols import MAX_ALPHABET
-from .vocab import sha256_file, symbol_vocab_path
+from .cache import sha256_file
+from .symbol_vocab import symbol_vocab_path
 from .binding import N_CTX_TRAIN_DEFAULT, TOKEN_DATA, Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
 from .build import BUILD_INFO, PINNED_VERSION  # noqa: F401 (PINNED_VERSION: read by callers)
-from .interface import Output, Subject
+from .protocol import Capabilities, Output, Subject
 
 try:
     from . import _drive as _DRIVE  # the C call sequencer (dryz/subject/_drive.c), built by pip install
@@ -75,16 +76,16 @@ def pip_library() -> Path | None:
     return None
 
 
-def selected_library() -> Path:
-    """The library under audit: DRYZ_LIB (what --lib sets), else LLAMA_CPP_LIB_PATH (a folder), else the pip
-    build's."""
-    for var in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH"):
-        v = os.environ.get(var)
-        if v:
-            return resolve(v)
+def default_library() -> Path:
+    """The libllama `libllama:` names with no path: LLAMA_CPP_LIB_PATH (a folder, as llama-cpp-python reads it),
+    else the one llama-cpp-python installed."""
+    v = os.environ.get("LLAMA_CPP_LIB_PATH")
+    if v:
+        return resolve(v)
     p = pip_library()
     if p is None:
-        raise SubjectError("no libllama selected (--lib PATH or DRYZ_LIB) and llama-cpp-python is not installed")
+        raise SubjectError("no libllama selected (--lib PATH or --subject libllama:PATH) and llama-cpp-python is "
+                           "not installed")
     return p
 
 
@@ -117,12 +118,16 @@ def owning_distribution(path: Path) -> tuple[str, str] | None:
 
 
 class LibLlama(Subject):
-    """One loaded libllama plus the symbol vocabulary."""
+    """One loaded libllama plus the symbol vocabulary (`--subject libllama:PATH`, `--lib PATH`)."""
 
     kind = "libllama"
+    # Every sampler call; any vocabulary; candidate arrays as given. One case at a time through the C sequencer
+    # (a batch is a loop over it); native code in this process, so modes isolate it (dryz.subject.isolation).
+    caps = Capabilities(batch=1, in_process=True)
 
     def __init__(self, path: str | os.PathLike | None = None):
-        self.path = resolve(path) if path is not None else selected_library()
+        self.path = resolve(path) if path else default_library()
+        self.spec = f"libllama:{self.path}"
         self.L = Binding(self.path)
         self.vocab_path = symbol_vocab_path()
         self.model, self.vocab = self.L.load_vocab(self.vocab_path)
@@ -146,6 +151,7 @@ class LibLlama(Subject):
             raise SubjectError(f"{self.path} is not mapped into this process")
         ident = {
             "kind": self.kind,
+            "spec": self.spec,
             "libllama_path": str(self.path),
             "libllama_sha256": sha256_file(self.path),
             "llama_cpp_commit": self.L.commit(),
@@ -170,11 +176,6 @@ class LibLlama(Subject):
             ident.setdefault("llama_cpp_python", built.get("llama_cpp_python"))
         return ident
 
-    def label(self) -> str:
-        """One line naming the subject, for reports."""
-        from ..report import subject_line
-        return subject_line(self.identity)
-
     # -- samplers ---------------------------------------------------------------------------------
     def new_sampler(self, multiplier, base, allowed_length, penalty_last_n, breakers=(), vocab=None,
                     n_ctx_train=N_CTX_TRAIN_DEFAULT):
@@ -182,7 +183,7 @@ class LibLlama(Subject):
             arr = (ctypes.c_char_p * len(breakers))(*[b.encode() for b in breakers])
         else:
             arr = None
-        vocab = self.vocab if vocab is None else vocab  # vocab: a second vocabulary (merges_vocab())
+        vocab = self.vocab if vocab is None else vocab  # vocab: another loaded vocabulary's handle
         s = self.L.init_dry(vocab, multiplier, base, allowed_length, penalty_last_n, arr, len(breakers),
                             n_ctx_train=n_ctx_train)
         if not s:
@@ -193,13 +194,16 @@ class LibLlama(Subject):
         return self.new_sampler(case.multiplier, case.base, case.allowed_length, case.penalty_last_n,
                                 case.breakers, n_ctx_train=case.n_ctx_train)
 
+    def run_batch(self, cases) -> list[Output]:
+        return [self.run(c) for c in cases]
+
     def run(self, case) -> Output:
         """A new sampler for the case's configuration (llama_sampler_init_dry), the whole history accepted,
         one apply on the case's candidate array, the sampler freed. The sequence runs in dryz.subject._drive
         (one call from Python, which also fills and reads the candidate array) unless DRYZ_DRIVE=ctypes or the
         extension is not built; both make the same libllama calls.
 
-        A case over a real vocabulary (case.vocab) runs on that vocabulary (dryz.vocabcase: loaded once per
+        A case over a real vocabulary (case.vocab) runs on that vocabulary (dryz.vocab_cases: loaded once per
         process) through run_vocab: a clone of a sampler initialized once per configuration."""
         if case.vocab is not None:
             return self.run_vocab(case)
@@ -238,7 +242,7 @@ class LibLlama(Subject):
     def run_vocab(self, case) -> Output:
         """run() for a real vocabulary: llama_sampler_clone of the configuration's prototype, the history
         accepted, one apply, the clone freed (in dryz.subject._drive.run_clone, or through ctypes)."""
-        from .vocabs import vocab_of
+        from .vendored_vocabs import vocab_of
         v = vocab_of(case, self)
         proto = self.prototype(case, v.handle, v.ref.sha256)
         if _DRIVE is None:
@@ -278,7 +282,7 @@ class LibLlama(Subject):
         """DRYZ_VOCAB_SAMPLER=reset: a real-vocabulary case runs on its prototype after llama_sampler_reset (no
         clone: a DRY clone copies the processed breakers, ~300 us on llama-bpe with the default breakers).
         reset leaves what a fresh sampler holds (apply reassigns the repeat counts and clears the maximum per
-        token; reset clears the ring buffer): tests/test_vocabcase.py compares both. Default: clone."""
+        token; reset clears the ring buffer): tests/test_vocab_cases.py compares both. Default: clone."""
         mode = os.environ.get("DRYZ_VOCAB_SAMPLER", "clone")
         if mode not in ("clone", "reset"):
             raise SubjectError(f"DRYZ_VOCAB_SAMPLER must be clone or reset, got {mode!r}")
@@ -307,6 +311,11 @@ class LibLlama(Subject):
         """The C call sequencer (dryz.subject._drive), or None: DRYZ_DRIVE=ctypes or not built."""
         return _DRIVE
 
+    def vocabulary(self, spec):
+        """A real vocabulary (a vendored NAME or a GGUF PATH) loaded vocab_only into this library, once."""
+        from .vendored_vocabs import load
+        return load(spec, self)
+
     def walk(self, tree, max_len: int, sampler_args, sink, prefixes=((),)) -> int:
         """Every history of the tree below the prefixes (dryz.subject.walker: depth-first in C, clones)."""
         from .walker import walk
@@ -324,41 +333,6 @@ class LibLlama(Subject):
             bufs[n] = CandidateBuffer(self.L, n)
         return bufs[n]
 
-    # -- an optional second vocabulary --------------------------------------------------------------
-    def merges_vocab(self):
-        """The richer vocabulary (vocab.merges_vocab_path: tokens a b c ab bc abc with real merges), loaded
-        once, vocab_only, beside the symbol one. Returns its llama_vocab pointer."""
-        if "_merges_vocab" not in self.__dict__:
-            from .vocab import MERGES_TOKENS, merges_vocab_path
-            path = merges_vocab_path()
-            model, vocab = self.L.load_vocab(path)
-            n = self.L.llama_vocab_n_tokens(vocab)
-            if n != len(MERGES_TOKENS):
-                raise SubjectError(f"vocabulary {path} has {n} tokens, expected {len(MERGES_TOKENS)}")
-            self._merges_model, self._merges_vocab = model, vocab
-        return self._merges_vocab
-
-    def token_texts(self, vocab) -> list[str]:
-        """Every token's text as the library renders it (llama_token_to_piece, special tokens rendered)."""
-        out = []
-        buf = ctypes.create_string_buffer(256)
-        for t in range(self.L.llama_vocab_n_tokens(vocab)):
-            n = self.L.llama_token_to_piece(vocab, t, buf, len(buf), 0, True)
-            if n < 0:
-                raise SubjectError(f"token {t}: piece longer than {len(buf)} bytes")
-            out.append(buf.raw[:n].decode("utf-8", errors="replace"))
-        return out
-
-    def tokenize(self, vocab, text: str) -> list[int]:
-        """llama_tokenize(text), no special tokens added or parsed (as get_overlapping_token_sequences calls
-        vocab.tokenize(str, false, false))."""
-        data = text.encode()
-        cap = len(data) + 8
-        toks = (self.L.llama_token * cap)()
-        n = self.L.llama_tokenize(vocab, data, len(data), toks, cap, False, False)
-        if n < 0:
-            raise SubjectError(f"tokenize({text!r}) needs {-n} tokens")
-        return list(toks[:n])
 
 class CandidateBuffer:
     """One candidate array of n entries (llama_token_data) and the llama_token_data_array header pointing at

@@ -13,14 +13,11 @@ freed sampler: Trace validation only allows `free` as the last event.
 from __future__ import annotations
 
 from .binding import SubjectError
-from .interface import Output
+from .protocol import Output
 
 
-def run_trace(trace, lib=None) -> list[Output]:
+def run_trace(trace, lib) -> list[Output]:
     """The Output of every apply of the trace, in order."""
-    if lib is None:
-        from . import current
-        lib = current()
     return run_events(lib, trace.sampler_args(), trace.events, trace.alphabet, trace.n_ctx_train)
 
 

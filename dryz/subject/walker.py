@@ -176,10 +176,10 @@ def walk(subject, tree, max_len: int, sampler_args, sink, prefixes=((),), top: i
 
 
 def _vocab_address(subject, sampler_args) -> int:
-    """The vocabulary the samplers are made with: sampler_args' sixth element (a llama_vocab pointer, e.g.
-    LibLlama.merges_vocab()) when given, else the subject's symbol vocabulary."""
+    """The vocabulary the samplers are made with: sampler_args' sixth element (a vocabulary NAME or GGUF PATH,
+    loaded into the subject: subject.vocabulary) when given, else the subject's symbol vocabulary."""
     if len(sampler_args) > 5 and sampler_args[5] is not None:
-        v = sampler_args[5]
+        v = subject.vocabulary(sampler_args[5]).handle
         return v if isinstance(v, int) else ctypes.cast(v, ctypes.c_void_p).value
     return subject.vocab_address
 

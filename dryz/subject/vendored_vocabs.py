@@ -12,7 +12,7 @@ no sdist and no network) raises `VocabUnavailable` with a one-line message.
 cached per process (per library and sha256), whose `texts()` are every token's text exactly as
 `get_overlapping_token_sequences` sees it: `vocab.detokenize({id}, true)`, i.e. the C API `llama_detokenize`
 with remove_special false and unparse_special true. That is NOT `llama_token_to_piece(.., lstrip 0, ..)`
-(`LibLlama.token_texts`): detokenize strips the leading space of the first token when the vocabulary adds a
+(`LoadedVocab.pieces`): detokenize strips the leading space of the first token when the vocabulary adds a
 space prefix (SPM: the token "\u2581the" is "the", not " the") and, where the vocabulary cleans spaces,
 drops the space of " ?", " !", " .", " ,", " 's", ... Token texts are bytes: a byte-level BPE token can be an
 incomplete UTF-8 sequence, and the library compares bytes.
@@ -37,7 +37,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .vocab import cache_dir, sha256_file
+from .cache import cache_dir, sha256_file
 from .build import PINNED_VERSION
 
 PREFIX = "ggml-vocab-"
@@ -284,12 +284,9 @@ _LOADED: dict = {}
 _LOADED_LOCK = threading.Lock()
 
 
-def load(spec, lib=None) -> LoadedVocab:
-    """The vocabulary loaded into `lib` (default: the process's subject), once per process."""
+def load(spec, lib) -> LoadedVocab:
+    """The vocabulary loaded into the libllama subject `lib`, once per process."""
     ref = resolve_vocab(spec)
-    if lib is None:
-        from . import current
-        lib = current()
     key = (str(lib.path), ref.sha256)
     with _LOADED_LOCK:
         if key not in _LOADED:
@@ -311,24 +308,25 @@ _LOCK = threading.Lock()
 _CHECKED: dict = {}
 
 
-def _lib(lib):
-    if lib is None:
-        from . import current
-        return current()
-    return lib
+def reference_vocabulary(spec) -> LoadedVocab:
+    """A vocabulary's facts from the pinned llama-cpp-python's libllama: the tokenizer the oracles use for a
+    subject that has none of its own to offer (Subject.vocabulary's generic form). The tokenizer is not what
+    dryz audits."""
+    from .registry import opened
+    return load(spec, opened("libllama:"))
 
 
-def load_vocab(spec, lib=None):
-    """The LoadedVocab for a NAME or PATH (VocabError when it cannot be had)."""
+def load_vocab(spec, lib):
+    """The vocabulary a NAME or PATH names, as the subject `lib` gives it (Subject.vocabulary); VocabError when
+    it cannot be had."""
     try:
-        return load(spec, _lib(lib))
+        return lib.vocabulary(spec)
     except VocabUnavailable as e:
         raise VocabError(str(e)) from None
 
 
-def vocab_of(case: Case, lib=None):
-    """The loaded vocabulary of a vocab case, checked once per (library, vocab, sha256, size)."""
-    lib = _lib(lib)
+def vocab_of(case: Case, lib):
+    """The loaded vocabulary of a vocab case, checked once per (subject, vocab, sha256, size)."""
     key = (id(lib), case.vocab, case.vocab_sha256, case.alphabet)
     v = _CHECKED.get(key)
     if v is not None:

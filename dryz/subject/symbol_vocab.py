@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
+from .cache import cache_dir
 from .symbols import SYMBOLS
 
 # v2: pre-tokenizer "gpt-2" instead of "default". Both split a symbol string into one token per character (no
 # merge applies), but "default" runs std::regex on every llama_tokenize call (~45 us), which made
 # llama_sampler_init_dry cost ~85 us per multi-character breaker; gpt-2's splitter is hand-written (~1 us).
 VOCAB_NAME = "dryz-symbols-v2.gguf"
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("DRYZ_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dryz")
-    return Path(base)
 
 
 def write_vocab(path: Path, tokens: list[str], merges: list[str], pre: str = "default") -> None:
@@ -48,14 +42,6 @@ def symbol_vocab_path() -> Path:
     if not path.exists():
         write_vocab(path, list(SYMBOLS), ["Ġ Ġ"], pre="gpt-2")
     return path
-
-
-def sha256_file(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # A second, richer vocabulary: multi-character tokens with real merges, so get_overlapping_token_sequences makes

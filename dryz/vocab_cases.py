@@ -20,11 +20,11 @@ DEFAULT_BREAKERS = ("\n", ":", "\"", "*")
 BREAKER_PRESETS = {"default": DEFAULT_BREAKERS, "none": ()}
 
 
-# The vocabulary a case names is loaded and checked on the subject's side (dryz/subject/vocabs.py).
-from .subject.vocabs import VocabError, load_vocab, vocab_of  # noqa: E402,F401
+# The vocabulary a case names is loaded and checked on the subject's side (dryz/subject/vendored_vocabs.py).
+from .subject.vendored_vocabs import VocabError, load_vocab, vocab_of  # noqa: E402,F401
 
 
-def with_vocab(case: Case, spec, lib=None) -> Case:
+def with_vocab(case: Case, spec, lib) -> Case:
     """The case on vocabulary spec (a NAME or PATH): vocab, vocab_sha256 and alphabet (its size) filled. A case
     that already names a vocabulary must name this one (same sha256)."""
     v = load_vocab(spec, lib)
@@ -38,7 +38,7 @@ def with_vocab(case: Case, spec, lib=None) -> Case:
                    else str(v.ref.path), vocab_sha256=v.ref.sha256, alphabet=v.n_tokens)
 
 
-def resolved(case: Case, lib=None) -> Case:
+def resolved(case: Case, lib) -> Case:
     """A vocab case with its vocab_sha256 filled (unchanged when it has one, or for the symbol vocabulary)."""
     if case.vocab is None or case.vocab_sha256 is not None:
         return case
@@ -88,7 +88,7 @@ def _piece_lengths(v):
     return np.fromiter(map(len, v.pieces()), dtype=np.int64, count=v.n_tokens)
 
 
-def restart_sequences(case: Case, lib=None):
+def restart_sequences(case: Case, lib):
     """(RestartSeqs, VocabText) for a vocab case's vocabulary and breakers (cached per pair)."""
     return _restarts(vocab_of(case, lib), tuple(case.breakers))
 

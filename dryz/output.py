@@ -82,7 +82,10 @@ def write_json(path: str | Path, data: dict) -> None:
 
 
 def subject_line(s: dict) -> str:
-    """The subject's one-line name: provider version, patch, commit, init_dry ABI."""
+    """The subject's one-line name: a libllama's provider version, patch, commit and init_dry ABI; another kind's
+    own label (its identity's "label")."""
+    if s.get("label"):
+        return s["label"]
     who = (f"llama-cpp-python {s['llama_cpp_python']}" if s.get("llama_cpp_python")
            else s.get("distribution") or "libllama")
     b = s.get("built_by_dryz") or {}
@@ -94,13 +97,21 @@ def subject_line(s: dict) -> str:
     return f"{who} (llama.cpp {s.get('llama_cpp_commit') or '?'}{abi})"
 
 
+def subject_details(s: dict) -> list[str]:
+    """The lines under a subject's name: what exactly ran (a libllama's path and sha256; another kind's
+    identity "shown" facts, or its spec)."""
+    if "libllama_path" in s:
+        return [f"libllama {s['libllama_path']}", f"sha256 {s['libllama_sha256']}"]
+    shown = s.get("shown") or {}
+    return [f"{k} {v}" for k, v in shown.items()] or [f"spec {s.get('spec', '?')}"]
+
+
 def certificate_text(r: dict) -> str:
     s = r["subject"]
     lines = [
         f"dryz exhaustive: {r['verdict'].upper()}",
         f"subject   {subject_line(s)}",
-        f"          libllama {s['libllama_path']}",
-        f"          sha256 {s['libllama_sha256']}",
+        *(f"          {x}" for x in subject_details(s)),
         f"space     every history of length {r['space']['min_length']}..{r['space']['max_length']} over "
         f"{r['space']['alphabet']} symbols, every symbol a candidate",
     ]
@@ -120,5 +131,9 @@ def certificate_text(r: dict) -> str:
                  f"off-by-one reference flagged "
                  f"{c['off_by_one']['flagged']:,} cases; multiplier 0: {c['multiplier_zero']['nonzero_deltas']} "
                  f"non-zero deltas in {c['multiplier_zero']['cases']:,} cases")
+    for c in r["configs"]:
+        for x in c.get("crashes", []):
+            lines.append(f"crash     ({c['name']}) the subject's process died ({x['signal']}) walking the slice "
+                         f"{x['slice']}: {x['detail']}")
     lines.append(f"wall      {r['wall_seconds']:.2f} s")
     return "\n".join(lines)

@@ -24,30 +24,7 @@ FINDINGS = ROOT / "corpus" / "findings"
 SPM_SHA = "16c3724582d59aa8bf84711894e833f916ee46a31d80e21312759c48bf8d0e69"
 
 
-def _vocab(name):
-    from dryz.subject import SubjectError
-    from dryz.vocabcase import VocabError, load_vocab
-    try:
-        return load_vocab(name)
-    except (VocabError, SubjectError) as e:
-        if os.environ.get("DRYZ_REQUIRE_BUILDS") == "1":
-            pytest.fail(f"vocabulary {name} required (DRYZ_REQUIRE_BUILDS=1): {e}")
-        pytest.skip(f"vocabulary {name} cannot be had: {e}")
-
-
-@pytest.fixture(scope="module")
-def bpe():
-    return _vocab("llama-bpe")
-
-
-@pytest.fixture(scope="module")
-def spm():
-    return _vocab("llama-spm")
-
-
-def _dryz(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "dryz", *args], capture_output=True, text=True, input=stdin,
-                          timeout=300)
+from conftest import dryz as _dryz, vocab as _vocab
 
 
 def _case(v, history, breakers=(), candidates=None, **kw):
@@ -98,7 +75,7 @@ def test_vocab_case_validation(change, message):
         Case(**{**base, **change})
 
 
-def test_symbol_case_refuses_a_sha_and_history_symbols_with_vocab():
+def test_symbol_case_refuses_a_sha_and_history_symbols_with_vocab(lib):
     with pytest.raises(CaseError, match="vocab_sha256 without a vocab"):
         Case(history=(0,), alphabet=2, penalty_last_n=4, vocab_sha256="ab" * 32)
     with pytest.raises(CaseError, match="history_symbols"):
@@ -109,45 +86,45 @@ def test_symbol_case_refuses_a_sha_and_history_symbols_with_vocab():
 # -- check() on a real vocabulary --------------------------------------------------------------------------
 
 
-def test_hand_made_history_bpe(bpe):
+def test_hand_made_history_bpe(bpe, lib):
     from dryz.check import check
     toks = bpe.tokenize("The cat sat on the mat. The cat sat on the mat. The cat sat")
     assert toks == (791, 8415, 7731, 389, 279, 5634, 13, 578, 8415, 7731, 389, 279, 5634, 13, 578, 8415, 7731)
-    v = check(_case(bpe, toks, ("\n", ":", "\"", "*")))
+    v = check(_case(bpe, toks, ("\n", ":", "\"", "*")), lib)
     assert v.klass == "agree"
     # " on" (389) follows " cat sat" twice: the suffix " The cat sat" (578 8415 7731) ... 9 tokens repeat.
     assert dict(zip(v.candidates, v.library_L)) == dict(zip(v.candidates, v.oracle_L))
     assert dict(zip(v.candidates, v.oracle_L))[389] == 9 and sum(1 for x in v.oracle_L if x) == 1
     # "." (13) as a breaker: a single-token breaker; the repeat is cut after the last "."
-    v = check(_case(bpe, toks, (".",)))
+    v = check(_case(bpe, toks, (".",)), lib)
     assert v.klass == "agree" and dict(zip(v.candidates, v.oracle_L))[389] == 3
 
 
-def test_hand_made_history_spm_breaker_in_token(spm):
+def test_hand_made_history_spm_breaker_in_token(spm, lib):
     from dryz.check import check
     toks = spm.tokenize(" the cat saw the dog and the cat saw the dog and the cat saw")
-    v = check(_case(spm, toks, (" the",)))
+    v = check(_case(spm, toks, (" the",)), lib)
     # "\u2581the" prints " the" but init_dry reads detokenize({278}) = "the": not a single-token breaker
     assert v.klass == "promise-breaker-in-token" and v.status == "agree"
     assert v.broken_promises == ["breaker-in-token"]
     assert v.library_L == v.oracle_L and max(v.oracle_L) == 9
 
 
-def test_sha_and_size_mismatch_are_errors(spm):
+def test_sha_and_size_mismatch_are_errors(spm, lib):
     from dryz.check import check
-    from dryz.vocabcase import VocabError
+    from dryz.vocab_cases import VocabError
     c = _case(spm, (278, 278))
     with pytest.raises(VocabError, match="sha256"):
-        check(replace(c, vocab_sha256="0" * 64))
+        check(replace(c, vocab_sha256="0" * 64), lib)
     with pytest.raises(VocabError, match="32000 tokens"):
-        check(replace(c, alphabet=40000))
+        check(replace(c, alphabet=40000), lib)
 
 
 def test_clone_reset_and_fresh_sampler_agree(bpe, lib):
     """run_vocab's clone of a prototype, the reset prototype, and a fresh init_dry per case leave the same
     logits (bit for bit) on decoded cases."""
     from dryz.fuzz.decode_vocab import VocabDecoder
-    d = VocabDecoder("llama-bpe", "default")
+    d = VocabDecoder("llama-bpe", "default", lib)
     rng = np.random.default_rng(7)
     for _ in range(60):  # (configurations repeat: a clone after a reset-mode run of the same one is covered)
         c = d.decode(rng.integers(0, 256, int(rng.integers(0, 1500))).astype(np.uint8).tobytes())
@@ -184,16 +161,16 @@ def test_clone_reset_and_fresh_sampler_agree(bpe, lib):
         lib.free(s)
 
 
-def test_restart_seqs_step1_matches_independent_scans(bpe):
+def test_restart_seqs_step1_matches_independent_scans(bpe, lib):
     """RestartSeqs' Step 1 (by head position) = promise_text.shipped_scan over the model's map = the generic
     model over the sequences that can complete in the window."""
     from dryz.oracle.promise_text import shipped_scan
     from dryz.oracle.promised import promised_rep_limits
     from dryz.oracle.shipped import rep_limits
-    from dryz.vocabcase import restart_sequences
+    from dryz.vocab_cases import restart_sequences
     for breakers in (("\n", ":", "\"", "*"), ("### Instruction:", "Instruction"), ("ab", "abc", "<|eot_id|>")):
         c = _case(bpe, (1,), breakers)
-        seqs, text = restart_sequences(c)
+        seqs, text = restart_sequences(c, lib)
         for snippet in ("### Instruction:\nWrite: a *poem*.\n\n### Instruction:\nAgain", "abc ab abd xabcx ab.",
                         "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>ab"):
             ids = list(bpe.tokenize(snippet, parse_special=True))
@@ -225,9 +202,9 @@ def test_oracle_B_over_code_points():
 
 
 @pytest.mark.parametrize("mode", ["default", "dict", "random"])
-def test_vocab_decoder_output_validates(bpe, mode):
+def test_vocab_decoder_output_validates(bpe, mode, lib):
     from dryz.fuzz.decode_vocab import MAX_VOCAB_HISTORY, VocabDecoder
-    d = VocabDecoder("llama-bpe", mode)
+    d = VocabDecoder("llama-bpe", mode, lib)
     rng = np.random.default_rng(1)
     big = 0
     for _ in range(300):
@@ -245,12 +222,12 @@ def test_vocab_decoder_output_validates(bpe, mode):
     assert other.vocab == "llama-bpe" and other.vocab_sha256 == bpe.ref.sha256
 
 
-def test_vocab_decoder_cases_agree(bpe):
+def test_vocab_decoder_cases_agree(bpe, lib):
     from dryz.check import check
     from dryz.fuzz.decode_vocab import VocabDecoder
-    d = VocabDecoder("llama-bpe", "dict")
+    d = VocabDecoder("llama-bpe", "dict", lib)
     rng = np.random.default_rng(11)
-    classes = {check(d.decode(rng.integers(0, 256, int(rng.integers(0, 2000))).astype(np.uint8).tobytes())).klass
+    classes = {check(d.decode(rng.integers(0, 256, int(rng.integers(0, 2000))).astype(np.uint8).tobytes()), lib).klass
                for _ in range(60)}
     assert not {k for k in classes if k.startswith("mismatch") or k == "oracle-disagreement"}
 

@@ -1,0 +1,187 @@
+"""The subject protocol: what every mode (exhaustive, traces, restarts, fuzz, minimize, replay, matrix, gate) asks
+of the thing it audits, and nothing more.
+
+A subject runs llama.cpp's DRY semantics on a Case and returns what DRY left in the candidate array. It is an
+explicit value: a command opens the one the user selected (`--subject KIND:ARG`, `--lib PATH` meaning
+`libllama:PATH`; dryz.subject.registry) and passes it down; another process reopens it from its `spec`. The
+oracles never see a subject; dryz.check compares what a subject returns with them.
+
+A subject kind is one module with one class implementing this interface, plus one line in
+dryz.subject.registry.KINDS. Only `run_batch` and `identity` are required: the walk of a tree of histories,
+one case and the vocabulary facts have generic forms here, built on them; a subject with a faster native form
+(libllama's C walker) overrides them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+CALLS = ("accept", "apply", "reset", "clone", "free")
+
+
+@dataclass
+class Output:
+    """What the sampler left in the candidate array after one apply."""
+    ids: tuple[int, ...]
+    logits: np.ndarray  # float32, in array order
+    sorted: bool
+    size: int
+
+
+@dataclass(frozen=True)
+class Crash:
+    """The subject failed on this input instead of answering: its process died (a signal, an abort), hung, or
+    its server stopped answering. A verdict of class crash (a finding), never a harness error."""
+    detail: str
+    signal: str = ""      # e.g. SIGABRT, SIGSEGV, "hang", "exit 3"
+    stderr: str = ""      # the subject's last words
+
+
+class Unsupported(Exception):
+    """A case this subject cannot run as given (Capabilities.lacks): bad input for it, never a finding."""
+
+
+class SubjectCrashed(Exception):
+    """Raised by a walk (which has no per-case answer) when the subject crashes on one of the tree's cases."""
+
+    def __init__(self, crash: Crash, case=None):
+        super().__init__(crash.detail)
+        self.crash, self.case = crash, case
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a subject can be asked (a mode skips, with a reason, what its subject cannot do)."""
+    calls: frozenset = frozenset(CALLS)   # sampler calls it exposes; traces need reset, clone and free
+    vocabularies: str = "any"             # "any", or "symbols" (dryz's symbol vocabulary only)
+    initial_logits: bool = True           # candidates can start at given logits (else every logit is 0)
+    candidate_arrays: bool = True         # any candidate subset and order, and the sorted flag, observed
+    batch: int = 1                        # cases one run_batch call handles at once to advantage
+    in_process: bool = True               # native code mapped into this process: a crash takes the process
+    deviations: tuple = ()                # documented deviations from llama.cpp's semantics it declares
+
+    def lacks(self, case) -> str | None:
+        """Why this subject cannot run the case as given, or None."""
+        if case.vocab is not None and self.vocabularies == "symbols":
+            return "the subject runs dryz's symbol vocabulary only"
+        if not self.initial_logits and any(case.logits):
+            return "the subject cannot set initial logits (every candidate starts at 0)"
+        if not self.candidate_arrays and (case.candidates is not None or case.sorted):
+            return "the subject cannot take a candidate subset, order or sorted flag"
+        return None
+
+    def to_json(self) -> dict:
+        return {"calls": sorted(self.calls), "vocabularies": self.vocabularies,
+                "initial_logits": self.initial_logits, "candidate_arrays": self.candidate_arrays,
+                "batch": self.batch, "in_process": self.in_process, "deviations": list(self.deviations)}
+
+
+class Subject:
+    """The interface. `spec` reopens the same subject in another process (dryz.subject.registry.open_subject)."""
+
+    kind = "abstract"
+    spec: str = ""
+    abi: int = 7   # llama_sampler_init_dry's argument count whose semantics the subject has (8: before PR #26524)
+    caps = Capabilities()
+
+    @property
+    def identity(self) -> dict:
+        """What names the subject in every result: kind, spec, and the kind's own facts (path, sha256, commit,
+        version, build)."""
+        raise NotImplementedError
+
+    def label(self) -> str:
+        """One line naming the subject, for reports."""
+        from ..output import subject_line
+        return subject_line(self.identity)
+
+    def run_batch(self, cases) -> list:
+        """Per case, in order: an Output (a fresh sampler of the case's configuration, its history accepted,
+        one apply on its candidate array) or a Crash."""
+        raise NotImplementedError
+
+    def run(self, case):
+        return self.run_batch([case])[0]
+
+    def run_trace(self, trace) -> list:
+        """The Output of every apply of a trace of calls on one sampler (dryz.trace), or a Crash."""
+        raise NotImplementedError(f"{self.kind} subjects do not run traces")
+
+    def walk(self, tree, max_len: int, params, sink, prefixes=((),)) -> int:
+        """Every history of a tree (dryz.subject.walker: radix, labels, children(m), cands(m)) below the
+        prefixes, up to max_len, in batches to sink(n, m, H, logits, cands); params = (multiplier, base,
+        allowed_length, penalty_last_n, breakers[, vocab spec]). Generic form: one level at a time, each
+        (length, state) group as one run_batch; a Crash raises SubjectCrashed."""
+        return walk_by_batches(self, tree, max_len, params, sink, prefixes)
+
+    def vocabulary(self, spec):
+        """A real vocabulary's facts for the oracles (token texts as init_dry reads them, pieces, tokenize),
+        as this subject's tokenizer gives them. Generic form: the pinned llama-cpp-python's libllama's."""
+        from .vendored_vocabs import reference_vocabulary
+        return reference_vocabulary(spec)
+
+    def close(self) -> None:
+        """Release what the subject holds (processes, samplers)."""
+
+
+def comparable(identity: dict) -> dict:
+    """What two identities must share to name the same subject: everything but where its files lie (a libllama
+    by its sha256, commit and ABI, wherever it is)."""
+    return {k: v for k, v in identity.items() if not k.endswith("_path") and k != "spec"}
+
+
+def same_subject(a: dict, b: dict) -> bool:
+    return comparable(a) == comparable(b)
+
+
+def walk_by_batches(subject, tree, max_len, params, sink, prefixes=((),), top=None) -> int:
+    """Subject.walk's generic form: the same histories, groups and sink calls as the C walker
+    (dryz.subject.walker.walk), each (length, state) group of a level run as cases through run_batch. The prefixes
+    are digit strings of the tree (a prefix itself is not evaluated); top=d: every history of length 1..d."""
+    from ..case import Case
+    from .walker import resolve_roots, tables
+    multiplier, base, allowed, last_n, breakers = params[:5]
+    vocab = params[5] if len(params) > 5 else None
+    if top is not None:
+        max_len = top
+    tab = tables(tree)
+    kids = {m: [(int(t), int(c)) for t, c in zip(tab.kid_tok[tab.kid_off[m]:tab.kid_off[m + 1]],
+                                                 tab.kid_m[tab.kid_off[m]:tab.kid_off[m + 1]])]
+            for m in range(tab.S)}
+    size = subject.vocabulary(vocab).n_tokens if vocab is not None else None
+    roots = resolve_roots(tab, prefixes)
+    if len({len(t) for t, _ in roots}) > 1:
+        raise ValueError("walk: the prefixes must have one length")
+    level: dict[int, list] = {}
+    for toks, m in roots:
+        level.setdefault(m, []).append(toks)
+    total = 0
+    n = len(roots[0][0]) if roots else max_len
+    while n < max_len:
+        nxt: dict[int, list] = {}
+        for m, hs in sorted(level.items()):
+            for t, c in kids[m]:
+                nxt.setdefault(c, []).extend(h + (t,) for h in hs)
+        n += 1
+        for m, hs in sorted(nxt.items()):
+            cands = tab.cands[m]
+            k = size or int(max(int(cands.max(initial=0)), max(max(h) for h in hs))) + 1
+            cand = tuple((int(t), 0.0) for t in cands)
+            cases = [Case(history=h, alphabet=k, penalty_last_n=last_n, breakers=tuple(breakers),
+                          multiplier=multiplier, base=base, allowed_length=allowed, candidates=cand, vocab=vocab)
+                     for h in hs]
+            outs: list = []
+            step = max(1, subject.caps.batch)
+            for i in range(0, len(cases), step):
+                outs.extend(subject.run_batch(cases[i:i + step]))
+            for c, o in zip(cases, outs):
+                if isinstance(o, Crash):
+                    raise SubjectCrashed(o, c)
+            H = np.array(hs, dtype=np.int64).reshape(len(hs), n)
+            logits = np.stack([np.asarray(o.logits, dtype=np.float32) for o in outs])
+            sink(n, m, H, logits, cands)
+            total += len(hs)
+        level = nxt
+    return total

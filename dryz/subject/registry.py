@@ -1,0 +1,98 @@
+"""Subject kinds and selection: `--subject KIND:ARG` (and `--lib PATH`, which means `libllama:PATH`).
+
+A new kind of subject is one module with one class implementing dryz.subject.protocol.Subject, plus one line in
+KINDS: its name and where its class is. The class is constructed with ARG (the text after the colon, possibly
+empty) and must set `spec` so that open_subject(spec) reopens the same subject in another process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from .binding import SubjectError
+
+# kind -> "module:Class" (imported on first use: a kind's dependencies are loaded only when it is selected)
+KINDS = {
+    "libllama": "dryz.subject.libllama:LibLlama",
+}
+
+# What `--subject` defaults to: the libllama that llama-cpp-python installed (the pinned release).
+DEFAULT_KIND = "libllama"
+
+
+def parse(spec: str) -> tuple[str, str]:
+    """(kind, arg) of a KIND:ARG selection; a bare known KIND means KIND: (its default argument)."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise SubjectError("--subject must be KIND:ARG (kinds: " + ", ".join(KINDS) + ")")
+    kind, sep, arg = spec.partition(":")
+    kind = kind.strip()
+    if kind not in KINDS:
+        raise SubjectError(f"--subject {spec!r}: unknown kind {kind!r} (kinds: {', '.join(KINDS)})")
+    return kind, arg
+
+
+def subject_class(kind: str):
+    module, _, name = KINDS[kind].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def open_subject(spec: str):
+    """The subject a spec names, opened (loaded, started): a SubjectError (one line) when it cannot be had."""
+    kind, arg = parse(spec)
+    return subject_class(kind)(arg)
+
+
+def lib_spec(path) -> str:
+    """`--lib PATH` as a subject spec (the path resolved now: a child in another folder means the same file)."""
+    from .binding import resolve
+    return f"libllama:{resolve(path)}"
+
+
+def selected_spec(subject: str | None = None, lib: str | None = None) -> str:
+    """The spec the user selected: --subject, else --lib, else DRYZ_SUBJECT / DRYZ_LIB (how a parent passes its
+    selection to the processes it starts), else the default libllama."""
+    if subject and lib:
+        raise SubjectError("give --subject or --lib, not both (--lib PATH means --subject libllama:PATH)")
+    if subject:
+        parse(subject)
+        return subject
+    if lib:
+        return lib_spec(lib)
+    env = os.environ.get("DRYZ_SUBJECT")
+    if env:
+        parse(env)
+        return env
+    if os.environ.get("DRYZ_LIB"):
+        return lib_spec(os.environ["DRYZ_LIB"])
+    return f"{DEFAULT_KIND}:"
+
+
+def child_env(spec: str, base: dict | None = None) -> dict:
+    """The environment a process dryz starts gets: the subject spec passed explicitly (DRYZ_SUBJECT), and
+    nothing of another selection left over."""
+    env = dict(os.environ if base is None else base)
+    for k in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH", "LD_PRELOAD"):
+        env.pop(k, None)
+    env["DRYZ_SUBJECT"] = spec
+    env.update(runtime_env(spec))
+    return env
+
+
+def runtime_env(spec: str) -> dict:
+    """What a process needs in its environment before it starts to run this subject (e.g. a sanitizer runtime
+    to preload); empty for most."""
+    kind, _ = parse(spec)
+    fn = getattr(subject_class(kind), "runtime_env", None)
+    return fn(spec) if fn else {}
+
+
+_OPENED: dict = {}
+
+
+def opened(spec: str):
+    """open_subject(spec), once per process: for entry points that receive a spec from their parent (a Dask task,
+    a fuzz job, an isolated worker). Commands open their subject once and pass it down."""
+    if spec not in _OPENED:
+        _OPENED[spec] = open_subject(spec)
+    return _OPENED[spec]
