@@ -423,7 +423,7 @@ def load_case_file(path: str, read_as: str = "auto", vocab=None):
     artifact = re.fullmatch(r"(crash|timeout|oom|leak|slow-unit)-[0-9a-f]{8,}", os.path.basename(path))
     if read_as == "bytes" or (read_as == "auto" and (artifact or not looks_json)):
         try:
-            return input_decoder()(raw), "fuzz input"  # DRYZ_FUZZ_VOCAB: a `dryz fuzz --vocab` input
+            return input_decoder(load_subject())(raw), "fuzz input"  # DRYZ_FUZZ_VOCAB: a `dryz fuzz --vocab` input
         except CaseError as e:
             _fail(f"{path}: decodes to an invalid case: {e}")
     data = parse_json_file(path, raw)

@@ -84,6 +84,20 @@ def _read_frame(fd: int):
     return None if body is None else pickle.loads(body)
 
 
+class _Unreadable:
+    """A request the worker could not unpickle (its function's module is not importable there)."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+
+def _read_request(fd: int):
+    try:
+        return _read_frame(fd)
+    except Exception as e:  # noqa: BLE001 (answered as an error, never a crash)
+        return _Unreadable(f"the worker cannot read the request ({type(e).__name__}: {e})")
+
+
 def _answer(subject, request):
     fn, args = request
     try:
@@ -102,9 +116,12 @@ def _loop(subject, rfd: int, wfd: int, inner=None) -> None:
     """Answer requests until the parent closes the pipe. inner: a Worker to relay each request to (a spawned
     worker holding an in-process subject), its Crash answered as the answer."""
     while True:
-        req = _read_frame(rfd)
+        req = _read_request(rfd)
         if req is None:
             return
+        if isinstance(req, _Unreadable):
+            _write_frame(wfd, ("raise", RuntimeError(req.why)))
+            continue
         if inner is not None:
             fn, args = req
             try:
