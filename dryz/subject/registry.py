@@ -15,6 +15,7 @@ from .binding import SubjectError
 # kind -> "module:Class" (imported on first use: a kind's dependencies are loaded only when it is selected)
 KINDS = {
     "libllama": "dryz.subject.libllama:LibLlama",
+    "llama-cpp-python": "dryz.subject.llama_cpp_python:LlamaCppPython",
 }
 
 # What `--subject` defaults to: the libllama that llama-cpp-python installed (the pinned release).
