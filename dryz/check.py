@@ -27,6 +27,7 @@ class HarnessError(RuntimeError):
 
 AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"
 CRASH = "crash"
+DECLARED = "declared"  # row_status of a history an adapter's declared deviation explains (Batch.declared)
 # Every verdict class, in report order (the one list: corpus entries, sweeps, certificates and the CLI read it).
 CLASSES = (AGREE, "documented-contained-restart", "documented-breaker-truncated", "documented-tail-cap",
            "promise-restart-order", "promise-finite-penalty", "promise-breaker-in-token",
@@ -35,9 +36,9 @@ CLASSES = (AGREE, "documented-contained-restart", "documented-breaker-truncated"
 
 
 def is_finding(klass: str) -> bool:
-    """A class that is the library's doing (exit 1): anything but agree and the source's own documented
-    limitations."""
-    return klass != AGREE and not klass.startswith("documented-")
+    """A class that is the library's doing (exit 1): anything but agree, the source's own documented
+    limitations, and the deviations an engine adapter declares (dryz.oracle.deviations)."""
+    return klass != AGREE and not klass.startswith(("documented-", "declared-"))
 
 
 def class_order(klass: str) -> int:
@@ -198,7 +199,36 @@ class Batch:
     @_lazy
     def codes(self) -> np.ndarray:
         differ = np.not_equal(self.bits, _bits(self.expected))
-        return np.where(self.oracles_differ, 2, np.where(differ, 1, 0)).astype(np.int8)
+        codes = np.where(self.oracles_differ, 2, np.where(differ, 1, 0)).astype(np.int8)
+        if self.cfg.variants and codes.any():
+            rows = list(self.declared)
+            if rows:
+                codes[rows] = 0
+        return codes
+
+    @_lazy
+    def declared(self) -> dict:
+        """history -> the declared variant's class (dryz.oracle.deviations) for every history whose output
+        differs from llama.cpp's model but matches, bit for bit (and in the sorted flag), the model of a
+        deviation the subject declares; those histories are not mismatches."""
+        if not self.cfg.variants:
+            return {}
+        differ = np.not_equal(self.bits, _bits(self.expected))
+        bad = np.nonzero(differ.any(axis=1) & ~self.oracles_differ.any(axis=1))[0]
+        out: dict = {}
+        for name, vcfg in self.cfg.variants:
+            left = np.array([r for r in bad.tolist() if r not in out], dtype=np.int64)
+            if not len(left):
+                break
+            pv = shipped_lengths(self.H[left], self.cands, vcfg)
+            exp = output_logits(self.initial, pv, vcfg) if self.initial is not None else output_logits_zero(pv, vcfg)
+            same = np.equal(self.bits[left], _bits(exp)).all(axis=1)
+            if self.observed_sorted is not None:
+                want = np.logical_and(np.logical_not(pv.ran), self.sorted_in)
+                same &= np.equal(np.asarray(self.observed_sorted)[left], want)
+            for r in left[same].tolist():
+                out[r] = name
+        return out
 
     @_lazy
     def L(self) -> np.ndarray:
@@ -237,10 +267,9 @@ class Batch:
             obs, exp = self.observed[r], self.expected[r]
         if La.tobytes() != Lb.tobytes() or Pa.tobytes() != Pb.tobytes():
             return ORACLE_DISAGREEMENT
-        if obs.tobytes() != exp.tobytes():  # bit-exact (both float32, C order)
-            return MISMATCH
-        if self.observed_sorted is not None and bool(self.observed_sorted[r]) != self.row_sorted(r):
-            return MISMATCH
+        if obs.tobytes() != exp.tobytes() or (  # bit-exact (both float32, C order)
+                self.observed_sorted is not None and bool(self.observed_sorted[r]) != self.row_sorted(r)):
+            return DECLARED if r in self.declared else MISMATCH
         return AGREE
 
     def row_sorted(self, r: int) -> bool:
@@ -266,6 +295,8 @@ class Batch:
         s = self.row_status(r)
         if s == MISMATCH:
             return "mismatch-multi-token" if self.cfg.multi_token else MISMATCH
+        if s == DECLARED:
+            return self.declared[r]
         if s != AGREE:
             return s
         broken = self.promises(r)
@@ -289,13 +320,19 @@ class Batch:
             suspect |= self._restart_suspects()
         if self.cfg.text is not None:
             suspect |= self._text_suspects()
+        declared = self.declared
+        if declared:
+            suspect = suspect.copy()
+            suspect[list(declared)] = True
         rows = np.nonzero(dis | mis | suspect)[0]
         if not len(rows):
             return []
         mismatch = "mismatch-multi-token" if self.cfg.multi_token else MISMATCH
         out = []
         for r in rows.tolist():
-            if dis[r]:
+            if r in declared:
+                out.append((r, declared[r]))
+            elif dis[r]:
                 out.append((r, ORACLE_DISAGREEMENT))
             elif mis[r]:
                 out.append((r, mismatch))
@@ -472,6 +509,7 @@ class Verdict:
     differing: list[dict] = field(default_factory=list)  # per differing candidate: id, expected, observed
     broken_promises: list[str] = field(default_factory=list)  # promises the shipped output breaks
     crash: dict | None = None  # class crash: the signal and the subject's last words
+    declared: str | None = None  # the class of the deviation the subject declares that explains its output
 
     @_lazy
     def candidates(self) -> list[int]:
@@ -489,6 +527,8 @@ class Verdict:
             return "mismatch-multi-token"
         if self.status != AGREE:
             return self.status
+        if self.declared:
+            return self.declared
         if self.broken_promises:
             return promise_class(self.broken_promises[0])
         return AGREE
@@ -524,6 +564,7 @@ class Verdict:
             "differing": self.differing,
             "broken_promises": self.broken_promises,
             **(self.crash if self.crash is not None else {}),
+            **({"declared": self.declared} if self.declared else {}),
         }
 
 
@@ -550,7 +591,8 @@ def check(case: Case, lib) -> Verdict:
         v.differing.append({"id": -1, "expected": "unchanged ids and size", "observed": "changed",
                             "direction": "array"})
         return v
-    b = Batch(cfg, H, cands, out.logits.reshape(1, -1), initial, case.sorted, (out.sorted,))  # float32 C
+    b = Batch(cfg, H, cands, out.logits.reshape(1, -1), initial, case.sorted,  # float32 C order
+              None if out.sorted is None else (out.sorted,))  # None: a subject without the flag
     v = _verdict(case, b, out.logits, out.sorted)
     if case.invertible():
         L, bad = invert_deltas(-out.logits)
@@ -558,6 +600,10 @@ def check(case: Case, lib) -> Verdict:
         # comparison judges it.
         v.library_L = [None if x else int(y) for y, x in zip(L, bad)]
     status = b.row_status(0)
+    if status == DECLARED:
+        v.declared = b.declared[0]
+        v.detail = f"the output differs from llama.cpp's model as the deviation the subject declares: {v.declared}"
+        return v
     if status == ORACLE_DISAGREEMENT:
         v.status, v.detail = status, "oracles A and B disagree; the library is not judged"
     elif status == MISMATCH:

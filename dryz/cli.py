@@ -458,7 +458,10 @@ def judge(case, kind: str, isolate: bool = True) -> tuple[int, dict]:
     else:
         v = check(case, lib)
     out = {"input": kind, "case": case.to_json(), "verdict": v.to_json(), "subject": lib.identity}
-    return (EXIT_OK if v.klass == "agree" else EXIT_FINDING), out  # a broken promise is a finding too
+    # A broken promise is a finding too; agree, a limitation the source documents and a deviation the subject
+    # declares are not (check.is_finding).
+    from .check import is_finding
+    return (EXIT_FINDING if is_finding(v.klass) else EXIT_OK), out
 
 
 @cli.command()

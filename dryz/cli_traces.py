@@ -145,7 +145,8 @@ def judge_trace(trace, kind: str, isolate: bool = True) -> tuple[int, dict]:
     else:
         v = check_trace(trace, lib)
     out = {"input": kind, "trace": trace.to_json(), "verdict": verdict_json(v), "subject": lib.identity}
-    return (0 if v.klass == "agree" else 1), out
+    from .check import is_finding
+    return (1 if is_finding(v.klass) else 0), out
 
 
 def check_cmd(trace, kind: str, isolate: bool) -> None:

@@ -59,10 +59,22 @@ def effective_last_n(penalty_last_n: int, n_ctx_train: int, abi: int = 7) -> int
 
 
 def case_config(case: Case, abi: int = 7, lib=None) -> Config:
+    """The oracles' configuration for a case on a subject (its init_dry ABI; with the deviations it declares as
+    variants)."""
     if case.vocab is not None:
-        return vocab_config(case, abi, lib)
-    return config_of(case.multiplier, case.base, case.allowed_length,
-                     effective_last_n(case.penalty_last_n, case.n_ctx_train, abi), case.breakers)
+        cfg = vocab_config(case, abi, lib)
+    else:
+        cfg = config_of(case.multiplier, case.base, case.allowed_length,
+                        effective_last_n(case.penalty_last_n, case.n_ctx_train, abi), case.breakers)
+    declared = lib.caps.deviations if lib is not None else ()
+    return with_deviations(cfg, declared) if declared else cfg
+
+
+def with_deviations(cfg: Config, declared) -> Config:
+    from dataclasses import replace
+
+    from .oracle.deviations import variants
+    return replace(cfg, variants=variants(cfg, declared))
 
 
 def vocab_config(case: Case, abi: int = 7, lib=None) -> Config:

@@ -88,8 +88,8 @@ def entry_json(case: Case, verdict, *, expect: str, shortest: str, provenance: d
     }
 
 
-SUBJECT_KEYS = ("llama_cpp_python", "libllama_sha256", "libllama_path", "llama_cpp_commit", "init_dry_abi",
-                "built_by_dryz")
+SUBJECT_KEYS = ("kind", "spec", "label", "llama_cpp_python", "libllama_sha256", "libllama_path", "llama_cpp_commit",
+                "init_dry_abi", "built_by_dryz", "engine", "engine_version", "deviations")
 
 
 def subject_json(identity: dict) -> dict:
@@ -296,7 +296,7 @@ def replay(directory: Path, subject, select=None) -> list[ReplayRow]:
     from .check import check_in, check_trace_in
     from .subject.isolation import Worker
     rows = []
-    with Worker(subject.spec, subject if subject.caps.in_process else None) as w:
+    with Worker(subject.spec, subject) as w:
         for p in entries(directory):
             try:
                 e = load_entry(p)

@@ -129,11 +129,13 @@ def certificate_text(r: dict) -> str:
                  f"({len(per['cases'])} closed forms"
                  f"{'' if per.get('oracles_passed', True) else '; the ORACLES miss one: harness in doubt'}); "
                  f"off-by-one reference flagged "
-                 f"{c['off_by_one']['flagged']:,} cases; multiplier 0: {c['multiplier_zero']['nonzero_deltas']} "
-                 f"non-zero deltas in {c['multiplier_zero']['cases']:,} cases")
+                 f"{c['off_by_one']['flagged']:,} cases; multiplier 0: " + (
+                     f"the subject CRASHED ({c['multiplier_zero']['crash']['detail']})" if "crash" in
+                     c["multiplier_zero"] else f"{c['multiplier_zero']['nonzero_deltas']} non-zero deltas in "
+                                               f"{c['multiplier_zero']['cases']:,} cases"))
     for c in r["configs"]:
         for x in c.get("crashes", []):
-            lines.append(f"crash     ({c['name']}) the subject's process died ({x['signal']}) walking the slice "
+            lines.append(f"crash     ({c['name']}) the subject failed ({x['signal']}) walking the slice "
                          f"{x['slice']}: {x['detail']}")
     lines.append(f"wall      {r['wall_seconds']:.2f} s")
     return "\n".join(lines)

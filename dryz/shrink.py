@@ -320,7 +320,7 @@ def minimize_case(case: Case, subject, isolate: bool | None = None, log=None, an
     from .check import check
     from .subject.isolation import Worker
     t0 = time.perf_counter()
-    with Worker(subject.spec, subject if subject.caps.in_process else None) as w:
+    with Worker(subject.spec, subject) as w:
         first = signature_isolated(w)(case)
         if first[0] == "agree":
             raise NothingToMinimize("the case agrees with the oracles; nothing to minimize")

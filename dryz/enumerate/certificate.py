@@ -58,9 +58,12 @@ def judge(r: dict) -> tuple[str, dict]:
     # as well (a library that is itself off by one leaves the reference unflagged: that is a finding, not void).
     mism = sum(c["mismatches"] for c in configs)
     off_by_one = flagged > 0 or mism > 0 or (penalized == 0 and periodic.get("off_by_one_flagged", 0) > 0)
-    checks = {"periodic_oracles": periodic.get("oracles_passed", periodic["passed"]), "off_by_one": off_by_one,
-              "multiplier_zero": controls["multiplier_zero"]["passed"]}
-    crashes = sum(len(c.get("crashes", [])) for c in configs)
+    mz = controls["multiplier_zero"]
+    checks = {"periodic_oracles": periodic.get("oracles_passed", periodic["passed"]), "off_by_one": off_by_one}
+    if "crash" not in mz:  # a control the subject crashed on is the subject's finding, not the harness's doubt
+        checks["multiplier_zero"] = mz["passed"]
+    crashes = sum(len(c.get("crashes", [])) for c in configs) + ("crash" in mz) + sum(
+        1 for f in periodic.get("findings", []) if f.get("kind") == "crash")
     if shard is None and not crashes:
         if space["expected_cases"] is not None:
             checks["covered_cases"] = sum(c["cases"] for c in configs) == space["expected_cases"]

@@ -12,7 +12,9 @@ from ..space import PlainSpace, space_for
 
 def multiplier_zero_control(lib, k, max_len: int, specs, canonical: bool = False) -> dict:
     """Negative control: with multiplier 0 the sampler must leave every logit at exactly 0 (walked over the
-    same tree as the run: plain, or canonical with k None for every alphabet size)."""
+    same tree as the run: plain, or canonical with k None for every alphabet size). A subject that crashes on
+    it (SubjectCrashed from a walk through its protocol) is answered as that Crash."""
+    from ..subject.protocol import SubjectCrashed
     nonzero = 0
     cases = 0
 
@@ -22,7 +24,10 @@ def multiplier_zero_control(lib, k, max_len: int, specs, canonical: bool = False
         cases += logits.size
     for spec in specs:
         space = space_for(spec, k, max_len) if canonical else PlainSpace(k, max_len)
-        lib.walk(space, max_len, (0.0,) + spec.sampler_args()[1:], sink)
+        try:
+            lib.walk(space, max_len, (0.0,) + spec.sampler_args()[1:], sink)
+        except SubjectCrashed as e:
+            return e.crash
     out = {"max_length": max_len, "cases": cases, "nonzero_deltas": nonzero}
     if canonical:
         out["canonical"] = True

@@ -14,6 +14,7 @@ import time
 from ..check import check_in
 from ..output import Progress, environment, write_json
 from ..subject.isolation import Worker
+from ..subject.protocol import Crash
 from . import certificate as cert
 from .controls import multiplier_zero_control, periodic_control
 from .run import ConfigResult, Interrupted, config_slices, run_configs, shard_slicing, shard_tasks
@@ -92,11 +93,14 @@ def run_exhaustive(lib, alphabet, max_length, specs, json_path, progress=True, w
         interrupted(e.results)
     bar.close()
     try:
-        with Worker(lib.spec, lib if lib.caps.in_process else None) as w:
+        with Worker(lib.spec, lib, timeout=None) as w:
             periodic = periodic_control(lambda case: check_in(w, case))
-        mz = multiplier_zero_control(lib, alphabet, min(max_length, 7), specs, canonical)
+            mz = w.call(multiplier_zero_control, alphabet, min(max_length, 7), specs, canonical)
     except KeyboardInterrupt:
         interrupted(results)
+    if isinstance(mz, Crash):  # the control could not run: the subject's crash, a finding (never void)
+        mz = {"max_length": min(max_length, 7), "cases": 0, "nonzero_deltas": 0, "passed": None,
+              "crash": {"signal": mz.signal, "detail": mz.detail, "stderr": mz.stderr[-500:]}}
     configs = [r.to_json() for r in results]
     flagged = sum(r.off_by_one_flagged for r in results)
     result = {

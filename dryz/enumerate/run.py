@@ -15,7 +15,7 @@ from ..case import Case
 from ..check import check_batch
 from ..config import SpaceConfig, case_config
 from ..space import PlainSpace, canonical_slices, plain_slices, space_for
-from ..subject.protocol import Crash
+from ..subject.protocol import Crash, SubjectCrashed
 from ..subject.symbols import MAX_ALPHABET
 
 MAX_EXAMPLES = 5
@@ -204,7 +204,7 @@ def run_slice(lib, k, max_len: int, spec: SpaceConfig, canonical: bool = False, 
     by batch, and ConfigResult.tally weighs each case by the concrete cases it stands for."""
     space = space_for(spec, k, max_len) if canonical else PlainSpace(k, max_len)
     res = ConfigResult(spec, mode="canonical" if canonical else "plain")
-    cfg = case_config(spec.case(k or MAX_ALPHABET, ()))
+    cfg = case_config(spec.case(k or MAX_ALPHABET, ()), lib.abi, lib)
     weights = {}
     t0 = time.perf_counter()
 
@@ -221,9 +221,15 @@ def run_slice(lib, k, max_len: int, spec: SpaceConfig, canonical: bool = False, 
 
 
 def _run_task(subject, args):
-    """One slice on the subject (a call an isolation worker runs)."""
+    """One slice on the subject (a call an isolation worker runs); a subject that crashes on one of its cases
+    (an out-of-process subject reports it: SubjectCrashed) makes the slice's answer that Crash."""
     k, max_len, spec, sl, canonical = args
-    return run_slice(subject, k, max_len, spec, canonical, **sl)
+    try:
+        return run_slice(subject, k, max_len, spec, canonical, **sl)
+    except SubjectCrashed as e:
+        if e.case is not None:
+            return Crash(f"{e.crash.detail} (on {e.case.dumps()})", e.crash.signal, e.crash.stderr)
+        return e.crash
 
 
 def _dask_task(args):
@@ -282,7 +288,7 @@ def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, ca
         # Every slice in an isolation worker (forked from this process, which holds the subject): a slice that
         # kills the subject's process is a crash finding, and the other slices go on.
         from ..subject.isolation import Pool
-        pool = Pool(lib.spec, lib if lib.caps.in_process else None, max(1, min(workers, len(tasks) or 1)),
+        pool = Pool(lib.spec, lib, max(1, min(workers, len(tasks) or 1)),
                     timeout=None)
         outs = pool.map(_run_task, [(t,) for _, t in tasks])
     import signal

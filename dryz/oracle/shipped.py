@@ -104,6 +104,13 @@ class Config:
     # A real vocabulary's configuration: what the text-level promise needs (dryz.vocab_cases.VocabText); None
     # for the symbol vocabulary. Not part of equality (seqs already differ between vocabularies).
     text: object = field(default=None, compare=False)
+    # Another engine's documented deviations from llama.cpp (dryz.oracle.deviations), modelled here: the longest
+    # match counted (None: no cap), and whether single-token breakers are exempt from the penalty (Step 4).
+    match_cap: int | None = None
+    exempt_breakers: bool = True
+    # (class, Config) pairs: the semantics a subject declares beside llama.cpp's (dryz.oracle.deviations); an
+    # output that matches one of them bit for bit is that class, not a mismatch. Not part of equality.
+    variants: tuple = field(default=(), compare=False)
 
     def __post_init__(self):
         # Derived once per Config (one is made per checked case; cached_property locks on Python 3.11).
@@ -122,7 +129,7 @@ class Config:
         return min(n, self.window_cap)  # the last penalty_last_n tokens; none when disabled
 
     def single_token_breakers(self) -> set[int]:
-        return set(self.single_token_heads)
+        return set(self.single_token_heads) if self.exempt_breakers else set()
 
 
 @cached_when_hashable
@@ -164,8 +171,9 @@ def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles,
     breaker = np.array([c in heads for c in cands.tolist()], dtype=bool)
     eligible = ran[:, None] & present & ~breaker[None, :]
     out = []
+    cap = rep[:, None] if cfg.match_cap is None else np.minimum(rep, cfg.match_cap)[:, None]
     for oracle in oracles:
-        L = np.minimum(oracle(W, cands), rep[:, None])
+        L = np.minimum(oracle(W, cands), cap)
         penalized = eligible & (L >= cfg.allowed_length)
         out.append(Prediction(np.where(penalized, L, 0), penalized, ran, rep))
     return out
@@ -177,10 +185,12 @@ def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracl
     reach the output."""
     limit, allowed = int(rep[0]), cfg.allowed_length
     ran = np.array([limit >= allowed])
+    if cfg.match_cap is not None:
+        limit = min(limit, cfg.match_cap)
     c = np.asarray(cands)
     eligible = None
     if ran[0] and len(c) and W.shape[1] > 1:
-        eligible = _eligible(W[0], c, cfg.single_token_heads)
+        eligible = _eligible(W[0], c, cfg.single_token_heads if cfg.exempt_breakers else ())
     if eligible is None or not np.count_nonzero(eligible):
         return [Prediction(np.zeros((1, len(c)), dtype=np.int64), np.zeros((1, len(c)), dtype=bool), ran, rep)
                 for _ in oracles]

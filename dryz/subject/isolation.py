@@ -137,10 +137,13 @@ def _loop(subject, rfd: int, wfd: int, inner=None) -> None:
 
 
 class Worker:
-    """One worker process for one subject; call() runs fn(subject, *args) there."""
+    """One worker process for one subject; call() runs fn(subject, *args) there. Given a subject this process
+    holds whose code does not run in this process (a server, an adapter: caps.in_process false), calls run
+    here: that subject answers its own crashes (protocol.Crash), so no process stands between."""
 
     def __init__(self, spec: str, subject=None, timeout: float | None = CALL_TIMEOUT, env: dict | None = None):
         self.spec, self.subject, self.timeout, self.env = spec, subject, timeout, env
+        self.direct = subject is not None and not subject.caps.in_process
         self.pid = None
         self.proc = None
         self.calls = 0
@@ -201,6 +204,10 @@ class Worker:
 
     def alive(self) -> bool:
         return self.pid is not None
+
+    def fileno(self) -> int:
+        """What a Pool selects on: the answer pipe (a direct worker is always ready)."""
+        return self.ans
 
     def _drain(self) -> None:
         try:
@@ -264,6 +271,10 @@ class Worker:
 
     # -- calls -----------------------------------------------------------------------------------------------
     def send(self, fn, *args) -> None:
+        if self.direct:
+            self._pending = (fn, args)
+            self.calls += 1
+            return
         if self.pid is None:
             if self.calls:
                 self.restarts += 1
@@ -276,6 +287,11 @@ class Worker:
 
     def receive(self, timeout: float | None = None):
         """The answer to the request sent: the result, or a Crash (re-raises what fn raised)."""
+        if self.direct:
+            fn, args = self._pending
+            self._pending = None
+            self.crashed_last = False
+            return fn(self.subject, *args)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -326,11 +342,16 @@ class Pool:
     call whose worker died). Ctrl-C kills every worker at once."""
 
     def __init__(self, spec: str, subject=None, n: int = 1, timeout: float | None = None):
-        self.workers = [Worker(spec, subject, timeout) for _ in range(max(1, n))]
+        direct = subject is not None and not subject.caps.in_process  # one: the subject runs its own parallelism
+        self.workers = [Worker(spec, subject, timeout) for _ in range(1 if direct else max(1, n))]
         self.timeout = timeout
 
     def map(self, fn, arglist):
         arglist = list(arglist)
+        if self.workers[0].direct:
+            for args in arglist:
+                yield self.workers[0].call(fn, *args)
+            return
         results: dict[int, object] = {}
         busy: dict[int, int] = {}  # worker index -> call index
         nxt = 0

@@ -26,7 +26,7 @@ class Output:
     """What the sampler left in the candidate array after one apply."""
     ids: tuple[int, ...]
     logits: np.ndarray  # float32, in array order
-    sorted: bool
+    sorted: bool | None  # the array's sorted flag; None from a subject that has none (not judged)
     size: int
 
 

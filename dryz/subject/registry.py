@@ -16,6 +16,7 @@ from .binding import SubjectError
 KINDS = {
     "libllama": "dryz.subject.libllama:LibLlama",
     "llama-cpp-python": "dryz.subject.llama_cpp_python:LlamaCppPython",
+    "cmd": "dryz.subject.command:Command",
 }
 
 # What `--subject` defaults to: the libllama that llama-cpp-python installed (the pinned release).

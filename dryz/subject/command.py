@@ -1,0 +1,306 @@
+"""`--subject cmd:"COMMAND"` — any engine's DRY through a JSON-lines adapter on its stdin and stdout.
+
+dryz starts COMMAND (split as a POSIX shell splits words; no shell runs it), talks to it in the versioned schema
+`dryz.adapter/1` (docs/adapters.md is the guide for engine authors: vLLM, Aphrodite, exllama, mistral.rs, ...),
+and judges what it answers against llama.cpp's semantics like any subject's output. One JSON object per line:
+
+  dryz -> adapter   {"schema": "dryz.adapter/1", "op": "hello"}
+  adapter -> dryz   {"schema": "dryz.adapter/1", "engine": NAME, "version": V, "deviations": [...],
+                     "vocabularies": "any" | ["symbols", NAME, ...], "initial_logits": true,
+                     "candidate_arrays": true, "batch": N}
+  dryz -> adapter   {"op": "run", "id": I, "params": {"multiplier", "base", "allowed_length", "penalty_last_n",
+                     "breakers"}, "vocab": {"name", "path", "sha256", "size"}, "history": [ids],
+                     "candidates": [[id, logit], ...], "sorted": false}
+  adapter -> dryz   {"id": I, "logits": [...], "sorted": false}        (logits in candidate order, "-inf" for
+                                                                         -infinity)
+                 or {"id": I, "error": "why this engine cannot run it"}
+
+A request is a fresh DRY state: the history as the tokens generated so far, one application of the sampler to
+the candidates. Floats travel as JSON numbers with every digit (a float32 value's double is exact); dryz reads
+the answers as float32. `vocab.name` "symbols" is dryz's symbol vocabulary (token i is the one character
+SYMBOLS[i]; its GGUF is at `vocab.path`); any other name is a vendored vocabulary or a GGUF path.
+
+The adapter declares its engine's documented deviations (dryz.oracle.deviations); dryz lists an output a
+declared deviation explains as class `declared-<name>`, separately from undeclared differences (mismatches).
+
+Faults: a command that cannot start, or that does not answer the handshake with the schema within the timeout,
+is a subject that cannot be driven (one line, exit 2). Once running, an adapter that exits, hangs, or answers
+something that is not an answer to the request is the subject failing on that case: a Crash (class crash, a
+finding), and the adapter is started again for the next case; an `error` answer is the engine refusing the
+case (dryz.subject.protocol.Unsupported: not judged).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import shlex
+import signal
+import subprocess
+import time
+from functools import cached_property
+
+import numpy as np
+
+from .binding import SubjectError
+from .cache import sha256_file
+from .protocol import Capabilities, Crash, Output, Subject, Unsupported
+
+SCHEMA = "dryz.adapter/1"
+HELLO_TIMEOUT = 60.0   # seconds for the adapter to start and answer the handshake
+CASE_TIMEOUT = float(os.environ.get("DRYZ_ADAPTER_TIMEOUT") or 30.0)  # seconds for one answer
+MAX_LINE = 1 << 24     # an answer longer than this is not an answer
+
+
+class Command(Subject):
+    kind = "cmd"
+
+    def __init__(self, arg: str):
+        if not arg.strip():
+            raise SubjectError('cmd: needs the adapter\'s command (--subject cmd:"python my_adapter.py")')
+        try:
+            self.argv = shlex.split(arg)
+        except ValueError as e:
+            raise SubjectError(f"cmd: cannot split the command {arg!r}: {e}") from None
+        self.spec = f"cmd:{arg}"
+        self.proc = None
+        self.restarts = 0
+        self._next_id = 0
+        self._buf = b""
+        hello = self._start()
+        self.hello = hello
+        from ..oracle.deviations import DeviationError, parse
+        deviations = hello.get("deviations", [])
+        if not isinstance(deviations, list) or not all(isinstance(d, str) for d in deviations):
+            raise SubjectError(f"cmd: the adapter's deviations must be a list of names, got {deviations!r}")
+        for d in deviations:
+            try:
+                parse(d)
+            except DeviationError as e:
+                raise SubjectError(f"cmd: the adapter declares {e}") from None
+        vocabularies = hello.get("vocabularies", "symbols")
+        if vocabularies != "any" and not (isinstance(vocabularies, list) and all(isinstance(v, str)
+                                                                                 for v in vocabularies)):
+            raise SubjectError(f"cmd: 'vocabularies' must be \"any\" or a list of names, got {vocabularies!r}")
+        batch = hello.get("batch", 64)
+        if not (isinstance(batch, int) and 1 <= batch <= 4096):
+            raise SubjectError(f"cmd: 'batch' must be an integer in 1..4096, got {batch!r}")
+        self.vocab_names = None if vocabularies == "any" else set(vocabularies)
+        self.caps = Capabilities(calls=frozenset({"accept", "apply"}),
+                                 vocabularies="any" if self.vocab_names != {"symbols"} else "symbols",
+                                 initial_logits=bool(hello.get("initial_logits", True)),
+                                 candidate_arrays=bool(hello.get("candidate_arrays", True)), batch=batch,
+                                 in_process=False, deviations=tuple(deviations))
+
+    # -- the adapter process ---------------------------------------------------------------------------------
+    def _start(self) -> dict:
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as e:
+            raise SubjectError(f"cmd: cannot start {self.argv[0]!r}: {e.strerror or e}") from None
+        os.set_blocking(self.proc.stderr.fileno(), False)
+        self._buf = b""
+        self._tail = b""
+        try:
+            self._send({"schema": SCHEMA, "op": "hello"})
+            line = self._line(HELLO_TIMEOUT)
+        except _Gone as e:
+            self._kill()
+            raise SubjectError(f"cmd: the adapter {self.argv[0]!r} did not answer the handshake: it {e}"
+                               f"{self._last_words()}") from None
+        try:
+            hello = json.loads(line)
+        except ValueError:
+            self._kill()
+            raise SubjectError(f"cmd: the adapter's handshake is not JSON: {line[:120]!r}") from None
+        if not isinstance(hello, dict) or hello.get("schema") != SCHEMA:
+            self._kill()
+            raise SubjectError(f"cmd: the adapter's handshake does not name the schema {SCHEMA!r}: "
+                               f"{line[:120]!r}")
+        return hello
+
+    def _send(self, obj) -> None:
+        try:
+            self.proc.stdin.write((json.dumps(obj, separators=(",", ":")) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            raise _Gone(f"exited ({self._status()})") from None
+
+    def _line(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        out = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Gone(f"gave no answer within {timeout:.0f} s", hang=True)
+            ready, _, _ = select.select([out, self.proc.stderr.fileno()], [], [], left)
+            self._drain()
+            if out in ready:
+                b = os.read(out, 1 << 16)
+                if not b:
+                    raise _Gone(f"exited ({self._status()})")
+                self._buf += b
+                if len(self._buf) > MAX_LINE:
+                    raise _Gone("answered a line longer than 16 MiB")
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode(errors="replace")
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                b = os.read(self.proc.stderr.fileno(), 1 << 16)
+                if not b:
+                    return
+                self._tail = (self._tail + b)[-4096:]
+        except (BlockingIOError, OSError):
+            pass
+
+    def _status(self) -> str:
+        try:
+            rc = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "still running"
+        return f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit {rc}"
+
+    def _last_words(self) -> str:
+        last = self._tail.decode(errors="replace").strip().splitlines()
+        return f" (its last words: {last[-1][:200]})" if last else ""
+
+    def _kill(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except OSError:
+                pass
+        self.proc = None
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self._kill()
+
+    # -- identity ------------------------------------------------------------------------------------------
+    @cached_property
+    def identity(self) -> dict:
+        h = self.hello
+        exe = self.argv[0]
+        path = exe if os.path.sep in exe else (next((os.path.join(d, exe) for d in
+                                                     os.environ.get("PATH", "").split(os.pathsep)
+                                                     if os.path.isfile(os.path.join(d, exe))), exe))
+        ident = {"kind": self.kind, "spec": self.spec, "command": self.argv, "schema": SCHEMA,
+                 "engine": h.get("engine"), "engine_version": h.get("version"),
+                 "deviations": list(self.caps.deviations), "init_dry_abi": self.abi}
+        scripts = [a for a in self.argv[1:] if os.path.isfile(a)]
+        files = {a: sha256_file(a) for a in ([path] if os.path.isfile(path) else []) + scripts}
+        ident["files_sha256"] = files
+        ident["label"] = (f"{h.get('engine') or 'engine'} {h.get('version') or ''} through the adapter "
+                          f"{' '.join(self.argv)}").replace("  ", " ")
+        ident["shown"] = {"command": " ".join(self.argv),
+                          "declared": ", ".join(self.caps.deviations) or "no deviations"}
+        return ident
+
+    # -- the protocol -----------------------------------------------------------------------------------------
+    def run_batch(self, cases) -> list:
+        out: list = []
+        for i in range(0, len(cases), self.caps.batch):
+            out.extend(self._run_chunk(cases[i:i + self.caps.batch]))
+        return out
+
+    def _request(self, case, rid: int) -> dict:
+        if case.vocab is None:
+            from .symbol_vocab import symbol_vocab_path
+            p = symbol_vocab_path()
+            vocab = {"name": "symbols", "path": str(p), "sha256": sha256_file(p), "size": 64}
+        else:
+            if self.vocab_names is not None and case.vocab not in self.vocab_names:
+                raise Unsupported(f"the adapter runs the vocabularies {sorted(self.vocab_names)}, not {case.vocab}")
+            v = self.vocabulary(case.vocab)
+            vocab = {"name": case.vocab, "path": str(v.ref.path), "sha256": v.ref.sha256, "size": v.n_tokens}
+        return {"op": "run", "id": rid,
+                "params": {"multiplier": case.multiplier, "base": case.base, "allowed_length": case.allowed_length,
+                           "penalty_last_n": case.penalty_last_n, "breakers": list(case.breakers)},
+                "vocab": vocab, "history": list(case.history),
+                "candidates": [[t, "-inf" if lg == -math.inf else lg] for t, lg in zip(case.ids, case.logits)],
+                "sorted": case.sorted}
+
+    def _run_chunk(self, cases) -> list:
+        if self.proc is None:
+            self.restarts += 1
+            self._start()
+        ids = []
+        try:
+            for c in cases:
+                self._next_id += 1
+                ids.append(self._next_id)
+                self._send(self._request(c, self._next_id))
+        except _Gone as e:
+            self._kill()
+            return [Crash(f"the adapter {e}{self._last_words()}", e.signal)] + [
+                Crash("not run: the adapter died on an earlier case of the batch", "skipped")] * (len(cases) - 1)
+        out: list = []
+        for c, rid in zip(cases, ids):
+            try:
+                answer = self._answer(rid, len(c.ids))
+            except _Gone as e:
+                self._kill()
+                out.append(Crash(f"the adapter {e}{self._last_words()}", e.signal, self._tail.decode(
+                    errors="replace")[-500:]))
+                # the rest of the batch was sent to a process that is gone: run them again, one by one
+                out.extend(self.run_batch(list(cases[len(out):])))
+                return out
+            if isinstance(answer, str):
+                raise Unsupported(f"the adapter refused the case: {answer}")
+            logits, sorted_flag = answer
+            if not self.caps.candidate_arrays:
+                sorted_flag = None  # an engine without the flag: not judged
+            out.append(Output(tuple(c.ids), logits, sorted_flag, len(c.ids)))
+        return out
+
+    def _answer(self, rid: int, n: int):
+        line = self._line(CASE_TIMEOUT)
+        try:
+            d = json.loads(line)
+        except ValueError:
+            raise _Gone(f"answered something that is not JSON: {line[:120]!r}") from None
+        if not isinstance(d, dict) or d.get("id") != rid:
+            raise _Gone(f"answered out of order or without the request's id {rid}: {line[:120]!r}")
+        if "error" in d:
+            return str(d["error"])[:500]
+        lg = d.get("logits")
+        if not isinstance(lg, list) or len(lg) != n:
+            raise _Gone(f"answered {len(lg) if isinstance(lg, list) else 'no'} logits for {n} candidates")
+        try:
+            vals = np.array([-math.inf if x == "-inf" else math.inf if x == "inf" else
+                             math.nan if x == "nan" else float(x) for x in lg], dtype=np.float32)
+        except (TypeError, ValueError):
+            raise _Gone(f"answered logits that are not numbers: {str(lg)[:120]}") from None
+        sorted_flag = d.get("sorted", False)
+        if not isinstance(sorted_flag, bool):
+            raise _Gone(f"answered a sorted flag that is not true or false: {sorted_flag!r}")
+        return vals, sorted_flag
+
+
+class _Gone(Exception):
+    """The adapter did not answer (exited, hung, or answered something that is not an answer)."""
+
+    def __init__(self, why: str, hang: bool = False):
+        super().__init__(why)
+        self.signal = "hang" if hang else "adapter"
