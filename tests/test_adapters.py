@@ -108,3 +108,14 @@ def test_a_crash_mid_walk_is_a_finding_and_the_walk_goes_on(tmp_path):
     assert p.returncode == 1 and "CRASH" in p.stdout and "crash     (" in p.stdout, p.stdout + p.stderr
     r = json.loads((tmp_path / "c.json").read_text())
     assert r["verdict"] == "crash" and sum(len(c.get("crashes", [])) for c in r["configs"]) >= 1
+
+
+def test_a_fuzz_campaign_through_the_adapter_finds_the_planted_bug(tmp_path):
+    """libFuzzer jobs open the adapter from the spec they are passed; every finding is re-checked in a clean
+    process and reproduces."""
+    p = dryz("--subject", adapter("--drop-breakers"), "fuzz", "--time", "20", "--jobs", "1", "--workdir",
+             str(tmp_path / "w"), "--json", str(tmp_path / "s.json"), timeout=600)
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert p.returncode == 1 and s["findings"], p.stdout[-2000:] + p.stderr[-2000:]
+    assert all(f["reproduces"] and f["klass"].startswith("mismatch") for f in s["findings"]), s["findings"]
+    assert s["subject"]["kind"] == "cmd"
