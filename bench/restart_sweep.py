@@ -17,6 +17,7 @@ import json
 import sys
 import time
 
+from dryz.subject import open_subject, selected_spec
 from dryz.enumerate.restarts import (CLASS_ORDER, CONFIGS, MERGES_BREAKERS, merges_compare, merges_promise_sweep, sweep)
 
 

@@ -10,8 +10,8 @@ import click
 
 from . import __version__
 
-from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, Failure, fail as _fail, load_subject,  # noqa: F401
-                     parse_json_file, quiet_mode, read as _read, say, signame as _signame)
+from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail as _fail, load_subject, parse_json_file,
+                     quiet_mode, read as _read, say)
 MAX_SPACE_CASES = 2_000_000_000
 
 
@@ -507,7 +507,6 @@ def check_cmd(path, read_as, isolate, vocab, as_trace):
     """Judge one case (Case JSON, corpus entry or crash file); print the verdict as JSON."""
     import json
 
-    from .check import check
     from .cli_traces import check_cmd as check_trace_cmd, load_trace_file
     t = load_trace_file(path, read_as, as_trace)
     if t is not None:

@@ -1,8 +1,6 @@
 """The command line: exit codes, one-line errors, the results JSON."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 

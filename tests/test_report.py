@@ -4,7 +4,6 @@ browser (Chromium, where installed; CI installs it and sets DRYZ_REQUIRE_BROWSER
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest

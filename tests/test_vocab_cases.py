@@ -7,10 +7,7 @@ Skips when a vocabulary or the library cannot be had, unless DRYZ_REQUIRE_BUILDS
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 

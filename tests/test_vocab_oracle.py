@@ -6,7 +6,6 @@ Skips when a vocabulary or the library cannot be had, unless DRYZ_REQUIRE_BUILDS
 
 from __future__ import annotations
 
-import os
 
 import pytest
 

@@ -46,7 +46,7 @@ def run_exhaustive(lib, alphabet, max_length, specs, json_path, progress=True, w
     if resume is not None:
         if resume.get("verdict") != "interrupted":
             raise ResumeError(f"--resume: that result is {resume.get('verdict')!r}, not an interrupted run")
-        from .subject.protocol import same_subject
+        from ..subject.protocol import same_subject
         if not same_subject(resume["subject"], ident):
             raise ResumeError("--resume: that run audited another subject ("
                   f"{resume['subject'].get('libllama_sha256', resume['subject'].get('spec', '?'))[:16]}...)")
