@@ -12,7 +12,8 @@ probabilities of the candidates. What a request adds to make the answer invertib
 * `logit_bias`: the case's initial logits (the model's are +0.0, and 0 + b = b exactly), `false` (-inf) for
   every token the request does not ask about, and an anchor token (not in the history, so DRY leaves it) at
   A = max(0, initial logits): its probability bounds the softmax sum;
-* `n_probs` = the tokens asked about, `post_sampling_probs: true`.
+* `n_probs` = the tokens asked about, `post_sampling_probs: true`; `response_fields` ["index",
+  "completion_probabilities"] (a tenth of the JSON; it selects fields of the answer, nothing else).
 
 The probabilities are inverted exactly (dryz.subject.softmax.preimage: the float32 logits consistent with the
 observed float32 probability, by bisection over the float order, with glibc's expf, the one the server calls).
@@ -384,7 +385,7 @@ class ServerSubject:
     kind = KIND
     abi = ABI
 
-    def __init__(self, binary, *, parallel: int = 4, batch: int = BATCH, threads: int = 1,
+    def __init__(self, binary, *, parallel: int = 1, batch: int = BATCH, threads: int = 1,
                  ctx_per_slot: int = 4096, port: int | None = None, request_timeout: float = REQUEST_TIMEOUT):
         self.binary = str(Path(binary).resolve()) if Path(binary).exists() else str(binary)
         self.version = check_binary(self.binary)
@@ -533,7 +534,7 @@ class ServerSubject:
                 bias.append([t, False])
         return request_for(st.case, st.vocab.texts, {
             "samplers": ["dry", "temperature"], "temperature": T, "n_probs": len(ask) + 1,
-            "logit_bias": bias})
+            "logit_bias": bias, "response_fields": ["index", "completion_probabilities"]})
 
     def run_batch(self, cases) -> list:
         """Each case's ServedOutput (or Refused, Unrecoverable, Crash), in order."""
