@@ -251,3 +251,26 @@ def test_witnesses_replay_on_the_server(subject):
             probs = lambda b: {t["id"]: t["prob"] for t in b["completion_probabilities"][0]["top_probs"]}  # noqa
             assert probs(body) == probs(stored["body"])
     assert seen == set(served.CLASSES)
+
+
+def test_vendored_vocabulary_end_to_end(subject):
+    """A case over llama-spm (32,000 tokens): its own tiny model, the breaker as the case has it, a candidate
+    subset (every other token masked): the logits agree with the library model; without breakers the
+    literal request is refused (the default breakers are not inert on a real vocabulary)."""
+    from dryz.subject.vocabs import VocabUnavailable, resolve_vocab
+    try:
+        ref = resolve_vocab("llama-spm")
+    except VocabUnavailable as e:
+        if REQUIRE:
+            raise
+        pytest.skip(str(e))
+    the, cat, nl = 278, 6635, 13
+    kw = dict(alphabet=32000, vocab="llama-spm", vocab_sha256=ref.sha256, penalty_last_n=64,
+              candidates=((the, 0.0), (cat, -1.5), (nl, 0.0)))
+    c = case((the, cat, the, cat, nl, the), breakers=("\n",), **kw)
+    (out,) = subject.run_batch([c])
+    assert isinstance(out, ServedOutput) and judge(c, out) == ("agree", "")
+    # the breaker cut the repetition: after '\n the', ' cat' is penalised as L 1 only (multiplier 1: -1.5 - 1)
+    assert float(out.logits[1]) == -2.5 and out.widths[1] == 1
+    (r,) = subject.run_batch([case((the, cat, the), **kw)])
+    assert isinstance(r, Refused) and judge(case((the, cat, the), **kw), r)[0] == "served-breakers-required"

@@ -410,7 +410,9 @@ class ServerSubject:
                 build = json.loads(info_path.read_text())
             except (OSError, ValueError):
                 build = None
-            self._identity = {"kind": KIND, "path": self.binary, "sha256": _sha256(self.binary),
+            lib = Path(self.binary).parent / "libllama.so"
+            libs = {"libllama_path": str(lib.resolve()), "libllama_sha256": _sha256(lib)} if lib.exists() else {}
+            self._identity = {"kind": KIND, "path": self.binary, "sha256": _sha256(self.binary), **libs,
                               "version": self.version["version"], "llama_cpp_commit": self.version["commit"],
                               "init_dry_abi": ABI, "built_by_dryz": build,
                               "llama_cpp_python": (build or {}).get("llama_cpp_python"),
@@ -468,6 +470,12 @@ class ServerSubject:
     def _restart(self, p: ServerProcess) -> None:
         self.stats["restarts"] += 1
         p.restart()
+
+    def start(self, case=None) -> None:
+        """Start the server for case's vocabulary (the symbol vocabulary when None) now rather than at the
+        first request, so a model that does not load or a taken port is reported before any work."""
+        from ..case import Case
+        self._proc(self._vocab(case if case is not None else Case(history=(), alphabet=1, penalty_last_n=0)))
 
     def close(self) -> None:
         for p in self._procs.values():
@@ -556,7 +564,7 @@ class ServerSubject:
                 chunk = idx[j:j + self.batch]
                 self._round(states, chunk, body, FIRST_T)
         # further rounds: one case at a time, the candidates still pending grouped by temperature
-        for st in states:
+        for i, st in enumerate(states):
             while st.result is None and st.pending:
                 if st.requests >= MAX_ROUNDS:
                     st.result = Unrecoverable(f"candidates {sorted(st.pending)} not recovered in {MAX_ROUNDS} "
@@ -565,7 +573,7 @@ class ServerSubject:
                 T = min(st.pending.values())
                 ask = [t for t, tt in st.pending.items() if tt == T]
                 body = self._body(st, ask, T)
-                self._round(states, [states.index(st)], body, T, ask=ask)
+                self._round(states, [i], body, T, ask=ask)
         for i, st in enumerate(states):
             out[i] = st.result if st.result is not None else self._output(st)
         return out
