@@ -274,3 +274,29 @@ def test_vendored_vocabulary_end_to_end(subject):
     assert float(out.logits[1]) == -2.5 and out.widths[1] == 1
     (r,) = subject.run_batch([case((the, cat, the), **kw)])
     assert isinstance(r, Refused) and judge(case((the, cat, the), **kw), r)[0] == "served-breakers-required"
+
+
+def test_hung_server_is_killed_and_restarted(server_bin):
+    """A server that stops answering (SIGSTOP) is killed after the request timeout and restarted; the cases
+    are asked again one at a time and all answered: no hang, nothing lost."""
+    s = ServerSubject(server_bin, request_timeout=2.0)
+    try:
+        cases = [case(h, alphabet=3) for h in itertools.product(range(3), repeat=2)]
+        first = s.run_batch(cases)
+        proc = next(iter(s._procs.values())).proc
+        os.kill(proc.pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        again = s.run_batch(cases)
+        assert time.monotonic() - t0 < 30
+        assert proc.poll() is not None and s.stats["restarts"] == 1
+        assert [a.logits.tobytes() for a in first] == [b.logits.tobytes() for b in again]
+    finally:
+        s.close()
+
+
+def test_a_logit_above_the_anchor_is_unrecoverable(subject):
+    # a negative multiplier raises the repeated candidate above every other logit: the maximum is unknown
+    c = case((0, 0), alphabet=3, multiplier=-1.0)
+    (out,) = subject.run_batch([c])
+    assert isinstance(out, Unrecoverable) and "above the anchor" in out.detail
+    assert judge(c, out)[0] == "unrecoverable"
