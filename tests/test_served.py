@@ -125,3 +125,15 @@ def test_key_order_and_forward_model():
     assert [sm.key(x) for x in xs] == sorted(sm.key(x) for x in xs)
     assert all(sm.unkey(sm.key(x)) == x for x in xs)
     assert sm.probs([0.0, 0.0]) == [0.5, 0.5]
+
+
+def test_one_float_from_two_to_eighty_seven():
+    """Every |z'| in [2, 87] (z' = (z - max) / T) is one float32 after the softmax, whatever else is at the
+    maximum (1, 3 or 64 tokens); that range is what the subject's temperatures aim for."""
+    import random
+    rng = random.Random(7)
+    for n_max in (1, 3, 64):
+        for _ in range(150):
+            z = -sm.f32(2 ** rng.uniform(1, math.log2(87)))
+            iv = _invert([0.0] * n_max + [z], 1.0)[-1]
+            assert iv == (z, z), (n_max, z, iv)

@@ -300,3 +300,25 @@ def test_a_logit_above_the_anchor_is_unrecoverable(subject):
     (out,) = subject.run_batch([c])
     assert isinstance(out, Unrecoverable) and "above the anchor" in out.detail
     assert judge(c, out)[0] == "unrecoverable"
+
+
+def test_planted_bug_is_found_through_the_server():
+    """`dryz subject build --server --patch tests/patches/restart-limit-plus-one.diff` (Step 1's rep_limit one
+    too large; ~1 min after the pristine build): the breaker configuration's histories up to 7 tokens through
+    that server give mismatches, the first (shortest) being `cac`; the pristine server agrees on all of them
+    (test_seed_slice_agrees_and_batches)."""
+    from dryz.subject.build import BuildError, build
+    try:
+        b = build(server=True, patch=Path(__file__).parent / "patches" / "restart-limit-plus-one.diff",
+                  log=lambda m: None)
+    except (BuildError, OSError) as e:
+        if REQUIRE:
+            raise
+        pytest.skip(f"cannot build the patched llama-server: {str(e).splitlines()[0]}")
+    hist = [h for n in range(1, 8) for h in itertools.product(range(3), repeat=n)]
+    cases = [case(h, alphabet=3, breakers=("c",)) for h in hist]
+    with ServerSubject(b / "llama-server") as s:
+        outs = s.run_batch(cases)
+    klass = [judge(c, o)[0] for c, o in zip(cases, outs)]
+    assert klass.count("mismatch") == 990 and klass.count("agree") == len(cases) - 990
+    assert cases[klass.index("mismatch")].symbols == "cac"

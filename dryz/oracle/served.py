@@ -237,28 +237,30 @@ class ServedOutcome:
 def served_outcome(case, texts=None, defaults: dict | None = None) -> ServedOutcome:
     """The request for a Case, what the server makes of it, and the served-* classes: each way the served
     outcome differs from the library's semantics for the Case."""
-    from dataclasses import replace
     body = request_for(case, texts)
     out = served_params(body, defaults)
-    classes = []
+    classes, eff = classify(case, body, out)
+    return ServedOutcome(body, out, classes, eff)
+
+
+def classify(case, body: dict, out) -> tuple[tuple[str, ...], object]:
+    """(served-* classes, the Case the library would have to run to match) for what the server made of a
+    request `body` sent for `case`."""
+    from dataclasses import replace
     if isinstance(out, Refused):
-        if "dry_penalty_last_n" in out.message:
-            classes.append("served-window-refused")
-        elif "dry_allowed_length" in out.message:
-            classes.append("served-allowed-refused")
-        elif "dry_sequence_breakers" in out.message:
-            classes.append("served-breakers-required")
-        elif "prompt" in out.message:
-            classes.append("served-empty-prompt")
-        return ServedOutcome(body, out, tuple(classes))
+        for needle, klass in (("dry_penalty_last_n", "served-window-refused"),
+                              ("dry_allowed_length", "served-allowed-refused"),
+                              ("dry_sequence_breakers", "served-breakers-required"),
+                              ('"prompt"', "served-empty-prompt")):
+            if needle in out.message:
+                return (klass,), None
+        return (), None
     if isinstance(out, NoSample):
-        return ServedOutcome(body, out, ("served-empty-prompt",))
+        return ("served-empty-prompt",), None
     eff = replace(case, multiplier=out.multiplier, base=out.base, allowed_length=out.allowed_length,
                   penalty_last_n=out.penalty_last_n,
                   breakers=case.breakers if "dry_sequence_breakers" not in body else out.breakers)
-    if eff.base != case.base:
-        classes.append("served-base-replaced")
-    return ServedOutcome(body, out, tuple(classes), eff)
+    return (("served-base-replaced",) if eff.base != case.base else ()), eff
 
 
 def class_of(classes) -> str | None:
@@ -267,3 +269,76 @@ def class_of(classes) -> str | None:
         if c in classes:
             return c
     return None
+
+
+# -- corpus witnesses: a stored request and response --------------------------------------------------------
+
+def witness_http(request: dict, status: int, body) -> dict:
+    """The `http` field of a corpus entry: the request sent and the response received."""
+    return {"endpoint": "/completion", "request": request, "response": {"status": status, "body": body}}
+
+
+def validate_http(http, where: str) -> None:
+    if not isinstance(http, dict) or not isinstance(http.get("request"), dict) \
+            or not isinstance(http.get("response"), dict) or not isinstance(http["response"].get("status"), int) \
+            or "body" not in http["response"]:
+        raise ValueError(f"{where}: 'http' must be {{request: object, response: {{status: int, body}}}}")
+
+
+def replay_http(case, http: dict, texts=None) -> tuple[str, str]:
+    """A witness replayed without a server: the served model's prediction for the stored request, compared
+    with the stored response (an error: its status and message; an answer: every reported probability, bit
+    for bit, from the library model's logits for what the server runs, through the chain's softmax).
+    (class, detail): the served-* class (or agree) when the response is what the model predicts, else
+    mismatch."""
+    req, resp = http["request"], http["response"]
+    out = served_params(req)
+    status, body = resp["status"], resp["body"]
+    got_classes = classify(case, req, out)[0]
+    if isinstance(out, Refused):
+        msg = body.get("error", {}).get("message") if isinstance(body, dict) else None
+        if (status, msg) != (out.status, out.message):
+            return "mismatch", f"stored HTTP {status} {msg!r}; predicted {out.status} {out.message!r}"
+        return class_of(got_classes) or "mismatch", f"HTTP {status}: {msg}"
+    if status != 200:
+        return "mismatch", f"stored HTTP {status}; predicted an answer ({out})"
+    predicted = predicted_probs(case, out, req)
+    try:
+        top = body["completion_probabilities"][0]["top_probs"]
+        stored = {int(e["id"]): float(e["prob"]) for e in top}
+    except (KeyError, IndexError, TypeError, ValueError):
+        return "mismatch", "the stored answer holds no post-sampling probabilities"
+    want = {t: p for t, p in predicted.items() if p > 0.0}
+    n = req.get("n_probs", 0)
+    if len(want) > n:  # only the n_probs highest come back; compare those the answer holds
+        want = {t: p for t, p in want.items() if t in stored}
+    if stored != want:
+        diff = sorted(t for t in set(stored) | set(want) if stored.get(t) != want.get(t))
+        return "mismatch", f"probabilities of tokens {diff[:8]} differ from the model's"
+    return class_of(got_classes) or "agree", f"{len(stored)} probabilities bit for bit"
+
+
+def predicted_probs(case, eff: Effective, req: dict) -> dict:
+    """Every token's post-sampling probability for a request the server answers: the library model's logits
+    (dryz.check's shipped model) for the case with the served parameters, over the whole vocabulary in id
+    order (the case must name every token: alphabet = the vocabulary), through the chain after DRY
+    (an optional power-of-two temperature, then dist) as dryz.subject.softmax computes it."""
+    import numpy as np
+    from dataclasses import replace
+    from ..check import case_arrays, check_batch
+    from ..config import case_config
+    from ..subject import softmax as sm
+    if set(eff.samplers) - {"dry", "temperature"} or req.get("logit_bias"):
+        raise RequestError("predicted_probs covers samplers dry and temperature without logit_bias")
+    run = replace(case, multiplier=eff.multiplier, base=eff.base, allowed_length=eff.allowed_length,
+                  penalty_last_n=eff.penalty_last_n,
+                  breakers=case.breakers if "dry_sequence_breakers" not in req else eff.breakers)
+    if "dry" in eff.samplers:
+        cands, H = case_arrays(run)
+        b = check_batch(case_config(run, 7), H, cands, np.zeros((1, len(cands)), dtype=np.float32),
+                        np.array(run.logits, dtype=np.float32), run.sorted, None)
+        logits = [float(x) for x in b.expected[0]]
+    else:
+        logits = list(run.logits)
+    T = float(req.get("temperature", 1.0)) if "temperature" in eff.samplers else 1.0
+    return dict(zip(run.ids, sm.probs(logits, T)))
