@@ -322,3 +322,9 @@ def test_planted_bug_is_found_through_the_server():
     klass = [judge(c, o)[0] for c, o in zip(cases, outs)]
     assert klass.count("mismatch") == 990 and klass.count("agree") == len(cases) - 990
     assert cases[klass.index("mismatch")].symbols == "cac"
+
+
+def test_cli_build_prints_the_executable(server_bin):
+    p = subprocess.run([sys.executable, "-m", "dryz", "subject", "build", "--server"], capture_output=True,
+                       text=True, timeout=600, cwd=Path(__file__).resolve().parent.parent)
+    assert p.returncode == 0 and p.stdout.strip() == server_bin, p.stderr
