@@ -22,7 +22,7 @@ import pytest
 
 from dryz.case import Case
 from dryz.oracle import served
-from dryz.subject.server import (Crash, Refused, ServedOutput, ServerDied, ServerError, ServerProcess,
+from dryz.subject.server import (Crash, Refused, ServedOutput, ServerError, ServerProcess,
                                  ServerSubject, Unrecoverable, judge)
 from dryz.subject.symbols import from_symbols
 

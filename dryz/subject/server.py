@@ -32,13 +32,18 @@ same check_batch, so the subject returns logits; the softmax model is used only 
 invert is reported. `ServedOutput.probs` keeps the observed probabilities, and softmax.probs() predicts them
 bit for bit from any logits, for a judge that wants the forward comparison too.
 
+The anchor rests on DRY's definition (it penalises only tokens that follow an earlier occurrence of the
+history's suffix, so never a token absent from the history); a DRY that penalised the anchor would shift every
+recovered logit by that penalty, a mismatch, not a silent pass.
+
 Cases that share everything but the history go in one request (`prompt` a list of prompts: one task per
-history, spread over the server's parallel slots and decoded together); the first round of a whole canonical
-batch is a handful of requests. A server that dies or hangs on a request is restarted; a multi-prompt request
+history); the first round of a whole canonical batch is a handful of requests. One slot by default: the server
+samples in its one main loop, and more slots measured slower (README). A server that dies or hangs on a request is restarted; a multi-prompt request
 is then replayed one case at a time, so the case that kills the server is a `Crash` with its request, and no
 other case's answer is lost. The process is stopped by close(), at interpreter exit, on Ctrl-C (it runs in its
 own session, so the terminal's SIGINT reaches only dryz, which stops it), and by the kernel if dryz itself is
-killed (PR_SET_PDEATHSIG: SIGKILL).
+killed (PR_SET_PDEATHSIG: SIGKILL; the kernel sends it when the *thread* that started the server ends, so
+start it from the main thread or one that lives as long as the subject).
 
 Not expressible through the server, reported as Unrecoverable without a request: an initial logit of -0.0
 (logit_bias adds it to the model's +0.0 and gives +0.0, and a softmax cannot tell the sign of zero), an
