@@ -91,8 +91,11 @@ def subject_show():
               help="A patch applied to vendor/llama.cpp (patch -p1) before building.")
 @click.option("-j", "--jobs", type=int, default=None, help="Build jobs. [default: all cores]")
 @click.option("--force", is_flag=True, help="Rebuild even when cached.")
-def subject_build(version, patch, jobs, force):
-    """Build libllama (the `llama` target only) into the cache and print the folder to pass to --lib."""
+@click.option("--server", is_flag=True,
+              help="Build the llama-server executable instead (its own build directory); prints its path.")
+def subject_build(version, patch, jobs, force, server):
+    """Build libllama (the `llama` target only) into the cache and print the folder to pass to --lib
+    (with --server: build llama-server and print the executable's path)."""
     import re
 
     from .subject.build import BuildError, build
@@ -105,10 +108,10 @@ def subject_build(version, patch, jobs, force):
     if jobs is not None and not 1 <= jobs <= 64:
         _fail(f"--jobs must be in 1..64, got {jobs}")
     try:
-        out = build(version, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force)
+        out = build(version, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force, server=server)
     except BuildError as e:
         _fail(f"subject build: {e}")
-    click.echo(str(out))
+    click.echo(str(out / "llama-server") if server else str(out))
 
 
 @cli.command()

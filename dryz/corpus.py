@@ -18,6 +18,11 @@ from .check import CLASSES
 CORPUS_SCHEMA = "dryz.corpus/1"
 SHORTEST = ("proven", "1-minimal", "not-minimized")
 KNOWN_CLASSES = CLASSES
+# A served-* witness (dryz/oracle/served.py) also holds `http`: the /completion request and llama-server's
+# response; replay checks the response against the served model without a server.
+from .oracle.served import CLASSES as SERVED_CLASSES  # noqa: E402
+from .subject.symbols import SYMBOLS as _SYMBOLS  # noqa: E402
+_SYMBOL_TEXTS = [s.encode() for s in _SYMBOLS]
 
 def _project_dir() -> Path:
     """The project's own corpus: `corpus/` at the top of a checkout (and of an editable install); in an
@@ -197,6 +202,12 @@ def validate_entry(data, where: str) -> Case:
         raise CorpusError(f"{where}: case: {e}") from None
     if "history_symbols" in data and data["history_symbols"] != case.symbols:
         raise CorpusError(f"{where}: history_symbols {data['history_symbols']!r} does not match the case")
+    if "http" in data:  # a served-* witness: the HTTP request sent to llama-server and its response
+        from .oracle.served import validate_http
+        try:
+            validate_http(data["http"], where)
+        except ValueError as e:
+            raise CorpusError(str(e)) from None
     return case
 
 
@@ -205,7 +216,8 @@ def _entry_head(data: dict, where: str, body: str) -> None:
     for key in ("expect", body, "shortest"):
         if key not in data:
             raise CorpusError(f"{where}: missing field {key!r}")
-    if data["expect"] not in KNOWN_CLASSES and not str(data["expect"]).startswith("promise-"):
+    if data["expect"] not in KNOWN_CLASSES and not str(data["expect"]).startswith("promise-") \
+            and data["expect"] not in SERVED_CLASSES:
         raise CorpusError(f"{where}: expect {data['expect']!r} is not a known class ({', '.join(KNOWN_CLASSES)})")
     if data["shortest"] not in SHORTEST:
         raise CorpusError(f"{where}: shortest {data['shortest']!r} is not one of {', '.join(SHORTEST)}")
@@ -311,9 +323,23 @@ def replay(directory: Path, subject, select=None) -> list[ReplayRow]:
                                                          "fault set, or remove it"))
                 continue
             try:
-                got = check_trace_in(w, e.trace).klass if e.trace is not None else check_in(w, e.case).klass
+                if "http" in e.data:  # a served-* witness: the stored HTTP request and response
+                    got = _replay_http(e, subject)
+                else:
+                    got = check_trace_in(w, e.trace).klass if e.trace is not None else check_in(w, e.case).klass
             except (CaseError, ValueError) as err:  # dryz could not judge it on this subject
                 rows.append(ReplayRow(p, e.expect, None, f"the harness could not judge the entry: {err}"))
                 continue
             rows.append(ReplayRow(p, e.expect, got, subject=e.data.get("subject")))
     return rows
+
+
+def _replay_http(e: Entry, subject) -> str:
+    """A served-* witness's class: on a llama-server subject, its stored request sent again (the server's answer
+    judged by the served model); on any other, the stored response against the served model (pure: the
+    witness still shows what llama-server's request layer does)."""
+    send = getattr(subject, "replay_http", None)
+    if send is not None:
+        return send(e.case, e.data["http"])
+    from .oracle.served import replay_http
+    return replay_http(e.case, e.data["http"], _SYMBOL_TEXTS if e.case.vocab is None else None)[0]

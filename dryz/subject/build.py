@@ -48,6 +48,28 @@ CMAKE_OPTIONS = {
 }
 TAIL_LINES = 25
 
+# `dryz subject build --server`: the llama-server target, in its own build directory (work/V/build-server) from
+# the same unpacked source under the same per-version lock, into subjects/<key>-server/.
+SERVER_RECIPE = 1  # bump when SERVER_CMAKE_OPTIONS change
+SERVER_CMAKE_OPTIONS = {**CMAKE_OPTIONS,
+                        "LLAMA_BUILD_COMMON": "ON", "LLAMA_BUILD_TOOLS": "ON", "LLAMA_BUILD_SERVER": "ON",
+                        "LLAMA_USE_PREBUILT_UI": "OFF", "LLAMA_BUILD_UI": "OFF"}
+SERVER_BINARY = "llama-server"
+
+
+class _Variant:
+    """What differs between the libllama build and the llama-server build (one builder, one version pin)."""
+
+    def __init__(self, server: bool):
+        self.server = server
+        self.recipe = SERVER_RECIPE if server else RECIPE
+        self.options = SERVER_CMAKE_OPTIONS if server else CMAKE_OPTIONS
+        self.target = SERVER_BINARY if server else "llama"
+        self.build_dir = "build-server" if server else "build"
+        self.product = SERVER_BINARY if server else "libllama.so"
+        self.suffix = "-server" if server else ""
+        self.log_name = "build-server.log" if server else "build.log"
+
 
 class BuildError(Exception):
     """A step failed; the message carries the last lines of its output and where the whole log is."""
@@ -187,22 +209,26 @@ def _refresh_fingerprint(out: Path, version: str, patch_sha: str | None) -> None
 
 
 def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | None = None, log=print,
-          force: bool = False) -> Path:
-    """Build (or reuse) libllama for `version` with an optional patch; returns the folder holding it."""
+          force: bool = False, server: bool = False) -> Path:
+    """Build (or reuse) libllama for `version` with an optional patch; returns the folder holding it.
+    server=True: the llama-server executable instead (its folder holds llama-server and the shared libraries it
+    loads through RUNPATH $ORIGIN)."""
+    v = _Variant(server)
     patch_bytes = Path(patch).read_bytes() if patch else b""
     patch_sha = _sha256_bytes(patch_bytes) if patch else None
-    key = f"{version}-{patch_sha[:16] if patch_sha else 'pristine'}-r{RECIPE}"
+    key = f"{version}-{patch_sha[:16] if patch_sha else 'pristine'}-r{v.recipe}{v.suffix}"
     out = subjects_dir() / key
-    if not force and (out / "libllama.so").exists() and (out / BUILD_INFO).exists():
-        _refresh_fingerprint(out, version, patch_sha)
+    if not force and (out / v.product).exists() and (out / BUILD_INFO).exists():
+        if not server:
+            _refresh_fingerprint(out, version, patch_sha)
         log(f"cached: {out}")
         return out
     work = cache_dir() / "work" / version
     with locked(cache_dir() / "work" / f"{version}.lock", log):
-        if not force and (out / "libllama.so").exists() and (out / BUILD_INFO).exists():
+        if not force and (out / v.product).exists() and (out / BUILD_INFO).exists():
             return out
         work.mkdir(parents=True, exist_ok=True)
-        log_file = work / "build.log"
+        log_file = work / v.log_name
         log_file.write_text("")
         t0 = time.monotonic()
         tgz = sdist(version, log, log_file)
@@ -215,23 +241,27 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
                          stdin=patch_bytes)
                 applied = True
             fingerprint = dry_fingerprint(vendor)
-            bdir = work / "build"
+            bdir = work / v.build_dir
             if not (bdir / "build.ninja").exists() and not (bdir / "Makefile").exists():
                 cmd = ["cmake", "-S", vendor, "-B", bdir]
                 if shutil.which("ninja"):
                     cmd += ["-G", "Ninja"]
-                cmd += [f"-D{k}={v}" for k, v in CMAKE_OPTIONS.items()]
+                cmd += [f"-D{k}={val}" for k, val in v.options.items()]
                 log(f"cmake configure (log: {log_file})")
                 _run(cmd, log_file, "cmake configure")
             jobs = jobs or os.cpu_count() or 2
-            log(f"building the llama target with {jobs} jobs (the first build of a version takes minutes)")
-            _run(["cmake", "--build", bdir, "--target", "llama", f"-j{jobs}"], log_file, "the build")
+            log(f"building the {v.target} target with {jobs} jobs (the first build of a version takes minutes)")
+            _run(["cmake", "--build", bdir, "--target", v.target, f"-j{jobs}"], log_file, "the build")
             tmp = out.with_name(out.name + f".tmp{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             libs = sorted((bdir / "bin").glob("lib*.so*"))
             if not any(p.name == "libllama.so" for p in libs):
                 raise BuildError(f"the build produced no libllama.so in {bdir / 'bin'}")
+            if server:
+                if not (bdir / "bin" / SERVER_BINARY).is_file():
+                    raise BuildError(f"the build produced no {SERVER_BINARY} in {bdir / 'bin'}")
+                shutil.copy2(bdir / "bin" / SERVER_BINARY, tmp / SERVER_BINARY)
             for p in libs:
                 if p.is_symlink():
                     os.symlink(os.readlink(p), tmp / p.name)
@@ -241,7 +271,8 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
                     "dry_fingerprint": fingerprint, "fingerprint_version": FINGERPRINT,
                     "patch": Path(patch).name if patch else None,
                     "patch_sha256": patch_sha, "build_seconds": round(time.monotonic() - t0, 1),
-                    "recipe": RECIPE, "cmake_options": CMAKE_OPTIONS,
+                    "recipe": v.recipe, "cmake_options": v.options,
+                    **({"product": SERVER_BINARY} if server else {}),
                     "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             (tmp / BUILD_INFO).write_text(json.dumps(info, indent=2) + "\n")
             if patch:
