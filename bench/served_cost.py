@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from dryz.subject.build import build  # noqa: E402
 from dryz.subject.server import ServerProcess, check_binary  # noqa: E402
 from dryz.subject.tinymodel import tiny_model  # noqa: E402
-from dryz.subject.vocabs import resolve_vocab, vendored_names  # noqa: E402
+from dryz.subject.vendored_vocabs import resolve_vocab, vendored_names  # noqa: E402
 
 MODES = {"off": {"dry_multiplier": 0.0},
          "one": {"dry_multiplier": 0.8, "dry_sequence_breakers": ["\n"]},

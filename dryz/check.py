@@ -18,7 +18,7 @@ from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_
 from .oracle.shipped import (Config, Prediction, output_logits, output_logits_zero, rep_limits,
                              shipped_lengths, shipped_lengths_each)
 from .config import case_config
-from .subject.protocol import Crash, Unsupported
+from .subject.protocol import Crash, Refused, Unrecoverable, Unsupported
 from .subject.symbols import MAX_ALPHABET
 
 class HarnessError(RuntimeError):
@@ -510,6 +510,7 @@ class Verdict:
     broken_promises: list[str] = field(default_factory=list)  # promises the shipped output breaks
     crash: dict | None = None  # class crash: the signal and the subject's last words
     declared: str | None = None  # the class of the deviation the subject declares that explains its output
+    served: str | None = None    # the served-* class: the subject's request layer differs from the library
 
     @_lazy
     def candidates(self) -> list[int]:
@@ -527,6 +528,8 @@ class Verdict:
             return "mismatch-multi-token"
         if self.status != AGREE:
             return self.status
+        if self.served:
+            return self.served
         if self.declared:
             return self.declared
         if self.broken_promises:
@@ -565,6 +568,7 @@ class Verdict:
             "broken_promises": self.broken_promises,
             **(self.crash if self.crash is not None else {}),
             **({"declared": self.declared} if self.declared else {}),
+            **({"served": self.served} if self.served else {}),
         }
 
 
@@ -574,15 +578,30 @@ def _f(x: float):
 
 def check(case: Case, lib) -> Verdict:
     """Run the case on the subject and judge it: check_batch on a batch of one."""
-    cfg = case_config(case, lib.abi, lib)
-    cands, H = case_arrays(case)
-    initial = np.array(case.logits, dtype=np.float32)
     why = lib.caps.lacks(case)
     if why is not None:
         raise Unsupported(f"{lib.kind} subject: {why}")
-    out = lib.run(case)
+    return judge_output(case, lib, lib.run(case))
+
+
+def judge_output(case: Case, lib, out) -> Verdict:
+    """The verdict on what the subject answered for the case (lib.run's Output, Crash, Refused or
+    Unrecoverable). Where the subject has a request layer of its own (lib.served: llama-server), the answer is
+    judged against the case that layer makes of this one, and each documented difference from the library's
+    semantics is its served-* class."""
     if isinstance(out, Crash):
         return crash_verdict(case, out)
+    if isinstance(out, Unrecoverable):
+        raise Unsupported(f"{lib.kind} subject: what DRY did cannot be read back exactly: {out.detail}")
+    outcome = lib.served(case)
+    if outcome is not None:
+        return _judge_served(case, lib, out, outcome)
+    if isinstance(out, Refused):
+        return refused_verdict(case, f"the subject refused the case (HTTP {out.status}: {out.message}); its "
+                                     "semantics say nothing about refusing it")
+    cfg = case_config(case, lib.abi, lib)
+    cands, H = case_arrays(case)
+    initial = np.array(case.logits, dtype=np.float32)
     if out.size != len(cands) or out.ids != case.ids:
         b = Batch(cfg, H, cands, np.zeros((1, len(cands)), dtype=np.float32), initial, case.sorted)
         v = _verdict(case, b, out.logits, out.sorted)
@@ -629,6 +648,15 @@ def check(case: Case, lib) -> Verdict:
     return v
 
 
+def model_logits(case: Case) -> np.ndarray:
+    """The shipped model's logits for a case of the symbol vocabulary (the 7-argument semantics): what the
+    library must leave, with no subject run (the served witnesses' replay predicts an answer from it)."""
+    cands, H = case_arrays(case)
+    b = Batch(case_config(case), H, cands, np.zeros((1, len(cands)), dtype=np.float32),
+              np.array(case.logits, dtype=np.float32), case.sorted)
+    return b.expected[0]
+
+
 def check_op(subject, case: Case) -> Verdict:
     """check() as a call an isolation worker runs (dryz.subject.isolation: fn(subject, *args))."""
     return check(case, subject)
@@ -657,6 +685,57 @@ def check_trace_in(worker, trace):
         v.crash = {"detail": out.detail, "signal": out.signal, "stderr": out.stderr}
         return v
     return out
+
+
+def _judge_served(case: Case, lib, out, outcome) -> Verdict:
+    """judge_output for a subject with a request layer: a refusal must be the one predicted (its served-*
+    class), an answer is judged against the case the layer runs (a served-* class where that differs from the
+    library's semantics and the answer agrees with it)."""
+    from .oracle.served import Refused as Predicted, class_of
+    klass = class_of(outcome.classes)
+    if isinstance(out, Refused):
+        p = outcome.served
+        if isinstance(p, Predicted) and (p.status, p.message) == (out.status, out.message) and klass:
+            v = refused_verdict(case, f"HTTP {out.status}: {out.message}")
+            v.status, v.served = AGREE, klass
+            return v
+        return refused_verdict(case, f"HTTP {out.status} {out.message!r}; the served model predicts "
+                                     f"{outcome.served}")
+    if isinstance(outcome.served, Predicted):
+        v = refused_verdict(case, f"answered where the served model predicts HTTP {outcome.served.status} "
+                                  f"{outcome.served.message!r}")
+        return v
+    v = judge_output(outcome.effective_case, _Answered(lib), out)
+    v.case = case
+    if v.klass == AGREE and klass:
+        v.served = klass
+        v.detail = f"the server ran {outcome.served}"
+    return v
+
+
+class _Answered:
+    """A subject's answer judged as the library's semantics: lib's ABI, capabilities and vocabularies, no
+    request layer of its own (judge_output on the effective case of a served one)."""
+
+    def __init__(self, lib):
+        self.lib, self.abi, self.caps, self.kind = lib, lib.abi, lib.caps, lib.kind
+
+    def served(self, case):
+        return None
+
+    def vocabulary(self, spec):
+        return self.lib.vocabulary(spec)
+
+
+def refused_verdict(case: Case, detail: str) -> Verdict:
+    """A mismatch in which nothing was observed: the subject refused where its semantics say it runs, or ran
+    where they say it refuses."""
+    empty_i, empty_f = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    v = Verdict(case=case, status=MISMATCH, oracle_L_array=empty_i, oracle_B_L_array=empty_i,
+                expected_array=empty_f, observed_array=empty_f, expected_sorted=False, observed_sorted=False,
+                detail=detail)
+    v.differing.append({"id": -1, "expected": "as the served model says", "observed": detail, "direction": "served"})
+    return v
 
 
 def crash_verdict(case: Case, crash: Crash) -> Verdict:

@@ -341,5 +341,30 @@ def _replay_http(e: Entry, subject) -> str:
     send = getattr(subject, "replay_http", None)
     if send is not None:
         return send(e.case, e.data["http"])
+    from .check import model_logits
     from .oracle.served import replay_http
-    return replay_http(e.case, e.data["http"], _SYMBOL_TEXTS if e.case.vocab is None else None)[0]
+    return replay_http(e.case, e.data["http"], model_logits, _SYMBOL_TEXTS if e.case.vocab is None else None)[0]
+
+
+def served_witness_entries(subject) -> list[dict]:
+    """Each served-* witness sent to the server: the corpus entry (dryz.corpus/1 plus `http`) holding the
+    request and the response (its `timings` dropped), checked by the served model before it is returned."""
+    from .check import model_logits
+    from .oracle.served import replay_http, witness_cases, witness_http
+    from .subject.server import ServerError, symbol_texts
+    out = []
+    for klass, case, req, note in witness_cases(symbol_texts()):
+        status, body = subject.send(req, case)
+        if isinstance(body, dict):
+            body = {k: v for k, v in body.items() if k != "timings"}
+        http = witness_http(req, status, body)
+        got, detail = replay_http(case, http, model_logits, symbol_texts())
+        if got != klass:
+            raise ServerError(f"witness {klass}: the server's answer is {got} ({detail})")
+        ident = subject.identity
+        out.append({"schema": CORPUS_SCHEMA, "expect": klass, "class": klass, "shortest": "1-minimal",
+                    "history_symbols": case.symbols, "note": note, "case": case.to_json(), "http": http,
+                    "subject": {**subject_json(ident), "server_path": ident["path"],
+                                "server_sha256": ident["sha256"], "server_version": ident["version"]},
+                    "provenance": {"made_by": "dryz.corpus.served_witness_entries", "detail": detail}})
+    return out

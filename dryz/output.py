@@ -100,10 +100,12 @@ def subject_line(s: dict) -> str:
 def subject_details(s: dict) -> list[str]:
     """The lines under a subject's name: what exactly ran (a libllama's path and sha256; another kind's
     identity "shown" facts, or its spec)."""
+    shown = s.get("shown") or {}
+    if shown:
+        return [f"{k} {v}" for k, v in shown.items()]
     if "libllama_path" in s:
         return [f"libllama {s['libllama_path']}", f"sha256 {s['libllama_sha256']}"]
-    shown = s.get("shown") or {}
-    return [f"{k} {v}" for k, v in shown.items()] or [f"spec {s.get('spec', '?')}"]
+    return [f"spec {s.get('spec', '?')}"]
 
 
 def certificate_text(r: dict) -> str:

@@ -1,4 +1,4 @@
-"""The served semantics (dryz/oracle/served.py) and the softmax inversion (dryz/subject/softmax.py): pure, no
+"""The served semantics (dryz/oracle/served.py) and the softmax inversion (dryz/oracle/softmax.py): pure, no
 server. The llama-server end to end is tests/test_server.py."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from dryz.case import Case
 from dryz.oracle import served
-from dryz.subject import softmax as sm
+from dryz.oracle import softmax as sm
 from dryz.subject.symbols import SYMBOLS, from_symbols
 
 SYMBOL_TEXTS = [s.encode() for s in SYMBOLS]

@@ -23,7 +23,7 @@ import pytest
 from dryz.case import Case
 from dryz.oracle import served
 from dryz.subject.server import (Crash, Refused, ServedOutput, ServerError, ServerProcess,
-                                 ServerSubject, Unrecoverable, judge)
+                                 ServerSubject, Unrecoverable)
 from dryz.subject.symbols import from_symbols
 
 REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
@@ -41,11 +41,28 @@ def server_bin() -> str:
         pytest.skip(f"cannot build llama-server: {str(e).splitlines()[0]}")
 
 
+_SUBJECTS: list = []
+
+
 @pytest.fixture(scope="module")
 def subject(server_bin):
     s = ServerSubject(server_bin)
+    _SUBJECTS.append(s)
     yield s
+    _SUBJECTS.remove(s)
     s.close()
+
+
+def judge(c, out, subject=None):
+    """(class, detail) of the server's answer by the one verdict (dryz.check.judge_output); "unrecoverable"
+    where it refuses to judge an answer that cannot be read back exactly."""
+    from dryz.check import judge_output
+    from dryz.subject.protocol import Unsupported
+    try:
+        v = judge_output(c, subject or _SUBJECTS[-1], out)
+    except Unsupported as e:
+        return "unrecoverable", str(e)
+    return v.klass, "" if v.klass == "agree" else v.detail
 
 
 def case(history, **kw):
@@ -257,7 +274,7 @@ def test_vendored_vocabulary_end_to_end(subject):
     """A case over llama-spm (32,000 tokens): its own tiny model, the breaker as the case has it, a candidate
     subset (every other token masked): the logits agree with the library model; without breakers the
     literal request is refused (the default breakers are not inert on a real vocabulary)."""
-    from dryz.subject.vocabs import VocabUnavailable, resolve_vocab
+    from dryz.subject.vendored_vocabs import VocabUnavailable, resolve_vocab
     try:
         ref = resolve_vocab("llama-spm")
     except VocabUnavailable as e:

@@ -285,10 +285,11 @@ def validate_http(http, where: str) -> None:
         raise ValueError(f"{where}: 'http' must be {{request: object, response: {{status: int, body}}}}")
 
 
-def replay_http(case, http: dict, texts=None) -> tuple[str, str]:
+def replay_http(case, http: dict, expected_logits, texts=None) -> tuple[str, str]:
     """A witness replayed without a server: the served model's prediction for the stored request, compared
     with the stored response (an error: its status and message; an answer: every reported probability, bit
     for bit, from the library model's logits for what the server runs, through the chain's softmax).
+    expected_logits(case) -> the shipped model's logits for a case (the caller's: dryz.check.model_logits).
     (class, detail): the served-* class (or agree) when the response is what the model predicts, else
     mismatch."""
     req, resp = http["request"], http["response"]
@@ -302,7 +303,7 @@ def replay_http(case, http: dict, texts=None) -> tuple[str, str]:
         return class_of(got_classes) or "mismatch", f"HTTP {status}: {msg}"
     if status != 200:
         return "mismatch", f"stored HTTP {status}; predicted an answer ({out})"
-    predicted = predicted_probs(case, out, req)
+    predicted = predicted_probs(case, out, req, expected_logits)
     try:
         top = body["completion_probabilities"][0]["top_probs"]
         stored = {int(e["id"]): float(e["prob"]) for e in top}
@@ -318,27 +319,57 @@ def replay_http(case, http: dict, texts=None) -> tuple[str, str]:
     return class_of(got_classes) or "agree", f"{len(stored)} probabilities bit for bit"
 
 
-def predicted_probs(case, eff: Effective, req: dict) -> dict:
+def predicted_probs(case, eff: Effective, req: dict, expected_logits) -> dict:
     """Every token's post-sampling probability for a request the server answers: the library model's logits
-    (dryz.check's shipped model) for the case with the served parameters, over the whole vocabulary in id
-    order (the case must name every token: alphabet = the vocabulary), through the chain after DRY
-    (an optional power-of-two temperature, then dist) as dryz.subject.softmax computes it."""
-    import numpy as np
+    (expected_logits: the shipped model) for the case with the served parameters, over the whole vocabulary
+    in id order (the case must name every token: alphabet = the vocabulary), through the chain after DRY
+    (an optional power-of-two temperature, then dist) as dryz.oracle.softmax computes it."""
     from dataclasses import replace
-    from ..check import case_arrays, check_batch
-    from ..config import case_config
-    from ..subject import softmax as sm
+
+    from . import softmax as sm
     if set(eff.samplers) - {"dry", "temperature"} or req.get("logit_bias"):
         raise RequestError("predicted_probs covers samplers dry and temperature without logit_bias")
     run = replace(case, multiplier=eff.multiplier, base=eff.base, allowed_length=eff.allowed_length,
                   penalty_last_n=eff.penalty_last_n,
                   breakers=case.breakers if "dry_sequence_breakers" not in req else eff.breakers)
     if "dry" in eff.samplers:
-        cands, H = case_arrays(run)
-        b = check_batch(case_config(run, 7), H, cands, np.zeros((1, len(cands)), dtype=np.float32),
-                        np.array(run.logits, dtype=np.float32), run.sorted, None)
-        logits = [float(x) for x in b.expected[0]]
+        logits = [float(x) for x in expected_logits(run)]
     else:
         logits = list(run.logits)
     T = float(req.get("temperature", 1.0)) if "temperature" in eff.samplers else 1.0
     return dict(zip(run.ids, sm.probs(logits, T)))
+
+
+def witness_cases(texts):
+    """One minimal case per served-* class, with the literal request a front-end sends for it. Over the whole
+    symbol vocabulary (alphabet 64; texts: its token texts), so an answer's probabilities can be predicted for
+    every token. [(class, Case, request, note)]"""
+    from ..case import Case
+    a = (0,)
+
+    def req(c, **extra):
+        body = request_for(c, texts)
+        body.update({"n_probs": 64, **extra})
+        return body
+
+    base = Case(history=(0, 0), alphabet=64, penalty_last_n=64, base=0.5)
+    window = Case(history=a, alphabet=64, penalty_last_n=-1)
+    allowed = Case(history=a, alphabet=64, penalty_last_n=64, allowed_length=-1)
+    breakers = Case(history=a, alphabet=64, penalty_last_n=64)
+    empty = Case(history=(), alphabet=64, penalty_last_n=64)
+    return [
+        ("served-base-replaced", base, req(base),
+         "dry_base 0.5: the library switches DRY off (base < 1); llama-server replaces the base with its default "
+         "1.75 and penalises 'a' after 'aa' by 1 (multiplier 1 x 1.75^0)"),
+        ("served-window-refused", window, req(window),
+         "dry_penalty_last_n -1 (the context size before llama.cpp PR #26524; DRY off in 0.3.36's library) is "
+         "HTTP 400 at the server"),
+        ("served-allowed-refused", allowed, req(allowed),
+         "dry_allowed_length -1, which the library takes, is HTTP 400 at the server"),
+        ("served-breakers-required", breakers, req(breakers, dry_sequence_breakers=[]),
+         "no breakers, asked for literally (an empty dry_sequence_breakers): HTTP 400; leaving the field out "
+         "means the four default breakers"),
+        ("served-empty-prompt", empty, req(empty),
+         "an empty history: the server samples nothing (HTTP 400 for an empty prompt); the library applies DRY "
+         "to no history and leaves every logit"),
+    ]

@@ -39,6 +39,24 @@ class Crash:
     stderr: str = ""      # the subject's last words
 
 
+@dataclass(frozen=True)
+class Refused:
+    """The subject's own request layer refused the case instead of running DRY (llama-server: an HTTP error):
+    judged against what that layer is documented to do (dryz.oracle.served), never a crash."""
+    status: int
+    message: str
+    request: dict | None = None
+    response: object = None
+
+
+@dataclass(frozen=True)
+class Unrecoverable:
+    """The subject answered, but what DRY did cannot be read back exactly from the answer (e.g. a probability
+    that several float32 logits give): reported with the reason, never guessed, never judged."""
+    detail: str
+    request: dict | None = None
+
+
 class Unsupported(Exception):
     """A case this subject cannot run as given (Capabilities.lacks): bad input for it, never a finding."""
 
@@ -57,7 +75,8 @@ class Capabilities:
     calls: frozenset = frozenset(CALLS)   # sampler calls it exposes; traces need reset, clone and free
     vocabularies: str = "any"             # "any", or "symbols" (dryz's symbol vocabulary only)
     initial_logits: bool = True           # candidates can start at given logits (else every logit is 0)
-    candidate_arrays: bool = True         # any candidate subset and order, and the sorted flag, observed
+    candidate_arrays: bool = True         # any candidate subset and order
+    sorted_flag: bool = True              # the array's sorted flag is set from the case and read back
     batch: int = 1                        # cases one run_batch call handles at once to advantage
     in_process: bool = True               # native code mapped into this process: a crash takes the process
     deviations: tuple = ()                # documented deviations from llama.cpp's semantics it declares
@@ -70,11 +89,14 @@ class Capabilities:
             return "the subject cannot set initial logits (every candidate starts at 0)"
         if not self.candidate_arrays and (case.candidates is not None or case.sorted):
             return "the subject cannot take a candidate subset, order or sorted flag"
+        if not self.sorted_flag and case.sorted:
+            return "the subject cannot take a candidate array marked sorted"
         return None
 
     def to_json(self) -> dict:
         return {"calls": sorted(self.calls), "vocabularies": self.vocabularies,
                 "initial_logits": self.initial_logits, "candidate_arrays": self.candidate_arrays,
+                "sorted_flag": self.sorted_flag,
                 "batch": self.batch, "in_process": self.in_process, "deviations": list(self.deviations)}
 
 
@@ -115,6 +137,12 @@ class Subject:
         allowed_length, penalty_last_n, breakers[, vocab spec]). Generic form: one level at a time, each
         (length, state) group as one run_batch; a Crash raises SubjectCrashed."""
         return walk_by_batches(self, tree, max_len, params, sink, prefixes)
+
+    def served(self, case):
+        """What the subject's own request layer makes of the case before DRY runs, when it has one (llama-server:
+        dryz.oracle.served.served_outcome: the case the library runs and the served-* classes, or a refusal
+        predicted); None: the case is what DRY runs."""
+        return None
 
     def vocabulary(self, spec):
         """A real vocabulary's facts for the oracles (token texts as init_dry reads them, pieces, tokenize),

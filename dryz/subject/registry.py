@@ -17,6 +17,7 @@ KINDS = {
     "libllama": "dryz.subject.libllama:LibLlama",
     "llama-cpp-python": "dryz.subject.llama_cpp_python:LlamaCppPython",
     "cmd": "dryz.subject.command:Command",
+    "server": "dryz.subject.server:ServerSubject",
 }
 
 # What `--subject` defaults to: the libllama that llama-cpp-python installed (the pinned release).

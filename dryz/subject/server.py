@@ -73,8 +73,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import softmax as sm
-from .interface import Output
+from ..oracle import softmax as sm
+from .binding import SubjectError
+from .protocol import Capabilities, Crash as ProtocolCrash, Output, Refused, Subject, SubjectCrashed, \
+    Unrecoverable, Unsupported
 
 KIND = "server"
 ABI = 7  # llama_sampler_init_dry's arguments in the pinned release (the server calls it from common/sampling.cpp)
@@ -86,7 +88,7 @@ READY_TIMEOUT = 60.0
 REQUEST_TIMEOUT = 120.0
 
 
-class ServerError(Exception):
+class ServerError(SubjectError):
     """The harness cannot run the server (exit 2): binary missing or not a llama-server, port taken, a model
     that does not load, a server that keeps dying on start. One-line message."""
 
@@ -95,26 +97,9 @@ class ServerDied(Exception):
     """The server process died or hung during a request (the subject's doing)."""
 
 
-@dataclass
-class Crash:
-    """The server died (or hung and was killed) on this case's request."""
-    detail: str
-    request: dict | None = None
-
-
-@dataclass
-class Refused:
-    """The server answered the case's request with an HTTP error (e.g. 400 for a refused field)."""
-    status: int
-    message: str
-    request: dict
-    response: dict
-
-
-@dataclass
-class Unrecoverable:
-    """What the server did cannot be inverted to exact logits (the reason), never guessed."""
-    detail: str
+@dataclass(frozen=True)
+class Crash(ProtocolCrash):
+    """The server died (or hung and was killed) on this case's request: protocol.Crash with the request."""
     request: dict | None = None
 
 
@@ -127,6 +112,9 @@ class ServedOutput(Output):
     temps: tuple = ()
     widths: tuple = ()
     requests: int = 0
+
+    def __post_init__(self):
+        self.sorted = None  # the server's array is never sorted before DRY, and the flag after it is not seen
 
 
 # -- the process -------------------------------------------------------------------------------------------------
@@ -384,14 +372,20 @@ class _State:
     result: object = None  # a final Refused / Unrecoverable / Crash
 
 
-class ServerSubject:
-    """llama-server as a subject: run_batch(cases) -> list[ServedOutput | Refused | Unrecoverable | Crash]."""
+class ServerSubject(Subject):
+    """llama-server as a subject (`--subject server:PATH`: the llama-server binary, or the folder `dryz subject
+    build --server` prints): run_batch(cases) -> list[ServedOutput | Refused | Unrecoverable | Crash]."""
 
     kind = KIND
     abi = ABI
 
     def __init__(self, binary, *, parallel: int = 1, batch: int = BATCH, threads: int = 1,
                  ctx_per_slot: int = 4096, port: int | None = None, request_timeout: float = REQUEST_TIMEOUT):
+        if not str(binary).strip():
+            raise ServerError("server: needs the llama-server binary (--subject server:PATH; `dryz subject build "
+                              "--server` builds one and prints its folder)")
+        if Path(binary).is_dir():
+            binary = Path(binary) / "llama-server"
         self.binary = str(Path(binary).resolve()) if Path(binary).exists() else str(binary)
         self.version = check_binary(self.binary)
         self.parallel, self.batch, self.threads = parallel, batch, threads
@@ -417,7 +411,9 @@ class ServerSubject:
                 build = None
             lib = Path(self.binary).parent / "libllama.so"
             libs = {"libllama_path": str(lib.resolve()), "libllama_sha256": _sha256(lib)} if lib.exists() else {}
-            self._identity = {"kind": KIND, "path": self.binary, "sha256": _sha256(self.binary), **libs,
+            sha = _sha256(self.binary)
+            self._identity = {"kind": KIND, "spec": self.spec, "label": self.label(), "path": self.binary,
+                              "sha256": sha, "shown": {"llama-server": self.binary, "sha256": sha}, **libs,
                               "version": self.version["version"], "llama_cpp_commit": self.version["commit"],
                               "init_dry_abi": ABI, "built_by_dryz": build,
                               "llama_cpp_python": (build or {}).get("llama_cpp_python"),
@@ -426,13 +422,29 @@ class ServerSubject:
         return self._identity
 
     @property
-    def caps(self) -> dict:
-        return {"vocabularies": "the symbol vocabulary, the vendored ones and any GGUF vocabulary "
-                                "(one server process per vocabulary)",
-                "initial_logits": True, "initial_negative_zero": False, "candidate_subsets": True,
-                "sorted_flag": False, "observes_sorted_flag": False,
-                "lifecycle": [],  # every request builds, accepts the whole prompt into, applies and frees a chain
-                "batch": self.batch, "parallel_slots": self.parallel}
+    def caps(self) -> Capabilities:
+        # Every request builds a chain, accepts the whole prompt into it, applies and frees it: no reset, clone
+        # or free between calls. Any vocabulary (a server process per vocabulary); initial logits through
+        # logit_bias (not -0.0: Unrecoverable); any candidate subset; the array is never sorted before DRY and
+        # its flag after it is not seen.
+        return Capabilities(calls=frozenset({"accept", "apply"}), initial_logits=True, candidate_arrays=True,
+                            sorted_flag=False, batch=self.batch, in_process=False)
+
+    def served(self, case):
+        """What llama-server's request layer makes of the case (dryz.oracle.served)."""
+        from ..oracle.served import served_outcome
+        return served_outcome(case, self._vocab(case).texts if case.vocab is not None else symbol_texts())
+
+    def replay_http(self, case, http: dict) -> str:
+        """A served-* witness's stored request sent again, unchanged: the answer's class by the served model."""
+        from ..check import model_logits
+        from ..oracle.served import replay_http
+        try:
+            status, body = self.send(http["request"], case)
+        except ServerDied as e:
+            return f"crash ({e})"
+        fresh = dict(http, response={"status": status, "body": body})
+        return replay_http(case, fresh, model_logits, symbol_texts() if case.vocab is None else None)[0]
 
     def label(self) -> str:
         return f"llama-server {self.version['version']} ({self.binary})"
@@ -444,12 +456,13 @@ class ServerSubject:
             from .tinymodel import tiny_model
             from .symbols import SYMBOLS
             if not key:
-                from .vocab import sha256_file, symbol_vocab_path
+                from .cache import sha256_file
+                from .symbol_vocab import symbol_vocab_path
                 path = symbol_vocab_path()
                 sha = sha256_file(path)
                 n, texts = len(SYMBOLS), [s.encode() for s in SYMBOLS]
             else:
-                from .vocabs import resolve_vocab
+                from .vendored_vocabs import resolve_vocab
                 ref = resolve_vocab(case.vocab)
                 path, sha, texts = ref.path, ref.sha256, None
                 n = case.alphabet
@@ -608,7 +621,7 @@ class ServerSubject:
                     self._round(states, [i], body, T, ask)
                 return
             self.stats["crashes"] += 1
-            states[idx[0]].result = Crash(f"llama-server: {e}", req)
+            states[idx[0]].result = Crash(f"llama-server: {e}", "server", "", request=req)
             return
         self.stats["seconds_http"] += time.perf_counter() - t0
         self.stats["requests"] += 1
@@ -733,8 +746,10 @@ class ServerSubject:
                     good.append(o)
                 elif on_other is not None:
                     on_other(c, o)
+                elif isinstance(o, ProtocolCrash):
+                    raise SubjectCrashed(o, c)
                 else:
-                    raise ServerError(f"history {list(c.history)}: {type(o).__name__}: "
+                    raise Unsupported(f"history {list(c.history)}: {type(o).__name__}: "
                                       f"{getattr(o, 'detail', '') or getattr(o, 'message', '')}")
             if good:
                 H = np.array([o_case.history for o_case, o in zip(cases, outs) if isinstance(o, Output)],
@@ -772,105 +787,6 @@ class ServerSubject:
             raise
 
 
-# -- judging what the server did ---------------------------------------------------------------------------------
-
-UNRECOVERABLE = "unrecoverable"
-
-
 def symbol_texts() -> list[bytes]:
     from .symbols import SYMBOLS
     return [s.encode() for s in SYMBOLS]
-
-
-def judge(case, result, texts=None) -> tuple[str, str]:
-    """(class, detail) of one case's result against the served model (oracle/served.py) and, for an answer,
-    check_batch on the case the server actually ran: agree, a served-* class (the server differs from the
-    library the way its source says), crash, unrecoverable (not judged), or a check class (mismatch, ...).
-    texts: the vocabulary's token texts when the inert-breaker rule applies (the symbol vocabulary's by
-    default for a case without a vocab)."""
-    from ..check import case_arrays, check_batch
-    from ..config import case_config
-    from ..oracle.served import Refused as Predicted, class_of, served_outcome
-    if texts is None and case.vocab is None:
-        texts = symbol_texts()
-    o = served_outcome(case, texts)
-    if isinstance(result, Crash):
-        return "crash", result.detail
-    if isinstance(result, Unrecoverable):
-        return UNRECOVERABLE, result.detail
-    if isinstance(result, Refused):
-        if isinstance(o.served, Predicted) and (o.served.status, o.served.message) == (result.status,
-                                                                                        result.message):
-            return class_of(o.classes) or "mismatch", f"HTTP {result.status}: {result.message}"
-        return "mismatch", f"HTTP {result.status} {result.message!r}; the served model predicts {o.served}"
-    if isinstance(o.served, Predicted):
-        return "mismatch", f"answered where the served model predicts HTTP {o.served.status} {o.served.message!r}"
-    eff = o.effective_case
-    cands, H = case_arrays(eff)
-    b = check_batch(case_config(eff, ABI), H, cands, np.asarray(result.logits, dtype=np.float32).reshape(1, -1),
-                    np.array(eff.logits, dtype=np.float32), eff.sorted, None)
-    klass = b.row_class(0)
-    if klass == "agree" and o.classes:
-        return class_of(o.classes), f"the server ran {o.served}"
-    return klass, ""
-
-
-# -- the served-* witnesses ----------------------------------------------------------------------------------------
-
-def _witness_cases():
-    """One minimal case per served-* class, with the literal request a front-end sends for it. Over the whole
-    symbol vocabulary (alphabet 64), so an answer's probabilities can be predicted for every token."""
-    from ..case import Case
-    from ..oracle.served import request_for
-    a = (0,)
-    texts = symbol_texts()
-
-    def req(c, **extra):
-        body = request_for(c, texts)
-        body.update({"n_probs": 64, **extra})
-        return body
-
-    base = Case(history=(0, 0), alphabet=64, penalty_last_n=64, base=0.5)
-    window = Case(history=a, alphabet=64, penalty_last_n=-1)
-    allowed = Case(history=a, alphabet=64, penalty_last_n=64, allowed_length=-1)
-    breakers = Case(history=a, alphabet=64, penalty_last_n=64)
-    empty = Case(history=(), alphabet=64, penalty_last_n=64)
-    return [
-        ("served-base-replaced", base, req(base),
-         "dry_base 0.5: the library switches DRY off (base < 1); llama-server replaces the base with its default "
-         "1.75 and penalises 'a' after 'aa' by 1 (multiplier 1 x 1.75^0)"),
-        ("served-window-refused", window, req(window),
-         "dry_penalty_last_n -1 (the context size before llama.cpp PR #26524; DRY off in 0.3.36's library) is "
-         "HTTP 400 at the server"),
-        ("served-allowed-refused", allowed, req(allowed),
-         "dry_allowed_length -1, which the library takes, is HTTP 400 at the server"),
-        ("served-breakers-required", breakers, req(breakers, dry_sequence_breakers=[]),
-         "no breakers, asked for literally (an empty dry_sequence_breakers): HTTP 400; leaving the field out "
-         "means the four default breakers"),
-        ("served-empty-prompt", empty, req(empty),
-         "an empty history: the server samples nothing (HTTP 400 for an empty prompt); the library applies DRY "
-         "to no history and leaves every logit"),
-    ]
-
-
-def witness_entries(subject: ServerSubject) -> list[dict]:
-    """Each served-* witness sent to the server: the corpus entry (dryz.corpus/1 plus `http`) holding the
-    request and the response (its `timings` dropped), checked by the served model before it is returned."""
-    from ..corpus import CORPUS_SCHEMA, subject_json
-    from ..oracle.served import replay_http, witness_http
-    out = []
-    for klass, case, req, note in _witness_cases():
-        status, body = subject.send(req, case)
-        if isinstance(body, dict):
-            body = {k: v for k, v in body.items() if k != "timings"}
-        http = witness_http(req, status, body)
-        got, detail = replay_http(case, http)
-        if got != klass:
-            raise ServerError(f"witness {klass}: the server's answer is {got} ({detail})")
-        ident = subject.identity
-        out.append({"schema": CORPUS_SCHEMA, "expect": klass, "class": klass, "shortest": "1-minimal",
-                    "history_symbols": case.symbols, "note": note, "case": case.to_json(), "http": http,
-                    "subject": {**subject_json(ident), "server_path": ident["path"],
-                                "server_sha256": ident["sha256"], "server_version": ident["version"]},
-                    "provenance": {"made_by": "dryz.subject.server.witness_entries", "detail": detail}})
-    return out

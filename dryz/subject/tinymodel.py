@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .vocab import cache_dir, sha256_file
+from .cache import cache_dir, sha256_file
 
 WRITER_VERSION = 1  # bump when the model written below changes
 N_EMBD, N_HEAD, N_FF, N_CTX_TRAIN = 16, 2, 32, 1 << 20
