@@ -908,7 +908,8 @@ def main(argv=None):
         from .case import CaseError
         from .corpus import CorpusError
         from .subject import SubjectError
-        if isinstance(e, (CaseError, CorpusError, SubjectError)):
+        from .subject.protocol import Unsupported
+        if isinstance(e, (CaseError, CorpusError, SubjectError, Unsupported)):
             click.echo(f"dryz: error: {e}", err=True)
             sys.exit(EXIT_ERROR)
         # Anything else is dryz's own failure: the harness is in doubt (exit 2), never a finding (exit 1).

@@ -345,3 +345,25 @@ def test_cli_build_prints_the_executable(server_bin):
     p = subprocess.run([sys.executable, "-m", "dryz", "subject", "build", "--server"], capture_output=True,
                        text=True, timeout=600, cwd=Path(__file__).resolve().parent.parent)
     assert p.returncode == 0 and p.stdout.strip() == server_bin, p.stderr
+
+
+def test_a_tiny_penalty_is_unrecoverable_not_read_as_untouched():
+    """The initial logit is read back only where no logit a penalty could leave (at least the multiplier, by
+    DRY's definition) is consistent with the answer."""
+    from dryz.subject.server import only_initial
+    assert only_initial(1.0, 0.0, -1e-30, 1e-30)            # penalties >= 1 cannot hide within 1e-30
+    assert not only_initial(6e-33, 0.0, -2e-17, 1.4e-17)    # one of 6e-33 can
+    assert only_initial(0.0, 0.0, -1.0, 1.0)                # DRY off: nothing changes
+    assert not only_initial(-1.0, 0.0, -1e-30, 1.5)         # a negative multiplier raises by >= 1
+    assert only_initial(-1.0, 0.0, -1e-30, 0.5)
+
+
+def test_fuzz_through_the_server_finds_nothing(server_bin, tmp_path):
+    """A short campaign through llama-server: each libFuzzer job starts its own server from the spec; the
+    pristine build gives no finding (a case the server's answer cannot be read back exactly is not judged)."""
+    from conftest import dryz
+    p = dryz("--subject", f"server:{server_bin}", "fuzz", "--time", "20", "--jobs", "1", "--workdir",
+             str(tmp_path / "w"), "--json", str(tmp_path / "s.json"), timeout=600)
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert p.returncode == 0 and s["execs"] > 100 and not s["findings"], p.stdout[-2000:] + p.stderr[-2000:]
+    assert s["subject"]["kind"] == "server"

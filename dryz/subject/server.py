@@ -697,16 +697,19 @@ class ServerSubject(Subject):
             if lo == hi:
                 st.got[t] = (lo, 1, T, pv)
                 st.pending.pop(t, None)
-            elif sm.key(lo) <= sm.key(init) <= sm.key(hi):
+            elif sm.key(lo) <= sm.key(init) <= sm.key(hi) and only_initial(st.case.multiplier, init, lo, hi):
                 st.got[t] = (init, sm.width(lo, hi), T, pv)
                 st.pending.pop(t, None)
             else:
                 z = (lo + hi) / 2 - st.A
                 T2 = 2.0 ** math.floor(math.log2(abs(z) / 32)) if z != 0 else 0.0
                 if st.A != 0.0 or not MIN_T <= T2 < T:
+                    among = sm.key(lo) <= sm.key(init) <= sm.key(hi)
                     st.result = Unrecoverable(f"token {t}: {sm.width(lo, hi)} float32 logits in [{lo!r}, {hi!r}] "
-                                              f"give probability {pv!r} (T {T}), the initial {init!r} not among "
-                                              "them", req)
+                                              f"give probability {pv!r} (T {T}), " + (
+                                                  f"the initial {init!r} and logits a penalty of multiplier "
+                                                  f"{st.case.multiplier!r} or more leaves among them" if among
+                                                  else f"the initial {init!r} not among them"), req)
                     return
                 st.pending[t] = T2
 
@@ -785,6 +788,22 @@ class ServerSubject(Subject):
         except ServerDied:
             self._restart(p)
             raise
+
+
+def only_initial(multiplier: float, init: float, lo: float, hi: float) -> bool:
+    """The initial logit is the one logit DRY can have left among the float32 values [lo, hi] the answer allows.
+    By DRY's definition a penalty is 0 or multiplier * base^e with e >= 0 and base >= 1 (when DRY runs), so
+    any logit it changes lies at or beyond f32(init - multiplier) (rounding is monotone): the interval must
+    stop short of that. A tiny multiplier leaves tiny penalties the softmax cannot resolve: then the answer is
+    Unrecoverable, never read as untouched. (A DRY that penalizes by less than its multiplier, against its
+    definition, would be read as untouched where the softmax cannot see it.)"""
+    m = sm.f32(multiplier)
+    if m == 0.0:
+        return True  # DRY off: nothing changes
+    bound = sm.f32(init - m)
+    if m > 0:
+        return bound < init and sm.key(lo) > sm.key(bound)
+    return bound > init and sm.key(hi) < sm.key(bound)
 
 
 def symbol_texts() -> list[bytes]:
