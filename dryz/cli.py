@@ -505,20 +505,17 @@ def merge(paths, json_path):
 def load_case_file(path: str, read_as: str = "auto", vocab=None):
     """A Case from a Case JSON, a corpus entry, or a libFuzzer crash file (the fuzz harness's decoder).
 
-    A file that starts like JSON (after whitespace or a BOM) is JSON: a parse or schema error is one line with
-    where it is, never a silent fallback to fuzz bytes. Bytes are decoded as the harness decodes them only
-    when the file does not start like JSON (libFuzzer's crash files), or with read_as="bytes"."""
+    Bytes are decoded as the harness decodes them only with read_as="bytes", or in auto mode for a file named as
+    libFuzzer names its crash files (crash-SHA1 and the like: inputs.is_fuzz_artifact). Any other file is JSON: a
+    parse, encoding (UTF-16, say) or schema error is one line saying where, never a silent fallback to fuzz
+    bytes."""
 
     from .case import Case, CaseError
     from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
     from .fuzz.target import input_decoder
+    from .inputs import is_fuzz_artifact
     raw = _read(path)
-    import re
-    start = raw.lstrip(b" \t\r\n")
-    looks_json = not start or start[:1] in b'{["-0123456789' or start.startswith(
-        (b"\xef\xbb\xbf", b"true", b"false", b"null"))
-    artifact = re.fullmatch(r"(crash|timeout|oom|leak|slow-unit)-[0-9a-f]{8,}", os.path.basename(path))
-    if read_as == "bytes" or (read_as == "auto" and (artifact or not looks_json)):
+    if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
         try:
             return input_decoder()(raw), "fuzz input"  # DRYZ_FUZZ_VOCAB: a `dryz fuzz --vocab` input
         except CaseError as e:
@@ -601,8 +598,8 @@ def explain(path, read_as, color, vocab, as_trace):
 @cli.command("check")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
-              help="How to read the file: auto (JSON when it starts like JSON), json, or bytes (a fuzz input, "
-                   "decoded as the harness decodes it).")
+              help="How to read the file: auto (a libFuzzer crash-* file as fuzz bytes, anything else as "
+                   "UTF-8 JSON), json, or bytes (a fuzz input, decoded as the harness decodes it).")
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help="Run the case in a child process, so a case that crashes the library is reported as class "
                    "crash (exit 1) instead of taking dryz down with it.")
@@ -655,23 +652,25 @@ def signature_cmd():
 
 @cli.command()
 @click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
+              help="How to read the file (as dryz check reads it).")
 @click.option("--corpus", "corpus_dir", default=None,
               help="Where to store the reproducer. [default: ./corpus, in the working directory]")
 @click.option("--isolate/--no-isolate", default=None,
               help="Evaluate every candidate in a subprocess. [default: only when the input crashes]")
 @case_file_options
-def minimize(path, corpus_dir, isolate, vocab, as_trace):
+def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
     """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
     in ./corpus."""
     from .check import fault
     from .corpus import USER_DIR, CorpusError, crash_entry, entry_json, write_entry
     from .shrink import reduce_case, signature_in_process, signature_isolated
     from .cli_traces import load_trace_file, minimize_cmd
-    t = load_trace_file(path, "auto", as_trace)
+    t = load_trace_file(path, read_as, as_trace)
     if t is not None:
         minimize_cmd(path, *t, corpus_dir)
         return
-    case, kind = load_case_file(path, vocab=vocab)
+    case, kind = load_case_file(path, read_as, vocab)
     case = on_vocab(case, vocab)
     t0 = time.perf_counter()
     first = signature_isolated(case)

@@ -249,10 +249,15 @@ def corpus_section(d: Path) -> tuple[str, str]:
 
 
 def _read_json(p: Path):
+    from .inputs import wide_text
     try:
-        return json.loads(p.read_bytes().decode("utf-8"))
+        raw = p.read_bytes()
     except OSError as e:
         raise ReportError(f"cannot read {p}: {e.strerror}") from None
+    if wide_text(raw):
+        raise ReportError(f"{p}: {wide_text(raw)} text, not UTF-8 (JSON is UTF-8 text)")
+    try:
+        return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise ReportError(f"{p}: not UTF-8 (byte {e.start})") from None
     except json.JSONDecodeError as e:
