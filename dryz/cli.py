@@ -357,6 +357,9 @@ def _print_certificate(result, json_path):
     for ex in result["controls"]["periodic"].get("findings", []):
         click.echo(f"{ex['kind']} (periodic control, the library misses its closed form): "
                    f"{Case.from_json(ex['case']).dumps()}")
+    for ex in (result["controls"].get("abi_confirmation") or {}).get("findings", []):
+        click.echo(f"{ex['kind']} (ABI confirmation control, the library misses logit -1): "
+                   f"{Case.from_json(ex['case']).dumps()}")
     if result["verdict"] == "void":
         failed = ", ".join(k for k, ok in result["checks"].items() if not ok)
         click.echo(f"dryz: error: the harness is in doubt, the run is void: failed {failed}", err=True)
@@ -378,7 +381,7 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
     Ctrl-C writes a partial result marked interrupted to json_path and raises ExhaustiveInterrupted."""
     from .enumerate import certificate as cert
     from .check import check
-    from .enumerate.controls import multiplier_zero_control, periodic_control
+    from .enumerate.controls import abi_confirmation_control, multiplier_zero_control, periodic_control
     from .enumerate.run import ConfigResult, Interrupted, config_slices, run_configs, shard_slicing, shard_tasks
     from .report import Progress, environment, write_json
 
@@ -440,6 +443,7 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
     bar.close()
     try:
         periodic = periodic_control(check)
+        confirmation = abi_confirmation_control(lambda case: check(case).to_json())
         mz = multiplier_zero_control(lib, alphabet, min(max_length, 7), specs, canonical)
     except KeyboardInterrupt:
         interrupted(results)
@@ -459,8 +463,8 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
     if shard:
         result["shard"] = {"index": shard[0], "count": shard[1], "tasks": picked, "total_tasks": len(tasks),
                            "slicing": slicing}
-    result["controls"] = {"periodic": periodic, "off_by_one": {"flagged": flagged, "passed": flagged > 0},
-                          "multiplier_zero": mz}
+    result["controls"] = {"periodic": periodic, "abi_confirmation": confirmation,
+                          "off_by_one": {"flagged": flagged, "passed": flagged > 0}, "multiplier_zero": mz}
     result["verdict"], result["checks"] = cert.judge(result)
     env = dict(environment(), workers=workers)
     if scheduler is not None:
@@ -867,6 +871,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
         os.environ["DRYZ_VOCAB_SAMPLER"] = sampler  # the jobs inherit it (LibLlama.reuse_samplers)
     click.echo(f"subject: {lib.label()}\n         {lib.identity['libllama_path']} (sha256 "
                f"{lib.identity['libllama_sha256'][:16]}...)")
+    confirmation = fuzz_confirmation_control() if vocab is None else None
     try:
         summary = camp.run()
     except CampaignError as e:
@@ -887,6 +892,8 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
         again = {True: "reproduces", False: "does NOT reproduce", None: "not re-checked"}[f["reproduces"]]
         click.echo(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
     summary["subject"] = lib.identity
+    if confirmation is not None:
+        summary["controls"] = {"abi_confirmation": confirmation}
     if vocab is not None:
         from .vocabcase import load_vocab
         ref = load_vocab(vocab, lib).ref
@@ -900,13 +907,28 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
                    f"that part; {len(summary['findings'])} crash file(s) kept, not re-checked", err=True)
         sys.exit(130)
     real = [f for f in summary["findings"] if f["reproduces"]]
-    if real:
+    if real or (confirmation is not None and not confirmation["passed"]):
         sys.exit(EXIT_FINDING)
     if summary["findings"]:
         click.echo(f"dryz: error: {len(summary['findings'])} crash file(s) that do not reproduce on the subject: "
                    "the harness is in doubt", err=True)
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_OK)
+
+
+def fuzz_confirmation_control() -> dict:
+    """The ABI confirmation case judged (in a child process, as `dryz check` runs it) before a symbol-vocabulary
+    campaign, which it also seeds: the summary records it, and a library that misses it makes the campaign exit 1
+    whatever libFuzzer finds."""
+    from .enumerate.controls import abi_confirmation_control, abi_confirmation_text
+    c = abi_confirmation_control(lambda case: judge_isolated(case, "the ABI confirmation case")[1]["verdict"])
+    say(f"control: {abi_confirmation_text(c)}")
+    if not c["oracles_passed"]:
+        _fail("the oracles miss the ABI confirmation case's logit -1: the harness is in doubt")
+    from .case import Case
+    for ex in c["findings"]:
+        click.echo(f"finding: {ex['kind']} (ABI confirmation control): {Case.from_json(ex['case']).dumps()}")
+    return c
 
 
 @cli.command()

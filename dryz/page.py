@@ -130,6 +130,10 @@ def certificate_section(r: dict, name: str) -> tuple[str, str]:
         per = c["periodic"]
         rows = [["periodic closed forms", "library " + ("passed" if per["passed"] else "MISSED")
                  + "; oracles " + ("passed" if per.get("oracles_passed", True) else "FAILED")],
+                *([["ABI confirmation case (aa, allowed_length 1)", "library " + (
+                    "passed" if c["abi_confirmation"]["passed"] else
+                    f"MISSED (logit {c['abi_confirmation']['observed_logit']}, not -1)")]]
+                  if c.get("abi_confirmation") else []),
                 ["off-by-one reference flagged", f"{c['off_by_one']['flagged']:,} cases"],
                 ["multiplier 0", f"{c['multiplier_zero']['nonzero_deltas']} non-zero deltas in "
                                  f"{c['multiplier_zero']['cases']:,} cases"]]

@@ -94,6 +94,14 @@ def subject_line(s: dict) -> str:
     return f"{who} (llama.cpp {s.get('llama_cpp_commit') or '?'}{abi})"
 
 
+def _confirmation(controls: dict) -> str:
+    c = controls.get("abi_confirmation")
+    if c is None:
+        return ""
+    from .enumerate.controls import abi_confirmation_text
+    return abi_confirmation_text(c) + "; "
+
+
 def certificate_text(r: dict) -> str:
     s = r["subject"]
     lines = [
@@ -117,7 +125,7 @@ def certificate_text(r: dict) -> str:
     lines.append(f"controls  periodic {'passed' if per['passed'] else 'MISSED BY THE LIBRARY'} "
                  f"({len(per['cases'])} closed forms"
                  f"{'' if per.get('oracles_passed', True) else '; the ORACLES miss one: harness in doubt'}); "
-                 f"off-by-one reference flagged "
+                 f"{_confirmation(c)}off-by-one reference flagged "
                  f"{c['off_by_one']['flagged']:,} cases; multiplier 0: {c['multiplier_zero']['nonzero_deltas']} "
                  f"non-zero deltas in {c['multiplier_zero']['cases']:,} cases")
     lines.append(f"wall      {r['wall_seconds']:.2f} s")
