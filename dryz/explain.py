@@ -161,7 +161,7 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
             f"penalty_last_n {case.penalty_last_n}  breakers {list(case.breakers)}"
             + (f"  n_ctx_train {case.n_ctx_train}" if abi == 8 else "")]
     lines = [bold(ln) if i == 0 and j == 0 else ln for i, x in enumerate(head) for j, ln in enumerate(wrap(x, width))]
-    summary = squeeze([lab(t) for t in h], 40) if 11 + len(h) * (cw // 2 + 1) > width else ""
+    summary = squeeze([lab(t) for t in h], 40) if PREFIX + len(h) * (cw // 2 + 1) > width else ""
     lines += wrap(f"history     {len(h)} tokens{f' ({summary})' if summary else ''}; window: the last {w_len}"
                   + ("" if cfg.enabled else " (DRY is off for these parameters)"), width)
     lib_L = verdict.get("library_L") or [None] * len(verdict["candidates"])
@@ -203,8 +203,9 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
             t = cfg.text
             prom, occ = promised_rep_limit(window, t.pieces, t.breakers)
             text = repr(b"".join(t.pieces[x] for x in window).decode("utf-8", errors="replace"))
-            if len(text) > width - 60:  # the text's end, where the repeats and breakers that matter are
-                text = "…" + text[-(width - 60):]
+            room = max(20, width - 60)
+            if len(text) > room:  # the text's end, where the repeats and breakers that matter are
+                text = "…" + text[-room:]
             lines.append(f"text        {text} (the tokens' pieces, as a client prints them)")
             lines.append(f"            the text promises rep_limit {min(prom, len(window))}" + (
                 f": breaker {occ[0].decode('utf-8', errors='replace')!r} spans tokens {occ[1] - len(window)}.."
