@@ -166,6 +166,9 @@ def test_the_pip_build_is_read_by_its_sampler_names(lib):
     from dryz.subject.binding import ABI_PROBES, abi_from_changes
     changed = {p[0]: lib.L._probe_apply(lib.vocab, *p[1:]) for p in ABI_PROBES[:2]}
     assert changed == {"off7_on8": False, "on7_off8": True} and abi_from_changes(changed)[0] == 7
+    # probing after load leaves the sampler's own init_dry declared with the detected ABI (7 arguments)
+    assert len(lib.L.llama_sampler_init_dry.argtypes) == 7
+    assert check(Case(history=(0, 0), alphabet=1, penalty_last_n=64), lib).observed_logits == [-1.0]
 
 
 def test_a_declared_abi_the_probes_contradict_is_refused(tmp_path):

@@ -300,9 +300,10 @@ class Binding:
         return abi
 
     def _probe_call(self, vocab, a: int, b: int, c: int):
-        """init_dry(vocab, a, 1.0, 2.0, b, c, NULL, 0) through the 8-argument declaration (see ABI_PROBES)."""
-        f = self.llama_sampler_init_dry
-        f.argtypes = ARGS8
+        """init_dry(vocab, a, 1.0, 2.0, b, c, NULL, 0) through the 8-argument declaration (see ABI_PROBES), on a
+        function object of its own: the one the sampler is driven through keeps the detected ABI's declaration."""
+        f = self.handle["llama_sampler_init_dry"]  # [] makes a new function object (attribute access caches one)
+        f.argtypes, f.restype = ARGS8, _vp
         s = f(vocab, a, 1.0, 2.0, b, c, None, 0)
         if not s:
             raise SubjectError(f"{self.path}: llama_sampler_init_dry returned NULL")
