@@ -373,6 +373,9 @@ def _print_certificate(result, json_path):
     for ex in result["controls"]["periodic"].get("findings", []):
         click.echo(f"{ex['kind']} (periodic control, the library misses its closed form): "
                    f"{Case.from_json(ex['case']).dumps()}")
+    for ex in (result["controls"].get("abi_confirmation") or {}).get("findings", []):
+        click.echo(f"{ex['kind']} (ABI confirmation control, the library misses logit -1): "
+                   f"{Case.from_json(ex['case']).dumps()}")
     if result["verdict"] == "void":
         failed = ", ".join(k for k, ok in result["checks"].items() if not ok)
         click.echo(f"dryz: error: the harness is in doubt, the run is void: failed {failed}", err=True)
@@ -411,20 +414,17 @@ def merge(paths, json_path):
 def load_case_file(path: str, read_as: str = "auto", vocab=None):
     """A Case from a Case JSON, a corpus entry, or a libFuzzer crash file (the fuzz harness's decoder).
 
-    A file that starts like JSON (after whitespace or a BOM) is JSON: a parse or schema error is one line with
-    where it is, never a silent fallback to fuzz bytes. Bytes are decoded as the harness decodes them only
-    when the file does not start like JSON (libFuzzer's crash files), or with read_as="bytes"."""
+    Bytes are decoded as the harness decodes them only with read_as="bytes", or in auto mode for a file named as
+    libFuzzer names its crash files (crash-SHA1 and the like: inputs.is_fuzz_artifact). Any other file is JSON: a
+    parse, encoding (UTF-16, say) or schema error is one line saying where, never a silent fallback to fuzz
+    bytes."""
 
     from .case import Case, CaseError
     from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
     from .fuzz.target import input_decoder
+    from .inputs import is_fuzz_artifact
     raw = _read(path)
-    import re
-    start = raw.lstrip(b" \t\r\n")
-    looks_json = not start or start[:1] in b'{["-0123456789' or start.startswith(
-        (b"\xef\xbb\xbf", b"true", b"false", b"null"))
-    artifact = re.fullmatch(r"(crash|timeout|oom|leak|slow-unit)-[0-9a-f]{8,}", os.path.basename(path))
-    if read_as == "bytes" or (read_as == "auto" and (artifact or not looks_json)):
+    if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
         try:
             return input_decoder(load_subject())(raw), "fuzz input"  # DRYZ_FUZZ_VOCAB: a `dryz fuzz --vocab` input
         except CaseError as e:
@@ -500,8 +500,8 @@ def explain(path, read_as, color, vocab, as_trace):
 @cli.command("check")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
-              help="How to read the file: auto (JSON when it starts like JSON), json, or bytes (a fuzz input, "
-                   "decoded as the harness decodes it).")
+              help="How to read the file: auto (a libFuzzer crash-* file as fuzz bytes, anything else as "
+                   "UTF-8 JSON), json, or bytes (a fuzz input, decoded as the harness decodes it).")
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help="Run the case in a child process, so a case that crashes the library is reported as class "
                    "crash (exit 1) instead of taking dryz down with it.")
@@ -523,23 +523,25 @@ def check_cmd(path, read_as, isolate, vocab, as_trace):
 
 @cli.command()
 @click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
+              help="How to read the file (as dryz check reads it).")
 @click.option("--corpus", "corpus_dir", default=None,
               help="Where to store the reproducer. [default: ./corpus, in the working directory]")
 @click.option("--isolate/--no-isolate", default=None,
               help="Evaluate every candidate in a subprocess. [default: only when the input crashes]")
 @case_file_options
-def minimize(path, corpus_dir, isolate, vocab, as_trace):
+def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
     """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
     in ./corpus."""
     from .check import fault
     from .corpus import USER_DIR, CorpusError, crash_entry, entry_json, write_entry
     from .shrink import NothingToMinimize, minimize_case
     from .cli_traces import load_trace_file, minimize_cmd
-    t = load_trace_file(path, "auto", as_trace)
+    t = load_trace_file(path, read_as, as_trace)
     if t is not None:
         minimize_cmd(path, *t, corpus_dir)
         return
-    case, kind = load_case_file(path, vocab=vocab)
+    case, kind = load_case_file(path, read_as, vocab)
     case = on_vocab(case, vocab)
     lib = load_subject()
     try:
@@ -696,6 +698,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
         load_vocab(vocab, lib)  # one line and exit 2 when it cannot be had, before libFuzzer starts
         os.environ["DRYZ_VOCAB_SAMPLER"] = sampler  # the jobs inherit it (LibLlama.reuse_samplers)
     say_subject(lib)
+    confirmation = fuzz_confirmation_control(lib) if vocab is None else None
     try:
         summary = camp.run()
     except CampaignError as e:
@@ -716,6 +719,8 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
         again = {True: "reproduces", False: "does NOT reproduce", None: "not re-checked"}[f["reproduces"]]
         click.echo(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
     summary["subject"] = lib.identity
+    if confirmation is not None:
+        summary["controls"] = {"abi_confirmation": confirmation}
     if vocab is not None:
         from .vocab_cases import load_vocab
         ref = load_vocab(vocab, lib).ref
@@ -729,13 +734,32 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
                    f"that part; {len(summary['findings'])} crash file(s) kept, not re-checked", err=True)
         sys.exit(130)
     real = [f for f in summary["findings"] if f["reproduces"]]
-    if real:
+    if real or (confirmation is not None and not confirmation["passed"]):
         sys.exit(EXIT_FINDING)
     if summary["findings"]:
         click.echo(f"dryz: error: {len(summary['findings'])} crash file(s) that do not reproduce on the subject: "
                    "the harness is in doubt", err=True)
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_OK)
+
+
+def fuzz_confirmation_control(lib) -> dict:
+    """The ABI confirmation case judged (in an isolation worker, as `dryz check` runs it) before a
+    symbol-vocabulary campaign, which it also seeds: the summary records it, and a library that misses it makes
+    the campaign exit 1 whatever libFuzzer finds."""
+    from .check import check_in
+    from .enumerate.controls import abi_confirmation_control
+    from .output import abi_confirmation_text
+    from .subject.isolation import Worker
+    with Worker(lib.spec, lib) as w:
+        c = abi_confirmation_control(lambda case: check_in(w, case).to_json())
+    say(f"control: {abi_confirmation_text(c)}")
+    if not c["oracles_passed"]:
+        _fail("the oracles miss the ABI confirmation case's logit -1: the harness is in doubt")
+    from .case import Case
+    for ex in c["findings"]:
+        click.echo(f"finding: {ex['kind']} (ABI confirmation control): {Case.from_json(ex['case']).dumps()}")
+    return c
 
 
 @cli.command()

@@ -15,7 +15,7 @@ import time
 
 import click
 
-from .inputs import fail, load_subject, parse_json_file, read, say
+from .inputs import fail, is_fuzz_artifact, load_subject, parse_json_file, read, say
 
 TRACE_ALPHABET = 2   # the trace space's alphabet (dryz/enumerate/traces.py's default)
 MAX_TRACE_EVENTS = 9  # --traces N: 1..9 (N=9: 2,492,781 traces per configuration, ~28 times N=7, 8.6 s here)
@@ -91,19 +91,16 @@ def load_trace_file(path: str, read_as: str = "auto", as_trace: bool = False):
     from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
     from .trace import TRACE_SCHEMA, Trace, TraceError
     raw = read(path)
-    start = raw.lstrip(b" \t\r\n")
-    looks_json = start[:1] in (b"{", b"[")
-    artifact = re.fullmatch(r"(crash|timeout|oom|leak|slow-unit)-[0-9a-f]{8,}", os.path.basename(path))
-    if as_trace and (read_as == "bytes" or (read_as == "auto" and (artifact or not looks_json))):
+    # Fuzz bytes only with --as bytes or for a libFuzzer crash file's name; anything else is JSON (bad JSON, or
+    # JSON in another encoding, is one line from parse_json_file, never bytes by default).
+    if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
+        if not as_trace:
+            return None  # a case fuzz input: the Case reader decodes it
         from .fuzz.traces import decode_trace
         try:
             return decode_trace(raw), "trace fuzz input"
         except TraceError as e:
             fail(f"{path}: decodes to an invalid trace: {e}")
-    if read_as == "bytes" or not looks_json or (read_as == "auto" and artifact):  # libFuzzer's files are bytes
-        if as_trace:
-            fail(f"{path}: not a trace")
-        return None
     data = parse_json_file(path, raw)
     if isinstance(data, dict) and data.get("schema") == TRACE_SCHEMA:
         try:

@@ -262,16 +262,21 @@ def trace_entry_json(trace, verdict, *, expect: str, shortest: str, provenance: 
 
 
 def load_entry(path: Path) -> Entry:
+    from .inputs import wide_text
     try:
-        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise CorpusError(f"{path}: cannot read ({e.strerror})") from None
+    if wide_text(raw):
+        raise CorpusError(f"{path}: {wide_text(raw)} text, not UTF-8 (JSON is UTF-8 text)")
+    try:
+        data = json.loads(raw.decode("utf-8"))
     except json.JSONDecodeError as e:
         raise CorpusError(f"{path}: not valid JSON ({e.msg}, line {e.lineno} column {e.colno})") from None
     except UnicodeDecodeError as e:
         raise CorpusError(f"{path}: not UTF-8 (byte {e.start})") from None
     except RecursionError:
         raise CorpusError(f"{path}: JSON nested too deeply") from None
-    except OSError as e:
-        raise CorpusError(f"{path}: cannot read ({e.strerror})") from None
     except ValueError as e:  # e.g. an integer of more than 4,300 digits
         raise CorpusError(f"{path}: not usable JSON ({e})") from None
     case = validate_entry(data, str(path))

@@ -1,7 +1,9 @@
 """`dryz explain CASE`: one case as a person reads it — the window with positions, the restart sequence that set
 rep_limit, and per candidate the matched suffix in the history, L by each oracle and by the library, the expected
 and observed logit, and where they differ. The verdict is check()'s (run in a child process, as `dryz check`
-runs it); this module only lays it out.
+runs it); this module only lays it out, within a terminal's width (100 columns off one): a window too long for
+one line shows runs of equal tokens as `a×128` and only the stretches around the repeats, the restart and the
+window's end, the rest counted as `…n…`.
 """
 
 from __future__ import annotations
@@ -38,12 +40,112 @@ def _labeler(case: Case):
     return lab, 18
 
 
-def explain(case: Case, verdict: dict, subject_line: str, color: bool = False) -> str:
+# -- long windows: run-length runs, the window around what matters, lines within a terminal's width ----------------
+
+WIDTH = 100   # columns, off a terminal (on one: the terminal's own width)
+RUN = 3       # a run of this many equal tokens or more is one cell, `a×128`
+AROUND = 3    # tokens kept on each side of a position that matters (the repeat's ends, the restart, the end)
+PREFIX = 11   # "position   ", "token      ": the table's label column
+
+
+def runs(tokens: list) -> list[tuple[int, int]]:
+    """(start, length) of each run of equal tokens, in order."""
+    out = []
+    for i, t in enumerate(tokens):
+        if out and tokens[out[-1][0]] == t:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((i, 1))
+    return out
+
+
+def run_length(labels: list[str], keep=None) -> list[tuple[int, str]]:
+    """(first index, text) cells for the labels: a run of RUN or more equal labels is one cell `x×n`; with `keep`
+    (a bool per index), the runs with no kept index are one `…n…` cell per gap (n labels not shown)."""
+    cells, gap = [], 0
+    for start, n in runs(labels):
+        if keep is not None and not any(keep[start:start + n]):
+            gap += n
+            continue
+        if gap:
+            cells.append((-1, f"…{gap}…"))
+            gap = 0
+        if n >= RUN:
+            cells.append((start, f"{labels[start]}×{n}"))
+        else:
+            cells.extend((start + k, labels[start]) for k in range(n))
+    if gap:
+        cells.append((-1, f"…{gap}…"))
+    return cells
+
+
+def squeeze(labels: list[str], budget: int) -> str:
+    """The labels joined by spaces, run-length where that helps, the middle elided to fit `budget` columns."""
+    cells = [t for _, t in run_length(labels)]
+    text = " ".join(cells)
+    if len(text) <= budget or len(cells) <= 2:
+        return text
+    keep = max(1, (budget - 8) // 2)
+    head, tail = [], []
+    while cells and len(" ".join(head + [cells[0]])) <= keep:
+        head.append(cells.pop(0))
+    while cells and len(" ".join([cells[-1]] + tail)) <= keep:
+        tail.insert(0, cells.pop())
+    hidden = sum(int(c.split("×")[1]) if "×" in c else 1 for c in cells)
+    return " ".join(head + [f"…{hidden}…"] + tail) if cells else " ".join(head + tail)
+
+
+def window_rows(labels: list[str], points: list[int], cw: int, width: int) -> list[str]:
+    """The position/token table of a window too long for one line: the positions within AROUND of each point
+    (window indices that matter), runs of equal tokens as `a×n`, elided stretches as `…n…`, wrapped to width."""
+    w = len(labels)
+    keep = [False] * w
+    for q in points:
+        for j in range(max(0, q - AROUND), min(w, q + AROUND + 1)):
+            keep[j] = True
+    cells = []
+    for start, text in run_length(labels, keep):
+        pos = "" if start < 0 else str(start - w)
+        cells.append((pos, text, max(cw, len(pos) + 1, len(text) + 1)))
+    rows, line = [], []
+    for c in cells:
+        if line and PREFIX + sum(x[2] for x in line) + c[2] > width:
+            rows.append(line)
+            line = []
+        line.append(c)
+    rows.append(line)
+    out = []
+    for i, line in enumerate(rows):
+        out.append(("position   " if i == 0 else " " * PREFIX) + "".join(f"{p:>{n}}" for p, _, n in line))
+        out.append(("token      " if i == 0 else " " * PREFIX) + "".join(f"{t:>{n}}" for _, t, n in line))
+    return out
+
+
+def wrap(line: str, width: int, indent: int = 12) -> list[str]:
+    """A header line wrapped at spaces to width, continuation lines indented."""
+    import textwrap
+    if len(line) <= width:
+        return [line]
+    return textwrap.wrap(line, width, subsequent_indent=" " * indent, break_long_words=False,
+                         break_on_hyphens=False) or [line]
+
+
+def terminal_width() -> int:
+    """The terminal's width when stdout is one (at least 60 columns), else WIDTH."""
+    import shutil
+    import sys
+    if not sys.stdout.isatty():
+        return WIDTH
+    return max(60, shutil.get_terminal_size((WIDTH, 24)).columns)
+
+
+def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, width: int | None = None) -> str:
     from .config import case_config
     from .oracle.shipped import rep_limits
     from .oracle.promised import restart_occurrences
     import numpy as np
 
+    width = width or terminal_width()
     hi = (lambda s: f"\x1b[7m{s}\x1b[0m") if color else (lambda s: f"[{s}]")
     bold = (lambda s: f"\x1b[1m{s}\x1b[0m") if color else (lambda s: s)
     nxt = (lambda s: f"\x1b[1;4m{s}\x1b[0m") if color else (lambda s: f"<{s}>")
@@ -53,64 +155,97 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False) -
     h = list(case.history)
     w_len = cfg.window_length(len(h))
     window = h[len(h) - w_len:] if w_len else []
-    lines = [bold(f"class {verdict['class']}") + f"  ({verdict.get('detail') or 'the library agrees with both oracles'})",
-             f"subject     {subject_line}",
-             f"parameters  multiplier {case.multiplier:g}  base {case.base:g}  allowed_length {case.allowed_length}  "
-             f"penalty_last_n {case.penalty_last_n}  breakers {list(case.breakers)}"
-             + (f"  n_ctx_train {case.n_ctx_train}" if abi == 8 else ""),
-             f"history     {len(h)} tokens; window: the last {w_len}"
-             + ("" if cfg.enabled else " (DRY is off for these parameters)")]
+    head = [f"class {verdict['class']}  ({verdict.get('detail') or 'the library agrees with both oracles'})",
+            f"subject     {subject_line}",
+            f"parameters  multiplier {case.multiplier:g}  base {case.base:g}  allowed_length {case.allowed_length}  "
+            f"penalty_last_n {case.penalty_last_n}  breakers {list(case.breakers)}"
+            + (f"  n_ctx_train {case.n_ctx_train}" if abi == 8 else "")]
+    lines = [bold(ln) if i == 0 and j == 0 else ln for i, x in enumerate(head) for j, ln in enumerate(wrap(x, width))]
+    summary = squeeze([lab(t) for t in h], 40) if PREFIX + len(h) * (cw // 2 + 1) > width else ""
+    lines += wrap(f"history     {len(h)} tokens{f' ({summary})' if summary else ''}; window: the last {w_len}"
+                  + ("" if cfg.enabled else " (DRY is off for these parameters)"), width)
+    lib_L = verdict.get("library_L") or [None] * len(verdict["candidates"])
+    differing = {d["id"] for d in verdict.get("differing", [])}
+    many = len(verdict["candidates"]) > 12
+    shown = [i for i, z in enumerate(verdict["candidates"]) if not many or (
+        verdict["oracle_L"][i] or verdict["oracle_B_L"][i] or lib_L[i] or z in differing
+        or verdict["expected_logits"][i] != verdict["observed_logits"][i] or verdict["expected_logits"][i] != 0)]
+    long = bool(window) and PREFIX + len(window) * cw > width
+    points = [len(window) - 1]  # the window's end: the suffix every repeat repeats
+    restart = []
     if window:
-        cells = [f"{i - len(window):>{cw}}" for i in range(len(window))]
-        lines.append("position   " + "".join(cells))
-        lines.append("token      " + "".join(f"{lab(t):>{cw}}" for t in window))
         W = np.array([window], dtype=np.int64)
         if cfg.seqs:
             rep = int(rep_limits(W, cfg.seqs)[0])
             occ = [o for o in restart_occurrences(window, cfg.seqs) if o[0] - o[1] == rep]
             if occ:
                 i, k, seq = min(occ)
-                lines.append(f"restart     {''.join(lab(t) for t in seq)!r} with its head at {-1 - i} sets "
-                             f"rep_limit {rep} (the {rep} token(s) after it)")
+                points.append(len(window) - 1 - i)
+                restart.append(f"restart     {''.join(lab(t) for t in seq)!r} with its head at {-1 - i} sets "
+                               f"rep_limit {rep} (the {rep} token(s) after it)")
             else:
-                lines.append(f"restart     no restart sequence completes in the window: rep_limit {rep}")
+                restart.append(f"restart     no restart sequence completes in the window: rep_limit {rep}")
+        for i in shown:
+            a = verdict["oracle_L"][i]
+            js = matched_at(window, verdict["candidates"][i], a) if a else []
+            if js:
+                points += [js[-1], js[-1] - a]
+        if not long:
+            lines.append("position   " + "".join(f"{i - len(window):>{cw}}" for i in range(len(window))))
+            lines.append("token      " + "".join(f"{lab(t):>{cw}}" for t in window))
+        else:
+            lines += window_rows([lab(t) for t in window], points, cw, width)
+            lines += wrap(" " * PREFIX + "(x×n: n x's in a row, at the first one's position; …n…: n tokens not "
+                          "shown)", width, PREFIX + 1)
+        lines += restart
         if cfg.text is not None and cfg.text.breakers:
             from .oracle.promise_text import promised_rep_limit
             t = cfg.text
             prom, occ = promised_rep_limit(window, t.pieces, t.breakers)
-            text = b"".join(t.pieces[x] for x in window).decode("utf-8", errors="replace")
-            lines.append(f"text        {text!r} (the tokens' pieces, as a client prints them)")
+            text = repr(b"".join(t.pieces[x] for x in window).decode("utf-8", errors="replace"))
+            room = max(20, width - 60)
+            if len(text) > room:  # the text's end, where the repeats and breakers that matter are
+                text = "…" + text[-room:]
+            lines.append(f"text        {text} (the tokens' pieces, as a client prints them)")
             lines.append(f"            the text promises rep_limit {min(prom, len(window))}" + (
                 f": breaker {occ[0].decode('utf-8', errors='replace')!r} spans tokens {occ[1] - len(window)}.."
                 f"{occ[2] - len(window)}" if occ else ": no breaker occurs in it"))
     lines.append("")
     lines.append(f"{'candidate':<10} {'L(A)':>5} {'L(B)':>5} {'L(lib)':>6} {'expected':>12} {'observed':>12}  "
                  "where the repeat is")
-    lib_L = verdict.get("library_L") or [None] * len(verdict["candidates"])
-    differing = {d["id"] for d in verdict.get("differing", [])}
-    quiet = 0
-    many = len(verdict["candidates"]) > 12
-    for i, z in enumerate(verdict["candidates"]):
+    quiet = len(verdict["candidates"]) - len(shown)
+    for i in shown:
+        z = verdict["candidates"][i]
         a, b = verdict["oracle_L"][i], verdict["oracle_B_L"][i]
         exp, obs = verdict["expected_logits"][i], verdict["observed_logits"][i]
-        if many and not (a or b or lib_L[i] or z in differing or exp != obs or exp != 0):
-            quiet += 1
-            continue
-        where = ""
-        if a and window:
-            js = matched_at(window, z, a)
-            if js:
-                j = js[-1]
-                toks = [lab(t) for t in window]
-                shown = " ".join(toks[:j - a]) + (" " if j - a else "") + hi(" ".join(toks[j - a:j])) + " " + \
-                    nxt(toks[j]) + (" " + " ".join(toks[j + 1:]) if j + 1 < len(toks) else "")
-                where = f"{shown}   (at {j - len(window)})"
         mark = "  <- DIFFERS" if z in differing else ""
-        lines.append(f"{lab(z):<10} {a:>5} {b:>5} {'-' if lib_L[i] is None else lib_L[i]:>6} {_fmt(exp):>12} "
-                     f"{_fmt(obs):>12}  {where}{mark}")
+        row = (f"{lab(z):<10} {a:>5} {b:>5} {'-' if lib_L[i] is None else lib_L[i]:>6} {_fmt(exp):>12} "
+               f"{_fmt(obs):>12}  ")
+        js = matched_at(window, z, a) if a and window else []
+        if not js:
+            lines.append(row + mark)
+            continue
+        j = js[-1]
+        toks = [lab(t) for t in window]
+        parts = (toks[:j - a], toks[j - a:j], toks[j], toks[j + 1:])
+        at = f"   (at {j - len(window)})"
+        full = _where(parts, (lambda x: x), (lambda x: x))
+        if len(row) + len(full) + len(at) + len(mark) <= width or not long:
+            lines.append(row + _where(parts, hi, nxt) + at + mark)
+            continue
+        # a long window: the repeat run-length, its surroundings elided; on its own line when the row is full
+        fit = _compact_where(parts, width - len(row) - len(at) - len(mark))
+        if fit is not None:
+            lines.append(row + _where(fit, hi, nxt) + at + mark)
+        else:
+            lines.append(row.rstrip() + mark)
+            lead = " " * PREFIX + "repeat "
+            fit = _compact_where(parts, width - len(lead) - len(at), force=True)
+            lines.append(lead + _where(fit, hi, nxt) + at)
     if quiet:
-        lines.append(f"({quiet} more candidates: L 0 by both oracles and the library, logit unchanged)")
-    lines.append("(the repeat: [the suffix it repeats] <the candidate's earlier occurrence>, at its position)")
+        lines += wrap(f"({quiet} more candidates: L 0 by both oracles and the library, logit unchanged)", width, 1)
+    lines += wrap("(the repeat: [the suffix it repeats] <the candidate's earlier occurrence>, at its position)",
+                  width, 1)
     if verdict.get("broken_promises"):
         lines.append("")
         lines.append("broken promises: " + ", ".join(verdict["broken_promises"]))
@@ -118,6 +253,35 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False) -
         lines.append(f"sorted flag: expected {verdict['expected_sorted']}, observed {verdict['observed_sorted']}"
                      "  <- DIFFERS")
     return "\n".join(lines)
+
+
+def _compact_where(parts, budget: int, force: bool = False):
+    """The parts of a repeat's line shortened to fit `budget` columns: up to two tokens of context on each side
+    (the rest as `…n…`), the repeat run-length and, if need be, its middle elided (less context first, so that the
+    repeat keeps its first tokens). None when no such form fits the budget; with force, the shortest form."""
+    before, rep, cand, after = parts
+    fits = []
+    for ctx in (2, 1, 0):
+        b = ([f"…{len(before) - ctx}…"] if len(before) > ctx else []) + (before[len(before) - ctx:] if ctx else [])
+        f = (after[:ctx] if ctx else []) + ([f"…{len(after) - ctx}…"] if len(after) > ctx else [])
+        room = budget - len(_where((b, [], cand, f), str, str)) - 1
+        r = squeeze(rep, max(room, 12))
+        out = (b, [r], cand, f)
+        if len(_where(out, str, str)) <= budget:
+            if not r.startswith("…") or len(rep) == 0:  # the repeat's first token shown
+                return out
+            fits.append(out)
+    if not force:
+        return None
+    return fits[0] if fits else out
+
+
+def _where(parts, hi, nxt) -> str:
+    """before [repeat] <candidate> after, each a list of token labels (hi, nxt: how the repeat and the candidate
+    are marked)."""
+    before, rep, cand, after = parts
+    return " ".join(before) + (" " if before else "") + hi(" ".join(rep)) + " " + nxt(cand) + \
+        (" " + " ".join(after) if after else "")
 
 
 def _fmt(x) -> str:

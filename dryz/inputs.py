@@ -4,6 +4,9 @@ command helpers (cli_traces.py) both import it; it imports neither."""
 
 from __future__ import annotations
 
+import os
+import re
+
 import click
 
 EXIT_OK, EXIT_FINDING, EXIT_ERROR = 0, 1, 2
@@ -31,6 +34,36 @@ def read(path: str) -> bytes:
 _READ: dict[str, bytes] = {}
 
 
+# libFuzzer's artifact names (-artifact_prefix + kind + '-' + the input's sha1): the files `auto` reads as fuzz bytes.
+FUZZ_ARTIFACT = re.compile(r"(crash|timeout|oom|leak|slow-unit)-[0-9a-f]{8,}")
+
+
+def is_fuzz_artifact(path: str) -> bool:
+    """The file is named as libFuzzer names a crash file (crash-SHA1, timeout-..., oom-..., leak-...,
+    slow-unit-...): in `auto` mode the only files read as fuzz bytes. Anything else is JSON, whatever its name or
+    first bytes (fuzz bytes otherwise only with --as bytes)."""
+    return FUZZ_ARTIFACT.fullmatch(os.path.basename(path)) is not None
+
+
+def wide_text(raw: bytes) -> str | None:
+    """The encoding of a file that is UTF-16 or UTF-32 text (a byte-order mark, or JSON's ASCII beside NUL
+    bytes), else None."""
+    for bom, name in ((b"\x00\x00\xfe\xff", "UTF-32 (big-endian"), (b"\xff\xfe\x00\x00", "UTF-32 (little-endian"),
+                      (b"\xfe\xff", "UTF-16 (big-endian"), (b"\xff\xfe", "UTF-16 (little-endian")):
+        if raw.startswith(bom):
+            return name + ", with a byte-order mark)"
+    head = raw[:4]
+    if len(head) == 4 and head[0] and not any(head[1:]):
+        return "UTF-32 (little-endian)"
+    if len(head) == 4 and head[3] and not any(head[:3]):
+        return "UTF-32 (big-endian)"
+    if len(head) >= 2 and head[0] and not head[1] and 32 <= head[0] < 127:
+        return "UTF-16 (little-endian)"
+    if len(head) >= 2 and not head[0] and head[1] and 32 <= head[1] < 127:
+        return "UTF-16 (big-endian)"
+    return None
+
+
 def parse_json_file(path: str, raw: bytes):
     """JSON from a file's bytes, or one line saying where it is not JSON (line and column)."""
     import json
@@ -38,10 +71,13 @@ def parse_json_file(path: str, raw: bytes):
         fail(f"{path}: empty file (a Case JSON object was expected; use --as bytes for a fuzz input)")
     if raw.startswith(b"\xef\xbb\xbf"):
         fail(f"{path}: starts with a UTF-8 byte-order mark; save it without one")
+    wide = wide_text(raw)
+    if wide is not None:
+        fail(f"{path}: {wide} text, not UTF-8; JSON is UTF-8 text: save it as UTF-8 (a fuzz input: --as bytes)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        fail(f"{path}: not UTF-8 (byte {e.start}); JSON is UTF-8 text (for a fuzz input: dryz check --as bytes)")
+        fail(f"{path}: not UTF-8 (byte {e.start}); JSON is UTF-8 text (a fuzz input: --as bytes)")
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

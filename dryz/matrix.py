@@ -150,6 +150,9 @@ def _certificate_cell(lib, work: Path, name: str, extra: list[str]) -> dict:
         text += f" ({r['totals']['mismatches']:,} mismatches)"
     if per.get("library_failures"):
         text += f" (periodic: {per['library_failures']} missed)"
+    conf = r["controls"].get("abi_confirmation")
+    if conf is not None and not conf["passed"]:
+        text += " (ABI confirmation case missed)"
     cell["text"] = text
     return cell
 

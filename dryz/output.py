@@ -108,6 +108,22 @@ def subject_details(s: dict) -> list[str]:
     return [f"spec {s.get('spec', '?')}"]
 
 
+def _confirmation(controls: dict) -> str:
+    c = controls.get("abi_confirmation")
+    if c is None:
+        return ""
+    return abi_confirmation_text(c) + "; "
+
+
+def abi_confirmation_text(c: dict) -> str:
+    """The control in a certificate's controls line."""
+    if c["passed"]:
+        return "ABI confirmation case passed (aa, allowed_length 1: logit -1)"
+    if not c["oracles_passed"]:
+        return "ABI confirmation case: the ORACLES miss logit -1: harness in doubt"
+    return f"ABI confirmation case MISSED BY THE LIBRARY (aa, allowed_length 1: logit {c['observed_logit']}, not -1)"
+
+
 def certificate_text(r: dict) -> str:
     s = r["subject"]
     lines = [
@@ -130,7 +146,7 @@ def certificate_text(r: dict) -> str:
     lines.append(f"controls  periodic {'passed' if per['passed'] else 'MISSED BY THE LIBRARY'} "
                  f"({len(per['cases'])} closed forms"
                  f"{'' if per.get('oracles_passed', True) else '; the ORACLES miss one: harness in doubt'}); "
-                 f"off-by-one reference flagged "
+                 f"{_confirmation(c)}off-by-one reference flagged "
                  f"{c['off_by_one']['flagged']:,} cases; multiplier 0: " + (
                      f"the subject CRASHED ({c['multiplier_zero']['crash']['detail']})" if "crash" in
                      c["multiplier_zero"] else f"{c['multiplier_zero']['nonzero_deltas']} non-zero deltas in "

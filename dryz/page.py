@@ -130,6 +130,10 @@ def certificate_section(r: dict, name: str) -> tuple[str, str]:
         per = c["periodic"]
         rows = [["periodic closed forms", "library " + ("passed" if per["passed"] else "MISSED")
                  + "; oracles " + ("passed" if per.get("oracles_passed", True) else "FAILED")],
+                *([["ABI confirmation case (aa, allowed_length 1)", "library " + (
+                    "passed" if c["abi_confirmation"]["passed"] else
+                    f"MISSED (logit {c['abi_confirmation']['observed_logit']}, not -1)")]]
+                  if c.get("abi_confirmation") else []),
                 ["off-by-one reference flagged", f"{c['off_by_one']['flagged']:,} cases"],
                 ["multiplier 0", f"{c['multiplier_zero']['nonzero_deltas']} non-zero deltas in "
                                  f"{c['multiplier_zero']['cases']:,} cases"]]
@@ -249,10 +253,15 @@ def corpus_section(d: Path) -> tuple[str, str]:
 
 
 def _read_json(p: Path):
+    from .inputs import wide_text
     try:
-        return json.loads(p.read_bytes().decode("utf-8"))
+        raw = p.read_bytes()
     except OSError as e:
         raise ReportError(f"cannot read {p}: {e.strerror}") from None
+    if wide_text(raw):
+        raise ReportError(f"{p}: {wide_text(raw)} text, not UTF-8 (JSON is UTF-8 text)")
+    try:
+        return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise ReportError(f"{p}: not UTF-8 (byte {e.start})") from None
     except json.JSONDecodeError as e:

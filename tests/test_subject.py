@@ -125,3 +125,62 @@ def test_every_symbol_tokenizes_to_itself(lib):
             raw = (a + b).encode()
             n = L.llama_tokenize(lib.vocab, raw, len(raw), buf, 8, False, False)
             assert list(buf[:n]) == from_symbols(a + b), a + b
+
+
+# -- the init_dry ABI: read off the kind of sampler init_dry makes, never off DRY's penalties ---------------------------
+
+def _names(off7_on8, on7_off8, on_both="dry", off_both="?dry"):
+    return {"off7_on8": off7_on8, "on7_off8": on7_off8, "on_both": on_both, "off_both": off_both}
+
+
+def test_abi_from_sampler_names():
+    from dryz.subject.binding import abi_from_names
+    # 0.3.35/0.3.36 (7) and 0.3.34 (8): the empty sampler "?dry" for DRY off
+    assert abi_from_names(_names("?dry", "dry"))[0] == 7
+    assert abi_from_names(_names("dry", "?dry"))[0] == 8
+    # an inverted enabling condition (empty sampler for DRY on) is calibrated away, not read as the other ABI
+    assert abi_from_names(_names("dry", "?dry", on_both="?dry", off_both="dry"))[0] == 7
+    assert abi_from_names(_names("?dry", "dry", on_both="?dry", off_both="dry"))[0] == 8
+    # names that do not decide: no empty sampler (0.3.16), a condition blind to the window, contradictions
+    for n in (_names("dry", "dry", "dry", "dry"), _names("?dry", "?dry", "?dry", "?dry"), _names("dry", "dry"),
+              _names("?dry", "?dry"), _names("x", "dry")):
+        abi, why = abi_from_names(n)
+        assert abi is None and why, n
+
+
+def test_abi_from_changes():
+    from dryz.subject.binding import abi_from_changes
+    assert abi_from_changes({"off7_on8": False, "on7_off8": True})[0] == 7
+    assert abi_from_changes({"off7_on8": True, "on7_off8": False})[0] == 8
+    for pair in ((False, False), (True, True)):
+        abi, why = abi_from_changes({"off7_on8": pair[0], "on7_off8": pair[1]})
+        assert abi is None and ("neither" in why if not pair[0] else "both" in why)
+
+
+def test_the_pip_build_is_read_by_its_sampler_names(lib):
+    """0.3.36: every probe's sampler named as the 7-argument reading predicts, and the apply fallback (used where
+    the names do not decide, e.g. 0.3.16) reads the same ABI off this library too."""
+    ev = lib.identity["init_dry_abi_evidence"]
+    assert ev == {"decided_by": "llama_sampler_name", "abi": 7,
+                  "names": {"off7_on8": "?dry", "on7_off8": "dry", "on_both": "dry", "off_both": "?dry"}}
+    from dryz.subject.binding import ABI_PROBES, abi_from_changes
+    changed = {p[0]: lib.L._probe_apply(lib.vocab, *p[1:]) for p in ABI_PROBES[:2]}
+    assert changed == {"off7_on8": False, "on7_off8": True} and abi_from_changes(changed)[0] == 7
+    # probing after load leaves the sampler's own init_dry declared with the detected ABI (7 arguments)
+    assert len(lib.L.llama_sampler_init_dry.argtypes) == 7
+    assert check(Case(history=(0, 0), alphabet=1, penalty_last_n=64), lib).observed_logits == [-1.0]
+
+
+def test_a_declared_abi_the_probes_contradict_is_refused(tmp_path):
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH")}
+    for value, said in (("8", "DRYZ_INIT_DRY_ABI=8, but llama_sampler_init_dry has the 7-argument ABI"),
+                        ("nine", "DRYZ_INIT_DRY_ABI must be 7 or 8, got 'nine'")):
+        p = subprocess.run([sys.executable, "-m", "dryz", "subject", "show"], capture_output=True, text=True,
+                           env=dict(env, DRYZ_INIT_DRY_ABI=value), timeout=120)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and said in p.stderr, p.stderr
+    p = subprocess.run([sys.executable, "-m", "dryz", "subject", "show"], capture_output=True, text=True,
+                       env=dict(env, DRYZ_INIT_DRY_ABI="7"), timeout=120)
+    assert p.returncode == 0 and '"init_dry_abi": 7' in p.stdout

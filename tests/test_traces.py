@@ -528,4 +528,10 @@ def test_fuzz_trace_target_and_campaign_switch(tmp_path, monkeypatch):
     loaded = [load_entry(p) for p in entries(DEFAULT_DIR)]
     symbol_cases = sum(1 for e in loaded if e.case is not None and e.case.vocab is None)
     traces = sum(1 for e in loaded if e.trace is not None)
-    assert counts == {"cases": symbol_cases, "traces": symbol_cases + traces}  # real-vocabulary entries seed neither
+    # real-vocabulary entries seed neither; the ABI confirmation case (dryz.enumerate.controls) seeds both
+    assert counts == {"cases": symbol_cases + 1, "traces": symbol_cases + traces + 1}
+    from dryz.enumerate.controls import abi_confirmation_case
+    from dryz.trace import trace_of_case
+    assert abi_confirmation_case().dumps() in {q.read_text() for q in (tmp_path / "cases" / "seeds").glob("*")}
+    assert trace_of_case(abi_confirmation_case()).dumps() in {
+        q.read_text() for q in (tmp_path / "traces" / "seeds").glob("*")}

@@ -45,9 +45,10 @@ def judge(r: dict) -> tuple[str, dict]:
     `checks` are the harness's own: the oracles reproduce the periodic closed forms, the off-by-one reference
     is flagged (non-vacuity), multiplier 0 leaves every logit untouched, and the counts equal the space's
     formula (not judged on an unmerged shard). Any of them false: void (exit 2), the harness is in doubt.
-    Otherwise a mismatch, an oracle self-disagreement or a periodic closed form the library misses is a
-    finding: mismatch (exit 1), and so is a slice the subject did not survive: crash (exit 1; its cases are not
-    counted, so the coverage checks wait for a run without one). Then partial (a clean shard) or certified."""
+    Otherwise a mismatch, an oracle self-disagreement, a periodic closed form or the ABI confirmation case the
+    library misses is a finding: mismatch (exit 1), and so is a slice or a control the subject did not survive:
+    crash (exit 1; a crashed slice's cases are not counted, so the coverage checks wait for a run without one).
+    Then partial (a clean shard) or certified."""
     space, configs, controls = r["space"], r["configs"], r["controls"]
     shard = r.get("shard")
     periodic = controls["periodic"]
@@ -62,8 +63,12 @@ def judge(r: dict) -> tuple[str, dict]:
     checks = {"periodic_oracles": periodic.get("oracles_passed", periodic["passed"]), "off_by_one": off_by_one}
     if "crash" not in mz:  # a control the subject crashed on is the subject's finding, not the harness's doubt
         checks["multiplier_zero"] = mz["passed"]
+    confirmation = controls.get("abi_confirmation")  # absent from results made before 2026-12-03
+    if confirmation is not None:
+        checks["abi_confirmation_oracles"] = confirmation["oracles_passed"]
     crashes = sum(len(c.get("crashes", [])) for c in configs) + ("crash" in mz) + sum(
-        1 for f in periodic.get("findings", []) if f.get("kind") == "crash")
+        1 for f in periodic.get("findings", []) if f.get("kind") == "crash") + (
+        confirmation is not None and confirmation["class"] == "crash")
     if shard is None and not crashes:
         if space["expected_cases"] is not None:
             checks["covered_cases"] = sum(c["cases"] for c in configs) == space["expected_cases"]
@@ -83,7 +88,8 @@ def judge(r: dict) -> tuple[str, dict]:
         return "void", checks
     if crashes:
         return "crash", checks
-    if mism or dis or promises or trace_dis or not periodic["passed"]:
+    if mism or dis or promises or trace_dis or not periodic["passed"] or (
+            confirmation is not None and not confirmation["passed"]):
         return "mismatch", checks
     return ("partial" if shard is not None else "certified"), checks
 
@@ -183,6 +189,7 @@ def merge(results: list[dict], names: list[str]) -> dict:
         configs = [_merge_config(a, b) for a, b in zip(configs, r["configs"])]
     periodic = dict(first["controls"]["periodic"], passed=all(r["controls"]["periodic"]["passed"] for r in results),
                     oracles_passed=all(r["controls"]["periodic"].get("oracles_passed", True) for r in results))
+    confirmation = [r["controls"].get("abi_confirmation") for r in results]
     mz = dict(first["controls"]["multiplier_zero"])
     mz["passed"] = all(r["controls"]["multiplier_zero"]["passed"] for r in results)
     mz["nonzero_deltas"] = sum(r["controls"]["multiplier_zero"]["nonzero_deltas"] for r in results)
@@ -194,6 +201,10 @@ def merge(results: list[dict], names: list[str]) -> dict:
         out["canonical_totals"] = ct
     out["controls"] = {"periodic": periodic, "off_by_one": {"flagged": flagged, "passed": flagged > 0},
                        "multiplier_zero": mz}
+    if all(c is not None for c in confirmation):  # every shard judged it on the same subject
+        out["controls"]["abi_confirmation"] = dict(
+            confirmation[0], passed=all(c["passed"] for c in confirmation),
+            oracles_passed=all(c["oracles_passed"] for c in confirmation))
     out["merged_from"] = [{"file": n, "shard": r["shard"]["index"], "wall_seconds": r.get("wall_seconds")}
                           for r, n in zip(results, names)]
     out["shards"] = count

@@ -1,6 +1,7 @@
-"""The controls every exhaustive run carries: multiplier 0 (negative: every logit untouched) and the periodic
-closed forms (the oracles must reproduce them, else the harness is in doubt; the library must too, else a
-finding). The off-by-one reference is check_batch's own (Batch.flagged), counted by every tally."""
+"""The controls every exhaustive run carries: multiplier 0 (negative: every logit untouched), the periodic
+closed forms and the ABI confirmation case (the oracles must reproduce them, else the harness is in doubt; the
+library must too, else a finding). The off-by-one reference is check_batch's own (Batch.flagged), counted by
+every tally."""
 
 from __future__ import annotations
 
@@ -74,3 +75,34 @@ def periodic_control(check_fn) -> dict:
                      "oracles_passed": o_ok, "library_passed": l_ok})
     return {"passed": library_ok, "oracles_passed": oracles_ok, "off_by_one_flagged": flagged,
             "library_failures": len(findings), "findings": findings, "cases": rows}
+
+
+# The case dryz once confirmed the init_dry ABI with after its probe: allowed_length 1, window 64, history `a a`,
+# candidate `a`: L 1, so the logit drops by 1 * 2^(1 - 1) = 1. The ABI is now read off the kind of sampler
+# init_dry returns (dryz/subject/binding.py), and this case is judged like any case: a library that fails it has
+# a finding with this case as its reproducer (exit 1), never a library that cannot load.
+ABI_CONFIRMATION = {"history": (0, 0), "alphabet": 1, "penalty_last_n": 64, "allowed_length": 1}
+
+
+def abi_confirmation_case() -> Case:
+    return Case(**ABI_CONFIRMATION)
+
+
+def abi_confirmation_control(judge) -> dict:
+    """The ABI confirmation case judged by judge(case) -> the verdict as `dryz check` prints it (Verdict.to_json(),
+    or class crash from a child process that died): both oracles must give L 1 and logit -1 (a harness check:
+    else the run is void) and so must the library (a check of the subject: else a finding, the case printed and
+    counted like the periodic control's)."""
+    case = abi_confirmation_case()
+    v = judge(case)
+    crashed = v["class"] == "crash"
+    oracles_ok = crashed or (v["oracle_L"] == [1] and v["oracle_B_L"] == [1] and v["expected_logits"] == [-1.0])
+    library_ok = v["class"] == "agree" and v["observed_logits"] == [-1.0]
+    out = {"case": case.to_json(), "expected_logit": -1.0,
+           "observed_logit": "crash" if crashed else v["observed_logits"][0],
+           "library_L": None if crashed else v.get("library_L"), "class": v["class"], "oracles_passed": oracles_ok,
+           "passed": library_ok, "findings": []}
+    if oracles_ok and not library_ok:
+        out["findings"].append({"kind": "crash" if crashed else "mismatch", "case": case.to_json(),
+                                "verdict_class": v["class"]})
+    return out

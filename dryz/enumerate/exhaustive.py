@@ -16,7 +16,7 @@ from ..output import Progress, environment, write_json
 from ..subject.isolation import Worker
 from ..subject.protocol import Crash
 from . import certificate as cert
-from .controls import multiplier_zero_control, periodic_control
+from .controls import abi_confirmation_control, multiplier_zero_control, periodic_control
 from .run import ConfigResult, Interrupted, config_slices, run_configs, shard_slicing, shard_tasks
 
 
@@ -95,6 +95,7 @@ def run_exhaustive(lib, alphabet, max_length, specs, json_path, progress=True, w
     try:
         with Worker(lib.spec, lib, timeout=None) as w:
             periodic = periodic_control(lambda case: check_in(w, case))
+            confirmation = abi_confirmation_control(lambda case: check_in(w, case).to_json())
             mz = w.call(multiplier_zero_control, alphabet, min(max_length, 7), specs, canonical)
     except KeyboardInterrupt:
         interrupted(results)
@@ -117,8 +118,8 @@ def run_exhaustive(lib, alphabet, max_length, specs, json_path, progress=True, w
     if shard:
         result["shard"] = {"index": shard[0], "count": shard[1], "tasks": picked, "total_tasks": len(tasks),
                            "slicing": slicing}
-    result["controls"] = {"periodic": periodic, "off_by_one": {"flagged": flagged, "passed": flagged > 0},
-                          "multiplier_zero": mz}
+    result["controls"] = {"periodic": periodic, "abi_confirmation": confirmation,
+                          "off_by_one": {"flagged": flagged, "passed": flagged > 0}, "multiplier_zero": mz}
     result["verdict"], result["checks"] = cert.judge(result)
     env = dict(environment(), workers=workers)
     if scheduler is not None:

@@ -140,8 +140,25 @@ class Campaign:
                 text = e.case.dumps().encode()
             (seeds / hashlib.sha1(text).hexdigest()).write_bytes(text)
             n += 1
-        self.log(f"seeded {n} inputs from {self.seed_dir or DEFAULT_DIR}")
+        extra = ", and the ABI confirmation case" if self.confirmation_seed(seeds) else ""
+        self.log(f"seeded {n} inputs from {self.seed_dir or DEFAULT_DIR}{extra}")
         return seeds
+
+    def confirmation_seed(self, seeds: Path) -> bool:
+        """The ABI confirmation case (dryz.enumerate.controls) always seeds a symbol-vocabulary campaign (as its
+        one-apply trace for the trace target): a library that fails it gets a crash file from the first inputs.
+        False for a vocabulary campaign (its seeds are over that vocabulary)."""
+        if self.vocab:
+            return False
+        from ..enumerate.controls import abi_confirmation_case
+        case = abi_confirmation_case()
+        if self.target == "traces":
+            from ..trace import trace_of_case
+            text = trace_of_case(case).dumps().encode()
+        else:
+            text = case.dumps().encode()
+        (seeds / hashlib.sha1(text).hexdigest()).write_bytes(text)
+        return True
 
     def vocab_seeds(self, seeds: Path) -> int:
         """Seeds of a vocabulary campaign: each snippet (dryz.fuzz.decode_vocab.SNIPPETS) tokenized, cut to

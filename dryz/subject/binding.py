@@ -8,8 +8,9 @@ refuses, with one line, a file without the DRY sampler.
 Version differences handled here, each checked against the library at load:
 
 - `llama_sampler_init_dry` has 7 arguments since llama.cpp PR #26524 (llama-cpp-python >= 0.3.35) and 8 before
-  it (`n_ctx_train` after the vocab). The file exports the same symbol either way, so `detect_abi` runs a probe
-  call that is memory-safe under both and whose output differs between them.
+  it (`n_ctx_train` after the vocab). The file exports the same symbol either way, so `detect_abi` makes probe
+  calls that are memory-safe under both and reads the ABI off the kind of sampler init_dry returns (see
+  ABI_PROBES), never off the penalties DRY computes: a DRY bug is a finding, not a library that cannot load.
 - `struct llama_model_params` changes from release to release; dryz only needs `vocab_only`. Its offset is the
   start of the struct's last 8-byte chunk (the booleans are kept together at its end, after the pointers, in
   every release since the sampler API), found by asking `llama_model_default_params` to fill two differently
@@ -92,6 +93,72 @@ ARGS7 = [_vp, ctypes.c_float, ctypes.c_float, ctypes.c_int32, ctypes.c_int32, _v
 ARGS8 = [_vp, ctypes.c_int32, ctypes.c_float, ctypes.c_float, ctypes.c_int32, ctypes.c_int32, _vp, ctypes.c_size_t]
 
 
+# -- which init_dry ABI the file has ------------------------------------------------------------------------
+#
+# Every probe calls init_dry through the 8-argument declaration, (vocab, A, 1.0, 2.0, B, C, NULL, 0). On x86-64
+# SysV the two floats go in xmm0/xmm1 and the six integers in rdi, rsi, rdx, rcx, r8, r9, whichever ABI the
+# callee has, so the same call reads as
+#   7 arguments: allowed_length A, penalty_last_n B, seq_breakers C (a pointer), num_breakers 0 (the NULL in r8)
+#   8 arguments: n_ctx_train A, allowed_length B, penalty_last_n C, seq_breakers NULL, num_breakers 0
+# Neither reads a breaker, so every probe is memory-safe under both. Window 0 is DRY off and window 64 DRY on in
+# every release dryz supports: init_dry's `dry_enabled` is multiplier != 0, base >= 1, window != 0 in 0.3.16,
+# 0.3.34, 0.3.35 and 0.3.36 (the 7-argument one clamps a negative window to 0 first); 0.3.34 to 0.3.36 return
+# llama_sampler_init_empty("?dry") for DRY off, 0.3.16 a "dry" sampler whose accept and apply return at once.
+# The first two probes have window 0 under one reading and 64 under the other, in opposite patterns; the last two
+# have the same window under both readings: a calibration of what the library's own init_dry does with window 64
+# and with window 0, so an enabling condition that is inverted or blind to the window cannot pass for the other
+# ABI (it decides from the window alone in every release; the probes' allowed_length and n_ctx_train vary).
+ABI_PROBES = (  # (name, A, B, C)
+    ("off7_on8", 64, 0, 64),  # 7: allowed 64, window 0 (off)  | 8: n_ctx 64, allowed 0, window 64 (on)
+    ("on7_off8", 1, 64, 0),   # 7: allowed 1, window 64 (on)   | 8: n_ctx 1, allowed 64, window 0 (off)
+    ("on_both", 64, 64, 64),  # 7: allowed 64, window 64       | 8: n_ctx 64, allowed 64, window 64
+    ("off_both", 1, 0, 0),    # 7: allowed 1, window 0         | 8: n_ctx 1, allowed 0, window 0
+)
+# The fallback, for libraries whose init_dry makes a "dry" sampler even when DRY is off (llama.cpp before the
+# empty sampler, e.g. llama-cpp-python 0.3.16): accept these tokens, apply once to these candidates.
+ABI_APPLY_HISTORY = (0, 0, 1, 0, 0)
+ABI_APPLY_IDS = (0, 1, 2)
+
+
+def abi_from_names(names: dict) -> tuple[int | None, str]:
+    """(7, 8 or None, why) from llama_sampler_name of the four ABI_PROBES samplers.
+
+    The calibration probes give the name the library's init_dry gives a window-64 sampler and a window-0 one
+    under either reading. Where they differ ("dry" and "?dry", init_dry's empty sampler for DRY off, in
+    llama-cpp-python 0.3.34 to 0.3.36; or the other way round, were the enabling condition inverted), each of the
+    two opposite probes says which window the library read, so which ABI it has; they must agree. Only
+    init_dry's enabling condition is looked at, never what apply computes. None when the names do not decide
+    (a library without the empty sampler, such as 0.3.16, or an enabling condition blind to the window)."""
+    seen = ", ".join(f"{k} {v!r}" for k, v in names.items())
+    on, off = names["on_both"], names["off_both"]
+    if on == off:
+        return None, f"init_dry's samplers are named alike for DRY on and off ({seen})"
+    by_window = {on: 64, off: 0}
+    if names["off7_on8"] not in by_window or names["on7_off8"] not in by_window:
+        return None, f"the opposite probes' samplers are named like neither calibration sampler ({seen})"
+    # off7_on8 has window 0 under the 7-argument reading, 64 under the 8-argument one; on7_off8 the reverse
+    first = 7 if by_window[names["off7_on8"]] == 0 else 8
+    second = 7 if by_window[names["on7_off8"]] == 64 else 8
+    if first != second:
+        return None, f"the two opposite probes name different ABIs ({seen})"
+    return first, f"sampler names {seen}"
+
+
+def abi_from_changes(changed: dict) -> tuple[int | None, str]:
+    """(7, 8 or None, why) from whether an apply changed a logit on the two opposite probes' samplers: under the
+    reading that makes DRY off nothing may change (accept and apply return at once, or the sampler is the empty
+    one); under the other some candidate must (allowed_length 0 or 1, the window holding ABI_APPLY_HISTORY).
+    Only a library that penalizes under both readings or under neither leaves it undecided."""
+    pair = (changed["off7_on8"], changed["on7_off8"])
+    if pair == (False, True):
+        return 7, "apply changed logits only where the 7-argument reading enables DRY"
+    if pair == (True, False):
+        return 8, "apply changed logits only where the 8-argument reading enables DRY"
+    return None, (f"apply changed logits {'under both readings' if pair[0] else 'under neither reading'} of the "
+                  "two opposite probes (DRY's window-0 exit or its penalties are broken where the ABI would be "
+                  "read off them)")
+
+
 def resolve(path: str | os.PathLike) -> Path:
     """The shared object a --lib value names: a file, or a folder holding libllama.so."""
     p = Path(path).expanduser()
@@ -165,6 +232,7 @@ class Binding:
         self.llama_backend_init()
         self.vocab_only_offset = self._vocab_only_offset()
         self.abi = None  # 7 or 8, set by detect_abi once a vocabulary is loaded
+        self.abi_evidence = None  # what decided it (detect_abi)
 
     # -- model params ------------------------------------------------------------------------------
     def _vocab_only_offset(self) -> int:
@@ -201,40 +269,67 @@ class Binding:
 
     # -- init_dry ABI ------------------------------------------------------------------------------
     def detect_abi(self, vocab) -> int:
-        """7 or 8 arguments, from what the library does with one probe call, then confirmed.
+        """7 or 8 arguments, decided by what kind of sampler init_dry makes (abi_from_names), else by whether an
+        apply changes anything where one reading has DRY off (abi_from_changes); never by the penalties DRY
+        computes. A library whose DRY penalizes wrongly is loaded and driven: its bug is a finding of the cases
+        that show it (the ABI confirmation control among them), not a library that cannot load.
 
-        The probe passes the 8-argument form (vocab, 64, 1.0, 2.0, 0, 64, NULL, 0). Under the 7-argument ABI
-        the same registers read allowed_length 64, penalty_last_n 0 (DRY off: an empty sampler), seq_breakers
-        64 (never read) and num_breakers 0. Under the 8-argument ABI: n_ctx_train 64 (which also caps the
-        window), allowed_length 0, penalty_last_n 64, no breakers: DRY on. After accepting `0 0` an apply on candidate 0 leaves its
-        logit at 0 (7) or lowers it by 1 * 2^(1 - 0) = 2 (8)."""
-        f = self.llama_sampler_init_dry
-        f.argtypes = ARGS8
-        s = f(vocab, 64, 1.0, 2.0, 0, 64, None, 0)
-        seen = self._probe(s)
-        abi = {0.0: 7, -2.0: 8}.get(seen)
+        Where the probes cannot tell (a library whose init_dry and apply behave alike under both readings), the
+        user may say: DRYZ_INIT_DRY_ABI=7 or 8 (recorded as declared); without it, SubjectError (exit 2) says
+        what the probes saw. A declared ABI the probes contradict is refused too."""
+        declared = os.environ.get("DRYZ_INIT_DRY_ABI") or None
+        if declared not in (None, "7", "8"):
+            raise SubjectError(f"DRYZ_INIT_DRY_ABI must be 7 or 8, got {declared!r}")
+        names = {p[0]: self._probe_name(vocab, *p[1:]) for p in ABI_PROBES}
+        abi, why = abi_from_names(names)
+        evidence = {"decided_by": "llama_sampler_name", "names": names}
         if abi is None:
-            raise SubjectError(f"{self.path}: llama_sampler_init_dry's ABI probe gave logit {seen!r} (0 for the "
-                               "7-argument ABI, -2 for the 8-argument one): neither")
+            changed = {p[0]: self._probe_apply(vocab, *p[1:]) for p in ABI_PROBES[:2]}
+            abi, why2 = abi_from_changes(changed)
+            evidence = {"decided_by": "apply (window 0 against window 64)", "names": names, "changed": changed}
+            if abi is None and declared is None:
+                raise SubjectError(f"{self.path}: cannot tell llama_sampler_init_dry's ABI (7 or 8 arguments) "
+                                   f"without relying on DRY's penalties: {why}; {why2}. If you know it, set "
+                                   "DRYZ_INIT_DRY_ABI=7 or 8")
+            if abi is None:
+                abi = int(declared)
+                evidence = dict(evidence, decided_by="declared (DRYZ_INIT_DRY_ABI); the probes could not tell")
+        if declared is not None and int(declared) != abi:
+            raise SubjectError(f"{self.path}: DRYZ_INIT_DRY_ABI={declared}, but llama_sampler_init_dry has the "
+                               f"{abi}-argument ABI ({evidence['decided_by']})")
+        self.abi_evidence = dict(evidence, abi=abi)
         self.set_abi(abi)
-        # Confirmation under the detected ABI: allowed_length 1, window 64, history 0 0 -> 1 * 2^(1-1) = 1.
-        s = self.init_dry(vocab, 1.0, 2.0, 1, 64, None, 0, n_ctx_train=4096)
-        seen = self._probe(s)
-        if seen != -1.0:
-            raise SubjectError(f"{self.path}: llama_sampler_init_dry with the {abi}-argument ABI gave logit "
-                               f"{seen!r} where DRY must give -1.0")
         return abi
 
-    def _probe(self, s) -> float:
+    def _probe_call(self, vocab, a: int, b: int, c: int):
+        """init_dry(vocab, a, 1.0, 2.0, b, c, NULL, 0) through the 8-argument declaration (see ABI_PROBES), on a
+        function object of its own: the one the sampler is driven through keeps the detected ABI's declaration."""
+        f = self.handle["llama_sampler_init_dry"]  # [] makes a new function object (attribute access caches one)
+        f.argtypes, f.restype = ARGS8, _vp
+        s = f(vocab, a, 1.0, 2.0, b, c, None, 0)
         if not s:
             raise SubjectError(f"{self.path}: llama_sampler_init_dry returned NULL")
+        return s
+
+    def _probe_name(self, vocab, a: int, b: int, c: int) -> str:
+        s = self._probe_call(vocab, a, b, c)
         try:
-            self.llama_sampler_accept(s, 0)
-            self.llama_sampler_accept(s, 0)
-            cand = llama_token_data(0, 0.0, 0.0)
-            arr = llama_token_data_array(ctypes.pointer(cand), 1, -1, False)
+            name = self.llama_sampler_name(s)
+            return name.decode(errors="replace") if name is not None else "(NULL)"
+        finally:
+            self.llama_sampler_free(s)
+
+    def _probe_apply(self, vocab, a: int, b: int, c: int) -> bool:
+        """Whether one apply after accepting ABI_APPLY_HISTORY changes any of the candidates ABI_APPLY_IDS
+        (logit 0 each)."""
+        s = self._probe_call(vocab, a, b, c)
+        try:
+            for t in ABI_APPLY_HISTORY:
+                self.llama_sampler_accept(s, t)
+            cand = (llama_token_data * len(ABI_APPLY_IDS))(*[llama_token_data(t, 0.0, 0.0) for t in ABI_APPLY_IDS])
+            arr = llama_token_data_array(cand, len(ABI_APPLY_IDS), -1, False)
             self.llama_sampler_apply(s, ctypes.addressof(arr))
-            return float(cand.logit)
+            return any(cand[i].logit != 0.0 for i in range(len(ABI_APPLY_IDS))) or arr.size != len(ABI_APPLY_IDS)
         finally:
             self.llama_sampler_free(s)
 

@@ -156,6 +156,7 @@ class LibLlama(Subject):
             "libllama_sha256": sha256_file(self.path),
             "llama_cpp_commit": self.L.commit(),
             "init_dry_abi": self.abi,
+            "init_dry_abi_evidence": self.L.abi_evidence,  # what decided it: sampler kinds, not DRY's penalties
             "vocab_path": str(self.vocab_path),
             "vocab_sha256": sha256_file(self.vocab_path),
         }
