@@ -220,7 +220,7 @@ def test_fuzz_minimize_replay_on_a_buggy_build(buggy, tmp_path):
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-2000:]
     summary = json.loads((tmp_path / "f.json").read_text())
     assert summary["findings"] and all(f["reproduces"] for f in summary["findings"][:20])
-    assert all(f["subject"] == str((lib / "libllama.so").resolve()) for f in summary["findings"])
+    assert all(f["subject"] == f"libllama:{(lib / 'libllama.so').resolve()}" for f in summary["findings"])
     confirmation = summary["controls"]["abi_confirmation"]
     assert confirmation["passed"] is not how.get("confirmation", False)
     r = dryz(lib, "replay")
