@@ -914,10 +914,23 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
 @click.option("-k", "--alphabet", type=int, default=3, show_default=True, help="Number of symbols.")
 @click.option("-n", "--max-length", type=int, default=7, show_default=True, help="Longest history.")
 @click.option("--json", "json_path", default=None, help="Write the per-class counts here.")
-def restarts(alphabet, max_length, json_path):
+@click.option("--vocab", "vocabs", multiple=True, metavar="NAME|PATH|all",
+              help="Instead: the restart sequences init_dry builds on this real vocabulary (repeatable; all: the "
+                   "pinned sdist's 19), probed against an independent model, and the text promise "
+                   "(dryz.enumerate.vocab_restarts).")
+@click.option("--check", "check", type=click.Choice(["construction", "promise", "both"]), default="both",
+              show_default=True, help="With --vocab: the construction probes, the text promise, or both.")
+@click.option("-t", "--time", "seconds", type=float, default=None,
+              help="With --vocab: start no probe after this many seconds (the result says what was covered).")
+def restarts(alphabet, max_length, json_path, vocabs, check, seconds):
     """Multi-token restart sequences (length-2/3, contained, overlapping breakers): every history up to N
-    through the library, verdict counts per class. Exit 1 on a mismatch or an undocumented class."""
+    through the library, verdict counts per class. Exit 1 on a mismatch or an undocumented class.
+    With --vocab: restart sequences on real vocabularies (construction probes and the text promise)."""
     _writable(json_path)
+    if vocabs:
+        return restarts_vocab(vocabs, check, seconds, json_path)
+    if seconds is not None or check != "both":
+        _fail("--check and --time go with --vocab")
     from .report import write_json
     from .enumerate.restarts import CONFIGS, sweep
     if not 3 <= alphabet <= 8:
@@ -942,6 +955,39 @@ def restarts(alphabet, max_length, json_path):
         write_json(json_path, {"alphabet": alphabet, "max_length": max_length,
                                "configs": [r.to_json() for r in results]})
     sys.exit(EXIT_FINDING if bad else EXIT_OK)
+
+
+def restarts_vocab(vocabs, check, seconds, json_path):
+    """`dryz restarts --vocab`: the work is dryz.enumerate.vocab_restarts.run; this parses and prints."""
+    from .enumerate.vocab_restarts import row_text, run, summary_text, vocab_names
+    from .report import write_json
+    from .subject.vocabs import VocabUnavailable
+    if seconds is not None and not 1 <= seconds <= 86400:
+        _fail(f"--time must be in 1..86400 seconds, got {seconds:g}")
+    lib = load_subject()
+    from .subject.vocabs import resolve_vocab
+    try:
+        names = vocab_names(vocabs)
+        for n in names:
+            resolve_vocab(n)
+    except VocabUnavailable as e:
+        _fail(f"--vocab: {e}")
+    click.echo(f"dryz restarts --vocab: {', '.join(names)}\nsubject   {lib.label()}\n          libllama "
+               f"{lib.identity['libllama_path']}\n          sha256 {lib.identity['libllama_sha256']}")
+    checks = ("construction", "promise") if check == "both" else (check,)
+    try:
+        result = run(lib, names, checks, seconds, log=click.echo)
+    except VocabUnavailable as e:
+        _fail(str(e))
+    for f in result["findings"]:
+        import json
+        click.echo(f"finding ({f['vocab']}, {f['check']}): {f['klass']}: {f['detail'][:300]}\n  case: "
+                   f"{json.dumps(f['case'])}")
+    click.echo(summary_text(result))
+    if json_path:
+        write_json(json_path, result)
+        click.echo(f"results   {json_path}")
+    sys.exit(EXIT_FINDING if result["findings"] else EXIT_OK)
 
 
 @cli.command()
