@@ -1041,6 +1041,57 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
 
 
 @cli.command()
+@click.option("--base", "base", required=True, metavar="PATH",
+              help="The subject to compare against (a libllama.so or its folder, as --lib takes it).")
+@click.option("--kept", "kept", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="A fuzz campaign's kept inputs (its WORKDIR/corpus) to compare on too; repeatable.")
+@click.option("--random", "random_cases", type=int, default=2000, show_default=True,
+              help="Random fuzz-decoder cases besides edge cases, the corpus and the kept inputs.")
+@click.option("-t", "--time", "seconds", type=float, default=600, show_default=True,
+              help="Stop comparing after this many seconds (the witnesses are minimized after).")
+@click.option("--corpus", "corpus_dir", default=None, help="Write each minimized witness here as a corpus entry.")
+@click.option("--json", "json_path", default=None, help="Write the differences as JSON here.")
+def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
+    """The selected subject (NEW) against BASE, case by case, as dryz matrix compares releases (edge cases, the
+    corpus, random and kept inputs), each kind of difference minimized to a witness. Exit 1 when they differ."""
+    from pathlib import Path
+
+    from .matrix import MatrixError, compare_pair
+    from .report import write_json
+    from .subject.binding import SubjectError, resolve
+    from .subject import selected_library
+    _writable(json_path)
+    if not 0 <= random_cases <= 1_000_000:
+        _fail(f"--random must be in 0..1,000,000, got {random_cases}")
+    if not 1 <= seconds <= 86400:
+        _fail(f"--time must be in 1..86400 seconds, got {seconds:g}")
+    try:
+        base_lib, new_lib = resolve(base), Path(selected_library())
+    except SubjectError as e:
+        _fail(f"--base: {e}")
+    try:
+        r = compare_pair(base_lib, new_lib, [Path(k) for k in kept], random_cases, seconds, Path.cwd(),
+                         Path(corpus_dir) if corpus_dir else None, say)
+    except MatrixError as e:
+        _fail(str(e))
+    click.echo(f"new       {r['new']['subject']}\n          {r['new']['lib']}\nbase      {r['base']['subject']}\n"
+               f"          {r['base']['lib']}")
+    click.echo(f"compared  {r['compared']:,} of {r['cases']:,} cases in {r['compare_seconds']} s: "
+               + (", ".join(f"{k} {v:,}" for k, v in r["counts"].items()) or "no differences"))
+    for d in r["differences"]:
+        c = d["case"]
+        click.echo(f"{d['class']}: {d['history']!r} window {c['penalty_last_n']} n_ctx_train "
+                   f"{c.get('n_ctx_train', 4096)} allowed_length {c['allowed_length']} breakers {c['breakers']} "
+                   f"(shortest {d['shortest']}); base {d['reference'].get('klass') or d['reference'].get('detail')}, "
+                   f"new {d['other'].get('klass') or d['other'].get('detail')}")
+    if json_path:
+        write_json(json_path, r)
+    if r["counts"].get("error"):
+        _fail(f"{r['counts']['error']} case(s) could not be judged on one side: the harness is in doubt")
+    sys.exit(EXIT_FINDING if r["differences"] else EXIT_OK)
+
+
+@cli.command()
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--html", "html_path", default="report.html", show_default=True, help="The page to write.")
 @click.option("--markdown", "md_path", default=None, help="Also write the Markdown form here.")

@@ -321,6 +321,88 @@ def witness_entry(case, klass: str, shortest: str, calls: int, ref_row: dict, ot
     return data
 
 
+def comparison_cases(kept_dirs, random_cases: int) -> list:
+    """What two subjects are compared on: the parameter-edge cases, the project corpus's cases (not its traces),
+    `random_cases` fuzz-decoder cases, and up to 500 inputs kept by each campaign (its corpus directory)."""
+    from .subject.differ import edge_cases, random_cases as random_set
+    from .corpus import PROJECT_DIR, entries, load_entry
+    from .fuzz.decode import decode
+    cases = edge_cases()
+    cases += [e.case for e in map(load_entry, entries(PROJECT_DIR)) if e.case is not None]  # not traces
+    cases += random_set(random_cases)
+    for kept in kept_dirs:  # what each campaign kept
+        for p in sorted(Path(kept).glob("*"))[:500] if Path(kept).is_dir() else []:
+            try:
+                cases.append(decode(p.read_bytes()))
+            except Exception:  # noqa: BLE001 (an input the decoder refuses is no case)
+                pass
+    return cases
+
+
+def minimized_differences(ref_row: dict, other_row: dict, kinds: dict, corpus_dir: Path | None, log) -> list[dict]:
+    """Each kind of difference (differential()'s {feature key: (case, class, results)} for one subject) shrunk
+    to a witness (two kinds that shrink to one case are one behaviour), optionally written to corpus_dir.
+    A row is {"subject", "lib", "identity", "dry_fingerprint"?}, as the matrix's rows are."""
+    from .subject.differ import Server
+    a, b = Server(ref_row["lib"]), Server(other_row["lib"])
+    try:
+        minimized = [(key, klass) + minimize_difference(a, b, case) for key, (case, klass, res) in kinds.items()]
+    finally:
+        a.close()
+        b.close()
+    out, seen = [], set()
+    for key, klass, reduced, shortest, calls, final in minimized:
+        if reduced.dumps() in seen:  # two kinds that shrink to one witness are one behaviour
+            continue
+        seen.add(reduced.dumps())
+        d = {"between": [ref_row["subject"], other_row["subject"]], "class": klass, "kind": list(key),
+             "shortest": shortest, "predicate_calls": calls, "case": reduced.to_json(), "history": reduced.symbols,
+             "reference": final[0].__dict__ if final[0].kind != "ok" else {"klass": final[0].klass},
+             "other": final[1].__dict__ if final[1].kind != "ok" else {"klass": final[1].klass}}
+        if corpus_dir is not None:
+            d["written"] = str(_write_witness(reduced, klass, shortest, calls, ref_row, other_row, final,
+                                              corpus_dir))
+        log(f"  -> {reduced.symbols!r} window {reduced.penalty_last_n}, shortest {shortest}"
+            f"{', written ' + d['written'] if 'written' in d else ''}")
+        out.append(d)
+    return out
+
+
+def subject_row(lib: Path, work: Path) -> dict:
+    """A subject's identity, read in a child process (this process loads no library): a row for
+    minimized_differences; MatrixError when the library cannot be loaded."""
+    p = _dryz(lib, ["subject", "show"], 300, work)
+    bad = _outcome(p)
+    if bad or p.returncode != 0:
+        raise MatrixError(f"{lib}: {bad or (p.stderr.strip().splitlines() or ['cannot be loaded'])[-1]}")
+    from .report import subject_line
+    ident = json.loads(p.stdout)
+    built = ident.get("built_by_dryz") or {}
+    return {"subject": subject_line(ident), "lib": str(lib), "identity": ident,
+            "dry_fingerprint": built.get("dry_fingerprint")}
+
+
+def compare_pair(base: Path, new: Path, kept_dirs, random_cases: int, budget_s: float, work: Path,
+                 corpus_dir: Path | None, log) -> dict:
+    """`dryz compare`: the matrix's comparison for two subjects, NEW against BASE (the reference): the same
+    cases, the same classes, each kind of difference minimized to a witness."""
+    t0 = time.monotonic()
+    ref_row, new_row = subject_row(base, work), subject_row(new, work)
+    if ref_row["subject"] == new_row["subject"]:  # two builds that name themselves alike: keep them apart
+        ref_row["subject"] += " [base]"
+        new_row["subject"] += " [new]"
+    cases = comparison_cases(kept_dirs, random_cases)
+    log(f"differential: {len(cases):,} cases, {new_row['subject']} against {ref_row['subject']}")
+    found, counts, evaluated = differential((ref_row["subject"], base), [(new_row["subject"], new)], cases, log,
+                                            budget_s)
+    t = time.monotonic()
+    diffs = minimized_differences(ref_row, new_row, found[new_row["subject"]], corpus_dir, log)
+    return {"tool": "dryz compare", "base": ref_row, "new": new_row, "cases": len(cases),
+            "compared": evaluated.get(new_row["subject"], 0), "counts": counts[new_row["subject"]],
+            "differences": diffs, "compare_seconds": round(t - t0, 1),
+            "minimize_seconds": round(time.monotonic() - t, 1), "wall_seconds": round(time.monotonic() - t0, 1)}
+
+
 def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | None, log,
                random_cases: int = 2000) -> dict:
     t0 = time.monotonic()
@@ -348,19 +430,7 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
         (usable[0] if usable else None)
     differences = []
     if pinned is not None and len(usable) > 1:
-        from .subject.differ import edge_cases, random_cases as random_set
-        from .corpus import PROJECT_DIR, entries, load_entry
-        from .fuzz.decode import decode
-        cases = edge_cases()
-        cases += [e.case for e in map(load_entry, entries(PROJECT_DIR)) if e.case is not None]  # not traces
-        cases += random_set(random_cases)
-        for _, _, r in usable:  # what each campaign kept
-            kept = Path(r["work"]) / "fuzz" / "corpus"
-            for p in sorted(kept.glob("*"))[:500] if kept.is_dir() else []:
-                try:
-                    cases.append(decode(p.read_bytes()))
-                except Exception:  # noqa: BLE001 (an input the decoder refuses is no case)
-                    pass
+        cases = comparison_cases([Path(r["work"]) / "fuzz" / "corpus" for _, _, r in usable], random_cases)
         ref = (pinned[2]["subject"], pinned[1])
         others = [(r["subject"], lib) for s, lib, r in usable if lib != pinned[1]]
         log(f"differential: {len(cases):,} cases on {len(others) + 1} subjects against {ref[0]}")
@@ -368,32 +438,9 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
         found, counts, evaluated = differential(ref, others, cases, log)
         log(f"differential: {time.monotonic() - t:.0f} s, {sum(len(v) for v in found.values())} kinds of "
             "difference")
-        from .subject.differ import Server
         by_name = {r["subject"]: r for _, _, r in usable}
         for other, kinds in found.items():
-            a, b = Server(ref[1]), Server(by_name[other]["lib"])
-            seen = set()
-            try:
-                minimized = [(key, klass) + minimize_difference(a, b, case)
-                             for key, (case, klass, res) in kinds.items()]
-            finally:
-                a.close()
-                b.close()
-            for key, klass, reduced, shortest, calls, final in minimized:
-                if reduced.dumps() in seen:  # two kinds that shrink to one witness are one behaviour
-                    continue
-                seen.add(reduced.dumps())
-                d = {"between": [ref[0], other], "class": klass, "kind": list(key), "shortest": shortest,
-                     "predicate_calls": calls, "case": reduced.to_json(), "history": reduced.symbols,
-                     "reference": final[0].__dict__ if final[0].kind != "ok" else
-                     {"klass": final[0].klass}, "other": final[1].__dict__ if final[1].kind != "ok" else
-                     {"klass": final[1].klass}}
-                if corpus_dir is not None:
-                    d["written"] = str(_write_witness(reduced, klass, shortest, calls, by_name[ref[0]],
-                                                      by_name[other], final, corpus_dir))
-                log(f"  -> {reduced.symbols!r} window {reduced.penalty_last_n}, shortest {shortest}"
-                    f"{', written ' + d['written'] if 'written' in d else ''}")
-                differences.append(d)
+            differences += minimized_differences(by_name[ref[0]], by_name[other], kinds, corpus_dir, log)
         for r in rows:
             if r["subject"] in counts:
                 r["differences_from_reference"] = counts[r["subject"]]
