@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 
@@ -1089,6 +1090,71 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
     if r["counts"].get("error"):
         _fail(f"{r['counts']['error']} case(s) could not be judged on one side: the harness is in doubt")
     sys.exit(EXIT_FINDING if r["differences"] else EXIT_OK)
+
+
+@cli.command("gate")
+@click.option("--lib", "gate_lib", default=None, metavar="PATH",
+              help="The subject (a libllama.so or its folder). [default: the global --lib, DRYZ_LIB, or the pip build]")
+@click.option("--base", default=None, metavar="VERSION|PATH",
+              help="Also compare the subject with this base: a llama-cpp-python release (built by dryz subject "
+                   "build, outside the budget) or a libllama path.")
+@click.option("-t", "--time", "seconds", type=float, default=300, show_default=True,
+              help="The budget, seconds of wall on two lanes (README: how it is split).")
+@click.option("--expect-change", "expect", multiple=True, metavar="CLASS",
+              help="A behaviour change the subject means to make against the base (e.g. semantic-change@window=-1, "
+                   "or crash for every crash change); repeatable.")
+@click.option("--expect-file", "expect_file", default=None, type=click.Path(dir_okay=False),
+              help="Declared change classes, one per line (# comments).")
+@click.option("--workdir", default="gate-work", show_default=True, help="Every mode's results, campaigns, witnesses.")
+@click.option("--mode", "modes", multiple=True, metavar="NAME", help="Run only these modes (repeatable).")
+@click.option("--lanes", type=click.IntRange(1, 2), default=2, show_default=True,
+              help="Modes run side by side.")
+@click.option("--markdown", "md_path", default=None, help="Write the summary (for a pull request) here.")
+@click.option("--html", "html_path", default=None, help="Write the HTML report (dryz report) here.")
+@click.option("--json", "json_path", default=None, help="Write the gate's result as JSON here.")
+def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes, md_path, html_path, json_path):
+    """Every audit mode on the subject within a budget, and with --base what it does differently from the
+    base: exit 0 clean, 1 a finding or an undeclared change (or a declared one not seen), 2 the harness."""
+    from pathlib import Path
+
+    from . import gate as g
+    from .report import write_json
+    from .subject.binding import SubjectError, resolve
+    from .subject import selected_library
+    for p in (md_path, html_path, json_path):
+        _writable(p)
+    if not 10 <= seconds <= 86400:
+        _fail(f"--time must be in 10..86400 seconds, got {seconds:g}")
+    declared = list(expect)
+    if expect_file:
+        if not os.path.isfile(expect_file):
+            _fail(f"--expect-file {expect_file}: no such file")
+        declared += g.read_expect_file(expect_file)
+    bad = [d for d in declared if not re.fullmatch(r"[a-z-]+(@window(=-1|<-1|=0|>0)(,n_ctx_train(<=0|<window))?)?", d)]
+    if bad:
+        _fail(f"--expect-change {bad[0]!r}: a class is CLASS[@window=-1|<-1|=0|>0[,n_ctx_train<=0|<window]], e.g. "
+              "semantic-change@window=-1 or crash")
+    try:
+        subject = resolve(gate_lib) if gate_lib else selected_library()
+    except SubjectError as e:
+        _fail(f"subject: {e}")
+    try:
+        res = g.gate(subject, seconds, base, declared, Path(workdir), list(modes) or None, lanes, log=say)
+    except g.GateError as e:
+        _fail(str(e))
+    md = g.markdown(res)
+    data = res.to_json()
+    write_json(Path(res.work) / "gate.json", data)
+    if json_path:
+        write_json(json_path, data)
+    if md_path:
+        Path(md_path).write_text(md)
+    if html_path:
+        from .page import build_report
+        page, _ = build_report([str(Path(res.work) / "gate.json")] + g.report_inputs(res))
+        Path(html_path).write_text(page)
+    click.echo(md, nl=False)
+    sys.exit(res.exit)
 
 
 @cli.command()
