@@ -89,8 +89,9 @@ def run(lib, specs, checks=CHECKS, seconds: float | None = None, log=None) -> di
     # time budget spreads over the vocabularies before it deepens on one.
     work = [("promise", n, None) for n in names if "promise" in checks]
     if "construction" in checks:
-        work += [("construction", n, [x for x in BREAKER_SUITE if x[0] != "all"]) for n in names]
-        work += [("construction", n, [x for x in BREAKER_SUITE if x[0] == "all"]) for n in names]
+        for first in (True, False):
+            sets = [x for x in BREAKER_SUITE if (x[0] != "all") == first]
+            work += [("construction", n, sets) for n in names] if sets else []
     for check, name, sets in work:
         if late():
             partial = True
