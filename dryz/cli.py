@@ -1049,7 +1049,8 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
 @click.option("--random", "random_cases", type=int, default=2000, show_default=True,
               help="Random fuzz-decoder cases besides edge cases, the corpus and the kept inputs.")
 @click.option("-t", "--time", "seconds", type=float, default=600, show_default=True,
-              help="Stop comparing after this many seconds (the witnesses are minimized after).")
+              help="Start no random or kept case after this many seconds (the edge cases and the corpus are "
+                   "always compared in full; the witnesses are minimized after).")
 @click.option("--corpus", "corpus_dir", default=None, help="Write each minimized witness here as a corpus entry.")
 @click.option("--json", "json_path", default=None, help="Write the differences as JSON here.")
 def compare(base, kept, random_cases, seconds, corpus_dir, json_path):

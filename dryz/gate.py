@@ -51,7 +51,7 @@ VOCAB_FUZZ = "llama-bpe"  # the real vocabulary of the vocabulary campaigns (REA
 FIXED_ESTIMATE = {"certificate": 2.0, "parameters": 14.0, "window-caps": 3.0, "traces": 10.0, "restarts": 2.0,
                   "replay": 3.0}
 OVERHEAD = {"fuzz": 4.0, "fuzz-traces": 4.0, "fuzz-vocab-dict": 9.0, "fuzz-vocab-random": 9.0,
-            "construction": 4.0, "promise": 3.0, "differential": 15.0}
+            "construction": 4.0, "promise": 3.0, "differential": 35.0}
 SHARE = {"construction": 0.20, "promise": 0.10, "differential": 0.15}
 MIN_SECONDS = 5.0
 RANDOM_CASES = 500  # fuzz-decoder cases in the differential (besides edges, the corpus and the kept inputs)
@@ -610,10 +610,12 @@ def _spell(c: dict) -> str:
 # -- behaviour changes ----------------------------------------------------------------------------------
 
 
-def change_class(kind) -> str:
-    """The declarable class of a difference kind (dryz.matrix's feature key: class, each side's outcome,
-    where the window and n_ctx_train sit): CLASS@window=-1, CLASS@window<-1,n_ctx_train<=0, ..."""
-    klass, _, _, window, cap = kind
+def change_class(klass: str, case) -> str:
+    """The declarable class of a behaviour change: the comparison's class (crash, semantic-change,
+    promise-broken-in-one) at where its minimized witness sits on the window's edges (dryz.matrix.where):
+    CLASS@window=-1, CLASS@window<-1, CLASS@window>0,n_ctx_train<=0, ..."""
+    from .matrix import where
+    window, cap = where(case)
     w = {"-1": "window=-1", "<-1": "window<-1", "0": "window=0", ">0": "window>0"}[window]
     return f"{klass}@{w}" + (f",{cap}" if cap != "-" else "")
 
@@ -640,7 +642,8 @@ def _changes(res: GateResult, work: Path, modes) -> None:
     for x in d["differences"]:
         if _subject_broke(x):
             continue
-        k = change_class(x["kind"])
+        from .case import Case
+        k = change_class(x["class"], Case.from_json(x["case"]))
         res.changes.append(Change(k, declared(k, res.declared), x.get("written"), _spell(x["case"]),
                                   x["shortest"], _side(x["reference"]), _side(x["other"])))
     res.declared_unseen = [dcl for dcl in res.declared if not any(declared(c.klass, [dcl]) for c in res.changes)]

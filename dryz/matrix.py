@@ -251,17 +251,24 @@ def row(spec: Spec, lib: Path, seconds: int, work: Path, log) -> dict:
 def _feature_key(case, klass: str, a, b) -> tuple:
     """What kind of behaviour a difference is, for one witness per kind: its class, the sides' outcomes, and
     where the case sits on each parameter's edges."""
+    side = lambda r: r.klass if r.kind == "ok" else r.detail.split(":")[0]  # noqa: E731
+    return (klass, side(a), side(b)) + where(case)
+
+
+def where(case) -> tuple[str, str]:
+    """Where a case sits on the window's edges: (-1 | <-1 | 0 | >0, n_ctx_train<window | n_ctx_train<=0 | -)."""
     last_n = case.penalty_last_n
     window = "-1" if last_n == -1 else "<-1" if last_n < -1 else "0" if last_n == 0 else ">0"
     cap = "n_ctx_train<window" if 0 < case.n_ctx_train < min(max(last_n, 0) or 1 << 30, len(case.history)) \
         else "n_ctx_train<=0" if case.n_ctx_train <= 0 else "-"
-    side = lambda r: r.klass if r.kind == "ok" else r.detail.split(":")[0]  # noqa: E731
-    return (klass, side(a), side(b), window, cap)
+    return window, cap
 
 
-def differential(ref: tuple[str, Path], others: list[tuple[str, Path]], cases, log, budget_s: float = 600):
+def differential(ref: tuple[str, Path], others: list[tuple[str, Path]], cases, log, budget_s: float = 600,
+                 always: int = 0):
     """Differences between the reference subject and each other one: {other: {feature key: (case, class,
-    results)}} with the first case of each kind, and counts."""
+    results)}} with the first case of each kind, and counts. The first `always` cases are compared whatever
+    the budget."""
     from .subject.differ import Server, compare
     servers = {ref[0]: Server(ref[1])}
     servers.update({name: Server(lib) for name, lib in others})
@@ -269,7 +276,7 @@ def differential(ref: tuple[str, Path], others: list[tuple[str, Path]], cases, l
     counts: dict[str, dict] = {name: {} for name, _ in others}
     n = 0
     try:
-        for case, other, klass, res in compare(servers, cases, ref[0], log=log, budget_s=budget_s):
+        for case, other, klass, res in compare(servers, cases, ref[0], log=log, budget_s=budget_s, always=always):
             counts[other][klass] = counts[other].get(klass, 0) + 1
             if klass == "error":  # dryz could not judge it on one side: counted, nothing claimed
                 continue
@@ -321,22 +328,23 @@ def witness_entry(case, klass: str, shortest: str, calls: int, ref_row: dict, ot
     return data
 
 
-def comparison_cases(kept_dirs, random_cases: int) -> list:
-    """What two subjects are compared on: the parameter-edge cases, the project corpus's cases (not its traces),
-    `random_cases` fuzz-decoder cases, and up to 500 inputs kept by each campaign (its corpus directory)."""
+def comparison_cases(kept_dirs, random_cases: int) -> tuple[list, int]:
+    """What two subjects are compared on: the parameter-edge cases and the project corpus's cases (not its
+    traces), then up to 500 inputs kept by each campaign (its corpus directory) and `random_cases`
+    fuzz-decoder cases; and how many come first (edges and corpus: compared in full whatever the budget)."""
     from .subject.differ import edge_cases, random_cases as random_set
     from .corpus import PROJECT_DIR, entries, load_entry
     from .fuzz.decode import decode
     cases = edge_cases()
     cases += [e.case for e in map(load_entry, entries(PROJECT_DIR)) if e.case is not None]  # not traces
-    cases += random_set(random_cases)
+    always = len(cases)
     for kept in kept_dirs:  # what each campaign kept
         for p in sorted(Path(kept).glob("*"))[:500] if Path(kept).is_dir() else []:
             try:
                 cases.append(decode(p.read_bytes()))
             except Exception:  # noqa: BLE001 (an input the decoder refuses is no case)
                 pass
-    return cases
+    return cases + random_set(random_cases), always
 
 
 def minimized_differences(ref_row: dict, other_row: dict, kinds: dict, corpus_dir: Path | None, log) -> list[dict]:
@@ -391,13 +399,13 @@ def compare_pair(base: Path, new: Path, kept_dirs, random_cases: int, budget_s: 
     if ref_row["subject"] == new_row["subject"]:  # two builds that name themselves alike: keep them apart
         ref_row["subject"] += " [base]"
         new_row["subject"] += " [new]"
-    cases = comparison_cases(kept_dirs, random_cases)
+    cases, always = comparison_cases(kept_dirs, random_cases)
     log(f"differential: {len(cases):,} cases, {new_row['subject']} against {ref_row['subject']}")
     found, counts, evaluated = differential((ref_row["subject"], base), [(new_row["subject"], new)], cases, log,
-                                            budget_s)
+                                            budget_s, always)
     t = time.monotonic()
     diffs = minimized_differences(ref_row, new_row, found[new_row["subject"]], corpus_dir, log)
-    return {"tool": "dryz compare", "base": ref_row, "new": new_row, "cases": len(cases),
+    return {"tool": "dryz compare", "base": ref_row, "new": new_row, "cases": len(cases), "always": always,
             "compared": evaluated.get(new_row["subject"], 0), "counts": counts[new_row["subject"]],
             "differences": diffs, "compare_seconds": round(t - t0, 1),
             "minimize_seconds": round(time.monotonic() - t, 1), "wall_seconds": round(time.monotonic() - t0, 1)}
@@ -430,12 +438,12 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
         (usable[0] if usable else None)
     differences = []
     if pinned is not None and len(usable) > 1:
-        cases = comparison_cases([Path(r["work"]) / "fuzz" / "corpus" for _, _, r in usable], random_cases)
+        cases, always = comparison_cases([Path(r["work"]) / "fuzz" / "corpus" for _, _, r in usable], random_cases)
         ref = (pinned[2]["subject"], pinned[1])
         others = [(r["subject"], lib) for s, lib, r in usable if lib != pinned[1]]
         log(f"differential: {len(cases):,} cases on {len(others) + 1} subjects against {ref[0]}")
         t = time.monotonic()
-        found, counts, evaluated = differential(ref, others, cases, log)
+        found, counts, evaluated = differential(ref, others, cases, log, always=always)
         log(f"differential: {time.monotonic() - t:.0f} s, {sum(len(v) for v in found.values())} kinds of "
             "difference")
         by_name = {r["subject"]: r for _, _, r in usable}
