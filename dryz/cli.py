@@ -830,8 +830,11 @@ def replay(directory, vocab):
                    "or on that sampler after llama_sampler_reset (faster: a DRY clone copies the processed breakers).")
 @click.option("--traces", "traces", is_flag=True,
               help="Fuzz traces (bytes -> dryz.fuzz.traces.decode_trace -> check_trace) instead of single cases.")
+@click.option("--recheck", "recheck", type=int, default=None, metavar="N",
+              help="Re-check at most N crash files (the smallest) in a clean process; the others are kept and "
+                   "listed as not re-checked. [default: all]")
 @click.argument("libfuzzer_flags", nargs=-1, type=click.UNPROCESSED)
-def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces,
+def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces, recheck,
          libfuzzer_flags):
     """Coverage-guided campaign (atheris + libFuzzer); flags after `--` go to libFuzzer."""
     _writable(json_path)
@@ -847,6 +850,8 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
         jobs = os.cpu_count() or 1
     if jobs < 1:
         _fail(f"--jobs must be at least 1, got {jobs}")
+    if recheck is not None and recheck < 1:
+        _fail(f"--recheck must be at least 1, got {recheck}")
     if native and os.environ.get("DRYZ_LIB"):
         from .subject.libllama import pip_library
         from .subject.binding import resolve
@@ -860,7 +865,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
     camp = Campaign(seconds=seconds, jobs=jobs, workdir=work,
                     artifacts=Path(artifacts).resolve() if artifacts else work / "artifacts",
                     native=native, fault=fault, extra=list(libfuzzer_flags), vocab=vocab, breakers=breakers,
-                    target="traces" if traces else "cases")
+                    target="traces" if traces else "cases", recheck_limit=recheck)
     camp.log = say
     lib = load_subject()
     if vocab is not None:
@@ -886,6 +891,9 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
     if summary["counters"]:
         click.echo(f"coverage counters: {summary['counters']}")
     for f in summary["findings"]:
+        if f["klass"].startswith("not re-checked"):
+            click.echo(f"finding: {f['file']} ({f['klass']})")
+            continue
         again = {True: "reproduces", False: "does NOT reproduce", None: "not re-checked"}[f["reproduces"]]
         click.echo(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
     summary["subject"] = lib.identity

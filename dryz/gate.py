@@ -98,7 +98,7 @@ class Mode:
 
     def timeout(self, given: float) -> float:
         """When the mode's process is killed (verdict timeout): far past what a working subject needs."""
-        return max(120.0, 6 * given) if not self.timed else given + self.overhead + max(60.0, given)
+        return max(180.0, 6 * given) if not self.timed else given + self.overhead + max(180.0, given)
 
     def argv(self, work: Path, given: float) -> list:
         sub = {"{work}": str(work), "{time}": f"{max(1, int(round(given)))}"}
@@ -186,7 +186,9 @@ class GateResult:
 
 def _args(name: str, base: str | None) -> list:
     j = lambda n: f"--json={{work}}/{n}.json"  # noqa: E731
-    fuzz = ["fuzz", "--time", "{time}", "--jobs", "1", f"--workdir={{work}}/{name}", j(name)]
+    # A buggy subject makes many crash files at once (the seeds); three re-checked are enough to fail.
+    fuzz = ["fuzz", "--time", "{time}", "--jobs", "1", "--recheck", "3", f"--workdir={{work}}/{name}", j(name)]
+    stop = ["--", "-ignore_crashes=0"]  # the first crashing job ends the campaign
     return {
         "certificate": ["exhaustive", "-j", "1", "--no-progress", j(name)],
         "parameters": ["exhaustive", "-j", "1", "--no-progress", "--parameters", j(name)],
@@ -196,10 +198,10 @@ def _args(name: str, base: str | None) -> list:
         "replay": ["replay"],
         "construction": ["restarts", "--vocab", "all", "--check", "construction", "--time", "{time}", j(name)],
         "promise": ["restarts", "--vocab", "all", "--check", "promise", "--time", "{time}", j(name)],
-        "fuzz": fuzz,
-        "fuzz-traces": fuzz[:1] + ["--traces"] + fuzz[1:],
-        "fuzz-vocab-dict": fuzz + ["--vocab", VOCAB_FUZZ, "--breakers", "dict"],
-        "fuzz-vocab-random": fuzz + ["--vocab", VOCAB_FUZZ, "--breakers", "random"],
+        "fuzz": fuzz + stop,
+        "fuzz-traces": fuzz[:1] + ["--traces"] + fuzz[1:] + stop,
+        "fuzz-vocab-dict": fuzz + ["--vocab", VOCAB_FUZZ, "--breakers", "dict"] + stop,
+        "fuzz-vocab-random": fuzz + ["--vocab", VOCAB_FUZZ, "--breakers", "random"] + stop,
         "differential": ["compare", "--base", str(base), "--kept", "{work}/fuzz/corpus", "--random",
                          str(RANDOM_CASES), "--time", "{time}", "--corpus", "{work}/changes", j(name)],
     }[name]
@@ -477,12 +479,12 @@ def _parse_certificate(n: str, r: ModeResult, work: Path) -> None:
     if n == "parameters":
         text += f", {len(c['configs'])} configurations"
     per = c["controls"]["periodic"]
-    if per.get("library_failures"):
-        text += f"; periodic control: the library misses {per['library_failures']} closed form(s)"
     tr = c.get("traces")
     if tr:
         text = f"{c['verdict'].upper()}: {tr['traces']:,} traces, {tr['applies']:,} applies, " \
                f"{tr['disagreements']:,} disagreements; histories {t['cases']:,} cases, {t['mismatches']:,} mismatches"
+    if per.get("library_failures"):
+        text += f"; periodic control: the library misses {per['library_failures']} closed form(s)"
         for cf in tr["configs"]:
             for ex in cf["examples"][:1]:
                 r.findings.append(Finding(n, ex.get("status", "trace-disagreement"),
@@ -596,7 +598,8 @@ def _side(s: dict) -> str:
 def _spell(c: dict) -> str:
     from .case import Case
     case = Case.from_json(c)
-    parts = [f"`{case.symbols}`", f"window {case.penalty_last_n}"]
+    h = f"`{case.symbols}`" if case.vocab is None else f"{len(case.history)} tokens of {case.vocab}"
+    parts = [h, f"window {case.penalty_last_n}"]
     if case.n_ctx_train != 4096:
         parts.append(f"n_ctx_train {case.n_ctx_train}")
     parts.append(f"allowed_length {case.allowed_length}")
@@ -684,8 +687,15 @@ def _witnesses(res: GateResult, work: Path, modes, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     todo = [m.findings[0] for m in res.modes if m.findings and m.findings[0].witness]
     out_dir = work / "witnesses"
+    done: dict = {}  # the same input (several certificates stop at one history): minimized and explained once
     for i, f in enumerate(todo):
         left = deadline - time.monotonic()
+        key = (f.mode == "fuzz-traces", Path(f.witness).read_bytes() if Path(f.witness).is_file() else f.witness)
+        if key in done:
+            g = done[key]
+            f.minimized, f.shortest, f.spelled, f.explain = g.minimized, g.shortest, g.spelled, g.explain
+            continue
+        done[key] = f
         if f.mode == "differential" or f.mode == "replay":  # already minimized (a corpus entry)
             f.minimized, f.shortest = f.witness, f.shortest or "as recorded"
         elif left > 5:
@@ -700,7 +710,7 @@ def _witnesses(res: GateResult, work: Path, modes, seconds: float) -> None:
                 s = re.search(r"shortest: ([\w-]+)", p.stdout)
                 f.shortest = s.group(1) if s else "?"
             else:
-                f.shortest = "not minimized (" + ("no time left" if p is None else
+                f.shortest = "not minimized (" + (f"no result within {per:.0f} s" if p is None else
                                                    (p.stderr.strip().splitlines() or ["?"])[-1][:100]) + ")"
         else:
             f.shortest = "not minimized (no time left)"
@@ -768,9 +778,14 @@ def markdown(res: GateResult, limit: int = 60) -> str:
     tail: list[str] = []
     if res.findings:
         tail += ["", "**Findings** (each mode's first, minimized; `dryz explain` excerpt)"]
+        shown: dict = {}
         for m in res.modes:
             for f in m.findings[:1]:
                 where = f.minimized or f.witness or ""
+                if where and where in shown:
+                    tail.append(f"- **{f.mode}** `{f.klass}`: the same witness as **{shown[where]}**")
+                    continue
+                shown[where] = f.mode
                 tail.append(f"- **{f.mode}** `{f.klass}`: {f.spelled or f.detail} (shortest: {f.shortest or '?'}; "
                             f"`{Path(where).name}`)")
                 if f.explain:

@@ -59,6 +59,15 @@ def _promise_case(v, w):
     return _probe_case(v, w.breakers, list(w.window) + [z] + list(w.window), (z,))
 
 
+def _cheapest_first(v, sets):
+    """Breaker sets in ascending order of the restart sequences the model makes from them on this vocabulary
+    (what the probes cost): under a time budget, as many sets as fit are probed in full."""
+    from ..oracle.restarts_vocab import TextIndex, restart_model
+    index = TextIndex(v.texts())
+    size = {name: len(restart_model(bs, index, v.tokenize).pairs()) for name, bs in sets}
+    return sorted(sets, key=lambda x: size[x[0]])
+
+
 def run(lib, specs, checks=CHECKS, seconds: float | None = None, log=None) -> dict:
     """Run the checks on each vocabulary; the result JSON (see the module doc). log(line) per vocabulary."""
     from ..fuzz.target import KNOWN
@@ -85,8 +94,8 @@ def run(lib, specs, checks=CHECKS, seconds: float | None = None, log=None) -> di
         return load(name, lib), rows[name]
 
     # The text promise on every vocabulary first (seconds each), then the construction probes: the specific
-    # breaker sets on every vocabulary, then the union set ("all", the costliest) on every vocabulary; so a
-    # time budget spreads over the vocabularies before it deepens on one.
+    # breaker sets on every vocabulary (under a time budget the cheapest first), then the union set ("all",
+    # the costliest) on every vocabulary; so a time budget spreads over the vocabularies before it deepens.
     work = [("promise", n, None) for n in names if "promise" in checks]
     if "construction" in checks:
         for first in (True, False):
@@ -113,6 +122,8 @@ def run(lib, specs, checks=CHECKS, seconds: float | None = None, log=None) -> di
                                                f"{len(w.window)} tokens ({w.text}): {w.info}",
                                      "case": _promise_case(v, w).to_json()})
         else:
+            if deadline is not None and len(sets) > 1:
+                sets = _cheapest_first(v, sets)
             s = compare_vocab(name, sets, lib=lib, deadline=deadline)
             c = row.setdefault("construction", {"probes": 0, "shadowed": 0, "disagreements": 0,
                                                 "sets_complete": 0, "sets": len(BREAKER_SUITE),

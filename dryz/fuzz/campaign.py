@@ -76,6 +76,7 @@ class Campaign:
     vocab: str | None = None      # --vocab: inputs decode to cases over this real vocabulary
     breakers: str = "default"     # --breakers default|dict|random (with --vocab)
     target: str = "cases"  # "cases": bytes -> Case -> check(); "traces": bytes -> Trace -> check_trace()
+    recheck_limit: int | None = None  # re-check at most this many crash files (the smallest); None: all
     log=print
 
     def subject_env(self) -> dict:
@@ -218,7 +219,11 @@ class Campaign:
         if interrupted:  # Ctrl-C: keep every crash file, re-check none (the user asked to stop)
             findings = [{"file": str(p), "klass": "not re-checked (interrupted)", "reproduces": None} for p in new]
         else:
-            findings = [self.recheck(p) for p in new]
+            order = sorted(new, key=lambda p: (p.stat().st_size, p.name))
+            limit = len(order) if self.recheck_limit is None else self.recheck_limit
+            findings = [self.recheck(p) for p in order[:limit]] + [
+                {"file": str(p), "klass": "not re-checked (--recheck limit)", "reproduces": None}
+                for p in order[limit:]]
         return {"seconds": round(time.monotonic() - t0, 1), "execs": stats.execs, "cov": stats.cov,
                 "ft": stats.ft, "corpus": stats.corpus, "exec_per_s": stats.exec_per_s,
                 "counters": stats.counters, "libfuzzer_exit": rc, "log": str(log_path),
