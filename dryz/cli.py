@@ -890,6 +890,9 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
                f"ft {summary['ft']}, corpus {summary['corpus']}, findings {len(summary['findings'])}")
     if summary["counters"]:
         click.echo(f"coverage counters: {summary['counters']}")
+    if summary.get("stopped_at_hard_limit"):
+        click.echo(f"note: libFuzzer outlasted --time {seconds} (its seed pass restarts after every crash); dryz "
+                   f"stopped it at {camp.hard_limit():.0f} s")
     for f in summary["findings"]:
         if f["klass"].startswith("not re-checked"):
             click.echo(f"finding: {f['file']} ({f['klass']})")

@@ -480,11 +480,12 @@ def _parse_certificate(n: str, r: ModeResult, work: Path) -> None:
         text += f", {len(c['configs'])} configurations"
     per = c["controls"]["periodic"]
     tr = c.get("traces")
-    if tr:
-        text = f"{c['verdict'].upper()}: {tr['traces']:,} traces, {tr['applies']:,} applies, " \
-               f"{tr['disagreements']:,} disagreements; histories {t['cases']:,} cases, {t['mismatches']:,} mismatches"
     if per.get("library_failures"):
         text += f"; periodic control: the library misses {per['library_failures']} closed form(s)"
+    if tr:
+        text = f"{c['verdict'].upper()}: {tr['traces']:,} traces, {tr['applies']:,} applies, " \
+               f"{tr['disagreements']:,} disagreements; histories {t['cases']:,} cases, {t['mismatches']:,} " \
+               f"mismatches" + text.split(" mismatches", 1)[1]
         for cf in tr["configs"]:
             for ex in cf["examples"][:1]:
                 r.findings.append(Finding(n, ex.get("status", "trace-disagreement"),
@@ -544,9 +545,10 @@ def _parse_vocab(n: str, r: ModeResult, work: Path) -> None:
         for v in ran:
             for k, c in {**v["promise"]["windows"]}.items():
                 classes[k] = classes.get(k, 0) + c
-        known = sorted(k for k in classes if k != "agree")
-        r.text = f"{cover}, {sum(classes.values()):,} windows: {len(d['findings'])} new class(es)" + \
-                 (f" (known: {', '.join(known)})" if known else "")
+        from .fuzz.target import KNOWN
+        known = sorted(k for k in classes if k != "agree" and k in KNOWN and k != "construction-mismatch")
+        r.text = f"{cover}, {sum(classes.values()):,} windows: {len(d['findings'])} finding(s)" + \
+                 (f" (documented classes seen: {', '.join(known)})" if known else "")
     for i, f in enumerate(d["findings"][:3]):
         r.findings.append(Finding(n, f["klass"], f"{f['vocab']}: {f['detail'][:160]}",
                                   _write(work, f"{n}-{i}.json", f["case"])))
@@ -698,8 +700,8 @@ def _witnesses(res: GateResult, work: Path, modes, seconds: float) -> None:
         done[key] = f
         if f.mode == "differential" or f.mode == "replay":  # already minimized (a corpus entry)
             f.minimized, f.shortest = f.witness, f.shortest or "as recorded"
-        elif left > 5:
-            per = left / (len(todo) - i)
+        elif left > 3:
+            per = max(left / (len(todo) - i), min(left, 15.0))  # a short witness shrinks in seconds
             args = ["minimize", f.witness, "--corpus", str(out_dir)]
             if f.mode == "fuzz-traces":
                 args.append("--trace")

@@ -162,7 +162,7 @@ def test_a_short_gate_on_the_pinned_build_passes(tmp_path):
     n = len(entries(DEFAULT_DIR))
     assert by["replay"]["text"] == f"{n}/{n} as expected"
     assert by["promise"]["given"] is not None and by["promise"]["text"].endswith(")") and \
-        "0 new class(es)" in by["promise"]["text"]
+        "0 finding(s) (documented classes seen: " in by["promise"]["text"]
     text = md.read_text()
     assert text == p.stdout and len(text.splitlines()) <= 60
     assert text.startswith("### dryz gate: PASS") and "llama-cpp-python 0.3.36" in text
