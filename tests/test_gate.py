@@ -264,3 +264,40 @@ def test_base_0334_passes_when_exactly_the_changes_are_declared(against_0334, tm
     assert [c["klass"] for c in r["changes"] if not c["declared"]] == ["semantic-change@window>0,n_ctx_train<=0"]
     assert r["declared_unseen"] == ["semantic-change@window=0"]
     assert "| `semantic-change@window=0` | declared, **not seen** |" in p.stdout
+
+
+def test_ctrl_c_leaves_a_partial_result_and_no_process(tmp_path):
+    """SIGINT to the gate (as Ctrl-C sends it): every mode's process is stopped, the result says interrupted,
+    exit 130, and nothing the gate started is left running."""
+    import signal
+    import time
+    work = tmp_path / "w"
+    env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT")}
+    p = subprocess.Popen([sys.executable, "-m", "dryz", "gate", "--time", "120", "--workdir", str(work), "--mode",
+                          "certificate", "--mode", "fuzz", "--mode", "traces", "--mode", "fuzz-traces"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (work / "fuzz" / "libfuzzer.log").exists():
+        time.sleep(0.5)
+    assert (work / "fuzz" / "libfuzzer.log").exists(), "the campaign never started"
+    time.sleep(3)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, out + err
+    r = json.loads((work / "gate.json").read_text())
+    assert r["verdict"] == "interrupted" and r["exit"] == 130
+    by = {m["name"]: m for m in r["modes"]}
+    assert by["certificate"]["verdict"] == "pass"  # what finished before stays
+    assert by["fuzz"]["verdict"] == "interrupted"
+    assert out.startswith("### dryz gate: INTERRUPTED (partial)")
+    time.sleep(1)
+    left = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                cmd = open(f"/proc/{d}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(work) in cmd:
+                left.append(cmd[:200])
+    assert left == []
