@@ -1151,7 +1151,7 @@ def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes
     except SubjectError as e:
         _fail(f"subject: {e}")
     try:
-        res = g.gate(subject, seconds, base, declared, Path(workdir), list(modes) or None, lanes,
+        res = g.gate(["--lib", str(subject)], seconds, base, declared, Path(workdir), list(modes) or None, lanes,
                      log=lambda m: None if quiet_mode() else click.echo(m, err=True))  # stdout: the summary
     except g.GateError as e:
         _fail(str(e))

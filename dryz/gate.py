@@ -883,21 +883,28 @@ def resolve_base(base: str, log) -> Path:
         raise GateError(f"--base: {e}") from None
 
 
-def gate(subject: Path, seconds: float, base: str | None = None, expect=(), work: Path | str = "gate-work",
+def identity(subject_args, work: Path) -> dict:
+    """The subject's identity, read by `dryz SUBJECT_ARGS subject show` in a child (this process loads no
+    library); GateError when it cannot be loaded."""
+    p = _dryz(subject_args, ["subject", "show"], 300, work)
+    if p is None or p.returncode != 0:
+        why = "no answer within 300 s" if p is None else (p.stderr.strip().splitlines() or ["cannot be loaded"])[-1]
+        raise GateError(f"subject {' '.join(subject_args)}: {why.removeprefix('dryz: error: ')}")
+    return json.loads(p.stdout)
+
+
+def gate(subject_args, seconds: float, base: str | None = None, expect=(), work: Path | str = "gate-work",
          modes=None, lanes: int = LANES, log=None) -> GateResult:
-    """`dryz gate`: plan and run every mode on the subject (a libllama path), with the differential against
-    `base` when given; the result judged against the declared changes `expect`."""
-    from .matrix import MatrixError, subject_row
+    """`dryz gate`: plan and run every mode on the subject the opaque global options `subject_args` select
+    (["--lib", PATH] today), with the differential against `base` (a release or a libllama path) when given;
+    the result judged against the declared changes `expect`."""
     log = log or (lambda m: None)
     work = Path(work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     if expect and base is None:
         raise GateError("--expect-change and --expect-file declare changes against a base: give --base")
     base_lib = resolve_base(base, log) if base is not None else None
-    try:
-        ident = subject_row(Path(subject), work)["identity"]
-        base_ident = subject_row(base_lib, work)["identity"] if base_lib is not None else None
-    except MatrixError as e:
-        raise GateError(f"subject: {e}") from None
-    modes_ = plan(["--lib", str(subject)], seconds, base_lib, modes, lanes)
+    ident = identity(subject_args, work)
+    base_ident = identity(["--lib", str(base_lib)], work) if base_lib is not None else None
+    modes_ = plan(list(subject_args), seconds, base_lib, modes, lanes)
     return run(modes_, work, seconds, log, expect=expect, base_identity=base_ident, subject_identity=ident)
