@@ -833,12 +833,12 @@ def html_section(d: dict, name: str) -> tuple[str, str]:
     if res.findings:
         parts.append("<h3>Findings</h3>" + _table(
             ["mode", "class", "witness", "shortest", "explain"],
-            [[f.mode, f.klass, f.spelled or f.detail, f.shortest, "<pre>" + _h.escape("\n".join(f.explain)) + "</pre>"]
+            [[f.mode, f.klass, (f.spelled or f.detail).replace("`", ""), f.shortest, "<pre>" + _h.escape("\n".join(f.explain)) + "</pre>"]
              for f in res.findings])[0])
     if res.changes or res.declared_unseen:
         parts.append("<h3>Behaviour changes against the base</h3>" + _table(
             ["class", "declared", "witness", "base", "new", "explain"],
-            [[c.klass, "yes" if c.declared else "NO", f"{c.spelled} ({c.shortest})", c.base, c.new,
+            [[c.klass, "yes" if c.declared else "NO", f"{c.spelled.replace('`', '')} ({c.shortest})", c.base, c.new,
               "<pre>" + _h.escape("\n".join(c.explain)) + "</pre>"] for c in res.changes]
             + [[dcl, "declared, not seen", "", "", "", ""] for dcl in res.declared_unseen])[0])
     return "".join(parts), f"## Gate `{name}`\n\n" + md
