@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 
@@ -661,8 +662,11 @@ def replay(directory, vocab):
                    "or on that sampler after llama_sampler_reset (faster: a DRY clone copies the processed breakers).")
 @click.option("--traces", "traces", is_flag=True,
               help="Fuzz traces (bytes -> dryz.fuzz.traces.decode_trace -> check_trace) instead of single cases.")
+@click.option("--recheck", "recheck", type=int, default=None, metavar="N",
+              help="Re-check at most N crash files (the smallest) in a clean process; the others are kept and "
+                   "listed as not re-checked. [default: all]")
 @click.argument("libfuzzer_flags", nargs=-1, type=click.UNPROCESSED)
-def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces,
+def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces, recheck,
          libfuzzer_flags):
     """Coverage-guided campaign (atheris + libFuzzer); flags after `--` go to libFuzzer."""
     _writable(json_path)
@@ -678,6 +682,8 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
         jobs = os.cpu_count() or 1
     if jobs < 1:
         _fail(f"--jobs must be at least 1, got {jobs}")
+    if recheck is not None and recheck < 1:
+        _fail(f"--recheck must be at least 1, got {recheck}")
     lib = load_subject()
     if native:
         from .subject.libllama import pip_library
@@ -691,7 +697,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
     camp = Campaign(seconds=seconds, jobs=jobs, workdir=work,
                     artifacts=Path(artifacts).resolve() if artifacts else work / "artifacts",
                     native=native, fault=fault, extra=list(libfuzzer_flags), vocab=vocab, breakers=breakers,
-                    target="traces" if traces else "cases", subject=lib)
+                    target="traces" if traces else "cases", subject=lib, recheck_limit=recheck)
     camp.log = say
     if vocab is not None:
         from .vocab_cases import load_vocab
@@ -715,7 +721,13 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
                f"ft {summary['ft']}, corpus {summary['corpus']}, findings {len(summary['findings'])}")
     if summary["counters"]:
         click.echo(f"coverage counters: {summary['counters']}")
+    if summary.get("stopped_at_hard_limit"):
+        click.echo(f"note: libFuzzer outlasted --time {seconds} (its seed pass restarts after every crash); dryz "
+                   f"stopped it at {camp.hard_limit():.0f} s")
     for f in summary["findings"]:
+        if f["klass"].startswith("not re-checked"):
+            click.echo(f"finding: {f['file']} ({f['klass']})")
+            continue
         again = {True: "reproduces", False: "does NOT reproduce", None: "not re-checked"}[f["reproduces"]]
         click.echo(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
     summary["subject"] = lib.identity
@@ -766,10 +778,23 @@ def fuzz_confirmation_control(lib) -> dict:
 @click.option("-k", "--alphabet", type=int, default=3, show_default=True, help="Number of symbols.")
 @click.option("-n", "--max-length", type=int, default=7, show_default=True, help="Longest history.")
 @click.option("--json", "json_path", default=None, help="Write the per-class counts here.")
-def restarts(alphabet, max_length, json_path):
+@click.option("--vocab", "vocabs", multiple=True, metavar="NAME|PATH|all",
+              help="Instead: the restart sequences init_dry builds on this real vocabulary (repeatable; all: the "
+                   "pinned sdist's 19), probed against an independent model, and the text promise "
+                   "(dryz.enumerate.vocab_restarts).")
+@click.option("--check", "check", type=click.Choice(["construction", "promise", "both"]), default="both",
+              show_default=True, help="With --vocab: the construction probes, the text promise, or both.")
+@click.option("-t", "--time", "seconds", type=float, default=None,
+              help="With --vocab: start no probe after this many seconds (the result says what was covered).")
+def restarts(alphabet, max_length, json_path, vocabs, check, seconds):
     """Multi-token restart sequences (length-2/3, contained, overlapping breakers): every history up to N
-    through the library, verdict counts per class. Exit 1 on a mismatch or an undocumented class."""
+    through the library, verdict counts per class. Exit 1 on a mismatch or an undocumented class.
+    With --vocab: restart sequences on real vocabularies (construction probes and the text promise)."""
     _writable(json_path)
+    if vocabs:
+        return restarts_vocab(vocabs, check, seconds, json_path)
+    if seconds is not None or check != "both":
+        _fail("--check and --time go with --vocab")
     from .output import write_json
     from .enumerate.restarts import CONFIGS, sweep
     if not 3 <= alphabet <= 8:
@@ -796,6 +821,39 @@ def restarts(alphabet, max_length, json_path):
     sys.exit(EXIT_FINDING if bad else EXIT_OK)
 
 
+def restarts_vocab(vocabs, check, seconds, json_path):
+    """`dryz restarts --vocab`: the work is dryz.enumerate.vocab_restarts.run; this parses and prints."""
+    from .enumerate.vocab_restarts import row_text, run, summary_text, vocab_names
+    from .output import write_json
+    from .subject.vendored_vocabs import VocabUnavailable
+    if seconds is not None and not 1 <= seconds <= 86400:
+        _fail(f"--time must be in 1..86400 seconds, got {seconds:g}")
+    lib = load_subject()
+    from .subject.vendored_vocabs import resolve_vocab
+    try:
+        names = vocab_names(vocabs)
+        for n in names:
+            resolve_vocab(n)
+    except VocabUnavailable as e:
+        _fail(f"--vocab: {e}")
+    click.echo(f"dryz restarts --vocab: {', '.join(names)}\nsubject   {lib.label()}\n          libllama "
+               f"{lib.identity['libllama_path']}\n          sha256 {lib.identity['libllama_sha256']}")
+    checks = ("construction", "promise") if check == "both" else (check,)
+    try:
+        result = run(lib, names, checks, seconds, log=click.echo)
+    except VocabUnavailable as e:
+        _fail(str(e))
+    for f in result["findings"]:
+        import json
+        click.echo(f"finding ({f['vocab']}, {f['check']}): {f['klass']}: {f['detail'][:300]}\n  case: "
+                   f"{json.dumps(f['case'])}")
+    click.echo(summary_text(result))
+    if json_path:
+        write_json(json_path, result)
+        click.echo(f"results   {json_path}")
+    sys.exit(EXIT_FINDING if result["findings"] else EXIT_OK)
+
+
 @cli.command()
 @click.option("--versions", default=None, metavar="LIST",
               help="Comma-separated subjects: llama-cpp-python versions and/or xllamacpp[==V]. "
@@ -810,20 +868,28 @@ def restarts(alphabet, max_length, json_path):
               help="Where the minimized witnesses of differences are written.")
 @click.option("--json", "json_path", default=None, help="Write the matrix as JSON here.")
 @click.option("--markdown", "md_path", default=None, help="Write the Markdown table here (also printed).")
-def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_path):
+@click.option("--with", "extra", multiple=True, metavar="KIND:ARG",
+              help="Also a subject of any kind, e.g. llama-cpp-python:, server:PATH or cmd:\"python a.py\" "
+                   "(repeatable); with --versions '' only these.")
+def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_path, extra):
     """Every release side by side: build or fetch each subject, run the certificate, replay, --parameters,
     --window-caps, the restart sweep and a fuzz campaign on it, and minimize every behaviour that differs
     between a subject and the pinned release to a witness naming both. Exit 1 when any subject has a finding or
     differs, 2 when a subject could not be had or a cell could not run."""
     from pathlib import Path
 
-    from .matrix import DEFAULT_VERSIONS, MatrixError, markdown, parse_versions, run_matrix
+    from .matrix import DEFAULT_VERSIONS, MatrixError, Spec, markdown, parse_versions, run_matrix
     from .output import write_json
+    from .subject.registry import SubjectError, parse
     _writable(json_path)
     _writable(md_path)
     try:
-        specs = parse_versions(versions or ",".join(DEFAULT_VERSIONS))
-    except MatrixError as e:
+        specs = parse_versions(versions if versions is not None else ",".join(DEFAULT_VERSIONS)) if (
+            versions != "" or not extra) else []
+        for x in extra:
+            parse(x)
+            specs.append(Spec("subject", x))
+    except (MatrixError, SubjectError) as e:
         _fail(str(e))
     if not 1 <= seconds <= 86400:
         _fail(f"--time must be in 1..86400 seconds, got {seconds}")
@@ -844,6 +910,124 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
     found = result["differences"] or any(
         c.get("exit") == 1 or c.get("failed") for r in rows for c in r["cells"].values())
     sys.exit(EXIT_FINDING if found else EXIT_OK)
+
+
+@cli.command()
+@click.option("--base", "base", required=True, metavar="PATH",
+              help="The subject to compare against (a libllama.so or its folder, as --lib takes it).")
+@click.option("--kept", "kept", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="A fuzz campaign's kept inputs (its WORKDIR/corpus) to compare on too; repeatable.")
+@click.option("--random", "random_cases", type=int, default=2000, show_default=True,
+              help="Random fuzz-decoder cases besides edge cases, the corpus and the kept inputs.")
+@click.option("-t", "--time", "seconds", type=float, default=600, show_default=True,
+              help="Start no random or kept case after this many seconds (the edge cases and the corpus are "
+                   "always compared in full; the witnesses are minimized after).")
+@click.option("--corpus", "corpus_dir", default=None, help="Write each minimized witness here as a corpus entry.")
+@click.option("--json", "json_path", default=None, help="Write the differences as JSON here.")
+def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
+    """The selected subject (NEW) against BASE, case by case, as dryz matrix compares releases (edge cases, the
+    corpus, random and kept inputs), each kind of difference minimized to a witness. Exit 1 when they differ."""
+    from pathlib import Path
+
+    from .matrix import MatrixError, compare_pair
+    from .output import write_json
+    from .subject.binding import SubjectError, resolve
+    from .subject import selected_library
+    _writable(json_path)
+    if not 0 <= random_cases <= 1_000_000:
+        _fail(f"--random must be in 0..1,000,000, got {random_cases}")
+    if not 1 <= seconds <= 86400:
+        _fail(f"--time must be in 1..86400 seconds, got {seconds:g}")
+    try:
+        base_lib, new_lib = resolve(base), Path(selected_library())
+    except SubjectError as e:
+        _fail(f"--base: {e}")
+    try:
+        r = compare_pair(base_lib, new_lib, [Path(k) for k in kept], random_cases, seconds, Path.cwd(),
+                         Path(corpus_dir) if corpus_dir else None, say)
+    except MatrixError as e:
+        _fail(str(e))
+    click.echo(f"new       {r['new']['subject']}\n          {r['new']['spec']}\nbase      {r['base']['subject']}\n"
+               f"          {r['base']['spec']}")
+    click.echo(f"compared  {r['compared']:,} of {r['cases']:,} cases in {r['compare_seconds']} s: "
+               + (", ".join(f"{k} {v:,}" for k, v in r["counts"].items()) or "no differences"))
+    for d in r["differences"]:
+        c = d["case"]
+        click.echo(f"{d['class']}: {d['history']!r} window {c['penalty_last_n']} n_ctx_train "
+                   f"{c.get('n_ctx_train', 4096)} allowed_length {c['allowed_length']} breakers {c['breakers']} "
+                   f"(shortest {d['shortest']}); base {d['reference'].get('klass') or d['reference'].get('detail')}, "
+                   f"new {d['other'].get('klass') or d['other'].get('detail')}")
+    if json_path:
+        write_json(json_path, r)
+    if r["counts"].get("error"):
+        _fail(f"{r['counts']['error']} case(s) could not be judged on one side: the harness is in doubt")
+    sys.exit(EXIT_FINDING if r["differences"] else EXIT_OK)
+
+
+@cli.command("gate")
+@click.option("--lib", "gate_lib", default=None, metavar="PATH",
+              help="The subject (a libllama.so or its folder). [default: the global --lib, DRYZ_LIB, or the pip build]")
+@click.option("--base", default=None, metavar="VERSION|PATH",
+              help="Also compare the subject with this base: a llama-cpp-python release (built by dryz subject "
+                   "build, outside the budget) or a libllama path.")
+@click.option("-t", "--time", "seconds", type=float, default=300, show_default=True,
+              help="The budget, seconds of wall on two lanes (README: how it is split).")
+@click.option("--expect-change", "expect", multiple=True, metavar="CLASS",
+              help="A behaviour change the subject means to make against the base (e.g. semantic-change@window=-1, "
+                   "or crash for every crash change); repeatable.")
+@click.option("--expect-file", "expect_file", default=None, type=click.Path(dir_okay=False),
+              help="Declared change classes, one per line (# comments).")
+@click.option("--workdir", default="gate-work", show_default=True, help="Every mode's results, campaigns, witnesses.")
+@click.option("--mode", "modes", multiple=True, metavar="NAME", help="Run only these modes (repeatable).")
+@click.option("--lanes", type=click.IntRange(1, 2), default=2, show_default=True,
+              help="Modes run side by side.")
+@click.option("--markdown", "md_path", default=None, help="Write the summary (for a pull request) here.")
+@click.option("--html", "html_path", default=None, help="Write the HTML report (dryz report) here.")
+@click.option("--json", "json_path", default=None, help="Write the gate's result as JSON here.")
+def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes, md_path, html_path, json_path):
+    """Every audit mode on the subject within a budget, and with --base what it does differently from the
+    base: exit 0 clean, 1 a finding or an undeclared change (or a declared one not seen), 2 the harness."""
+    from pathlib import Path
+
+    from . import gate as g
+    from .inputs import selected_spec
+    from .output import write_json
+    from .subject.binding import SubjectError, resolve
+    for p in (md_path, html_path, json_path):
+        _writable(p)
+    if not 10 <= seconds <= 86400:
+        _fail(f"--time must be in 10..86400 seconds, got {seconds:g}")
+    declared = list(expect)
+    if expect_file:
+        if not os.path.isfile(expect_file):
+            _fail(f"--expect-file {expect_file}: no such file")
+        declared += g.read_expect_file(expect_file)
+    bad = [d for d in declared if not re.fullmatch(r"[a-z-]+(@window(=-1|<-1|=0|>0)(,n_ctx_train(<=0|<window))?)?", d)]
+    if bad:
+        _fail(f"--expect-change {bad[0]!r}: a class is CLASS[@window=-1|<-1|=0|>0[,n_ctx_train<=0|<window]], e.g. "
+              "semantic-change@window=-1 or crash")
+    try:
+        subject = f"libllama:{resolve(gate_lib)}" if gate_lib else selected_spec()
+    except SubjectError as e:
+        _fail(f"subject: {e}")
+    try:
+        res = g.gate(["--subject", subject], seconds, base, declared, Path(workdir), list(modes) or None, lanes,
+                     log=lambda m: None if quiet_mode() else click.echo(m, err=True))  # stdout: the summary
+    except g.GateError as e:
+        _fail(str(e))
+    md = g.markdown(res)
+    data = res.to_json()
+    write_json(Path(res.work) / "gate.json", data)
+    if json_path:
+        write_json(json_path, data)
+    if md_path:
+        Path(md_path).write_text(md)
+    if html_path:
+        from .page import build_report
+        page, _ = build_report([str(Path(res.work) / "gate.json")] + g.report_inputs(res))
+        Path(html_path).write_text(page)
+    click.echo(md, nl=False)
+    sys.exit(res.exit)
 
 
 @cli.command()

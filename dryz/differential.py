@@ -120,12 +120,13 @@ def random_cases(n: int, seed: int = 0) -> list[Case]:
             for _ in range(n)]
 
 
-def compare(servers: dict[str, Judge], cases, reference: str, log=None, budget_s: float | None = None):
+def compare(servers: dict[str, Judge], cases, reference: str, log=None, budget_s: float | None = None,
+            always: int = 0):
     """Every case on every subject; yields (case, other, class, results) for each difference from the
-    reference subject."""
+    reference subject. budget_s: no case starts after it, except the first `always` ones."""
     t0 = time.monotonic()
     for i, case in enumerate(cases):
-        if budget_s is not None and time.monotonic() - t0 > budget_s:
+        if budget_s is not None and i >= always and time.monotonic() - t0 > budget_s:
             if log:
                 log(f"differential: time budget reached after {i} cases")
             return

@@ -2,7 +2,7 @@
 behaviour that differs between two of them.
 
 Per subject (a llama-cpp-python release built by `dryz subject build`, or the xllamacpp wheel fetched with pip),
-every cell is a dryz command run in its own process on that subject (`dryz --lib L ...`, with a timeout), so a
+every cell is a dryz command run in its own process on that subject (`dryz --subject SPEC ...`, with a timeout), so a
 subject that crashes, aborts or hangs costs that cell, never the matrix: the default certificate, the corpus
 replay, `--parameters`, `--window-caps`, the restart sweep and a fuzz campaign. Then the subjects are compared
 case by case against the reference (the pinned release) through `dryz.differential` (edge cases of every parameter,
@@ -40,11 +40,13 @@ class MatrixError(RuntimeError):
 
 @dataclass(frozen=True)
 class Spec:
-    kind: str      # "llama-cpp-python" or "xllamacpp"
-    version: str   # a release, or "latest" for xllamacpp
+    kind: str      # "llama-cpp-python" (a release, built), "xllamacpp" (the wheel) or "subject" (any --subject)
+    version: str   # a release, "latest" for xllamacpp, or the subject spec (KIND:ARG)
 
     @property
     def name(self) -> str:
+        if self.kind == "subject":
+            return self.version
         return f"xllamacpp {self.version}" if self.kind == "xllamacpp" else f"llama-cpp-python {self.version}"
 
 
@@ -103,18 +105,30 @@ def fetch_xllamacpp(version: str, log) -> Path:
     return so
 
 
-def prepare(spec: Spec, log) -> Path:
+def prepare(spec: Spec, log) -> str:
+    """The subject spec a matrix row runs: a release's libllama built, the xllamacpp extension fetched, or the
+    spec given."""
+    if spec.kind == "subject":
+        return spec.version
     if spec.kind == "xllamacpp":
-        return fetch_xllamacpp(spec.version, log)
+        return f"libllama:{fetch_xllamacpp(spec.version, log)}"
     from .subject.build import build
-    return build(spec.version, None, log=log)
+    return f"libllama:{build(spec.version, None, log=log)}"
 
 
-def _dryz(lib: Path, args, timeout: float, cwd: Path) -> subprocess.CompletedProcess | str:
-    env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT")}
+def as_spec(subject) -> str:
+    """A subject spec from a spec or a libllama path."""
+    s = str(subject)
+    from .subject.registry import KINDS
+    return s if s.split(":", 1)[0] in KINDS and ":" in s else f"libllama:{s}"
+
+
+def _dryz(spec: str, args, timeout: float, cwd: Path) -> subprocess.CompletedProcess | str:
+    env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "DRYZ_SUBJECT", "LLAMA_CPP_LIB_PATH",
+                                                           "DRYZ_FAULT")}
     try:
-        return subprocess.run([sys.executable, "-m", "dryz", "--lib", str(lib), *args], capture_output=True,
-                              text=True, timeout=timeout, env=env, cwd=cwd)
+        return subprocess.run([sys.executable, "-m", "dryz", "--subject", as_spec(spec), *args],
+                              capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     except subprocess.TimeoutExpired:
         return f"hang (no result within {timeout:.0f} s)"
 
@@ -150,9 +164,6 @@ def _certificate_cell(lib, work: Path, name: str, extra: list[str]) -> dict:
         text += f" ({r['totals']['mismatches']:,} mismatches)"
     if per.get("library_failures"):
         text += f" (periodic: {per['library_failures']} missed)"
-    conf = r["controls"].get("abi_confirmation")
-    if conf is not None and not conf["passed"]:
-        text += " (ABI confirmation case missed)"
     cell["text"] = text
     return cell
 
@@ -224,9 +235,13 @@ def row(spec: Spec, lib: Path, seconds: int, work: Path, log) -> dict:
     p = _dryz(lib, ["subject", "show"], 300, work)
     bad = _outcome(p)
     if bad or p.returncode != 0:
-        return {"subject": spec.name, "lib": str(lib), "error": bad or p.stderr.strip(), "cells": {}}
+        return {"subject": spec.name, "spec": lib, "error": bad or p.stderr.strip(), "cells": {}}
     ident = json.loads(p.stdout)
-    name = ident.get("distribution", spec.name) if spec.kind == "xllamacpp" else spec.name
+    if spec.kind == "subject":  # named by what it says it is
+        from .output import subject_line
+        name = subject_line(ident)
+    else:
+        name = ident.get("distribution", spec.name) if spec.kind == "xllamacpp" else spec.name
     spec = Spec(spec.kind, name.split()[-1]) if spec.kind == "xllamacpp" else spec
     cells = {}
     for name, fn in (("certificate", lambda: _certificate_cell(lib, work, "certificate", [])),
@@ -239,7 +254,8 @@ def row(spec: Spec, lib: Path, seconds: int, work: Path, log) -> dict:
         cells[name] = fn()
         log(f"  {spec.name}: {name}: {cells[name]['text']} ({cells[name]['seconds']} s)")
     built = ident.get("built_by_dryz") or {}
-    return {"subject": spec.name, "lib": str(lib), "identity": ident, "work": str(work),
+    return {"subject": name if spec.kind == "subject" else spec.name, "spec": lib, "identity": ident,
+            "work": str(work),
             "commit": built.get("vendored_commit", ident.get("llama_cpp_commit")) or "?",
             "abi": ident["init_dry_abi"], "dry_fingerprint": built.get("dry_fingerprint"),
             "cells": cells, "crashes": sum(1 for c in cells.values() if c.get("failed")
@@ -254,25 +270,32 @@ def row(spec: Spec, lib: Path, seconds: int, work: Path, log) -> dict:
 def _feature_key(case, klass: str, a, b) -> tuple:
     """What kind of behaviour a difference is, for one witness per kind: its class, the sides' outcomes, and
     where the case sits on each parameter's edges."""
+    side = lambda r: r.klass if r.kind == "ok" else r.detail.split(":")[0]  # noqa: E731
+    return (klass, side(a), side(b)) + where(case)
+
+
+def where(case) -> tuple[str, str]:
+    """Where a case sits on the window's edges: (-1 | <-1 | 0 | >0, n_ctx_train<window | n_ctx_train<=0 | -)."""
     last_n = case.penalty_last_n
     window = "-1" if last_n == -1 else "<-1" if last_n < -1 else "0" if last_n == 0 else ">0"
     cap = "n_ctx_train<window" if 0 < case.n_ctx_train < min(max(last_n, 0) or 1 << 30, len(case.history)) \
         else "n_ctx_train<=0" if case.n_ctx_train <= 0 else "-"
-    side = lambda r: r.klass if r.kind == "ok" else r.detail.split(":")[0]  # noqa: E731
-    return (klass, side(a), side(b), window, cap)
+    return window, cap
 
 
-def differential(ref: tuple[str, Path], others: list[tuple[str, Path]], cases, log, budget_s: float = 600):
+def differential(ref: tuple[str, Path], others: list[tuple[str, Path]], cases, log, budget_s: float = 600,
+                 always: int = 0):
     """Differences between the reference subject and each other one: {other: {feature key: (case, class,
-    results)}} with the first case of each kind, and counts."""
+    results)}} with the first case of each kind, and counts. The first `always` cases are compared whatever
+    the budget."""
     from .differential import Judge, compare
-    servers = {ref[0]: Judge(f"libllama:{ref[1]}")}
-    servers.update({name: Judge(f"libllama:{lib}") for name, lib in others})
+    servers = {ref[0]: Judge(as_spec(ref[1]))}
+    servers.update({name: Judge(as_spec(lib)) for name, lib in others})
     found: dict[str, dict] = {name: {} for name, _ in others}
     counts: dict[str, dict] = {name: {} for name, _ in others}
     n = 0
     try:
-        for case, other, klass, res in compare(servers, cases, ref[0], log=log, budget_s=budget_s):
+        for case, other, klass, res in compare(servers, cases, ref[0], log=log, budget_s=budget_s, always=always):
             counts[other][klass] = counts[other].get(klass, 0) + 1
             if klass == "error":  # dryz could not judge it on one side: counted, nothing claimed
                 continue
@@ -324,6 +347,89 @@ def witness_entry(case, klass: str, shortest: str, calls: int, ref_row: dict, ot
     return data
 
 
+def comparison_cases(kept_dirs, random_cases: int) -> tuple[list, int]:
+    """What two subjects are compared on: the parameter-edge cases and the project corpus's cases (not its
+    traces), then up to 500 inputs kept by each campaign (its corpus directory) and `random_cases`
+    fuzz-decoder cases; and how many come first (edges and corpus: compared in full whatever the budget)."""
+    from .differential import edge_cases, random_cases as random_set
+    from .corpus import PROJECT_DIR, entries, load_entry
+    from .fuzz.decode import decode
+    cases = edge_cases()
+    cases += [e.case for e in map(load_entry, entries(PROJECT_DIR)) if e.case is not None]  # not traces
+    always = len(cases)
+    for kept in kept_dirs:  # what each campaign kept
+        for p in sorted(Path(kept).glob("*"))[:500] if Path(kept).is_dir() else []:
+            try:
+                cases.append(decode(p.read_bytes()))
+            except Exception:  # noqa: BLE001 (an input the decoder refuses is no case)
+                pass
+    return cases + random_set(random_cases), always
+
+
+def minimized_differences(ref_row: dict, other_row: dict, kinds: dict, corpus_dir: Path | None, log) -> list[dict]:
+    """Each kind of difference (differential()'s {feature key: (case, class, results)} for one subject) shrunk
+    to a witness (two kinds that shrink to one case are one behaviour), optionally written to corpus_dir.
+    A row is {"subject", "spec", "identity", "dry_fingerprint"?}, as the matrix's rows are."""
+    from .differential import Judge
+    a, b = Judge(ref_row["spec"]), Judge(other_row["spec"])
+    try:
+        minimized = [(key, klass) + minimize_difference(a, b, case) for key, (case, klass, res) in kinds.items()]
+    finally:
+        a.close()
+        b.close()
+    out, seen = [], set()
+    for key, klass, reduced, shortest, calls, final in minimized:
+        if reduced.dumps() in seen:  # two kinds that shrink to one witness are one behaviour
+            continue
+        seen.add(reduced.dumps())
+        d = {"between": [ref_row["subject"], other_row["subject"]], "class": klass, "kind": list(key),
+             "shortest": shortest, "predicate_calls": calls, "case": reduced.to_json(), "history": reduced.symbols,
+             "reference": final[0].__dict__ if final[0].kind != "ok" else {"klass": final[0].klass},
+             "other": final[1].__dict__ if final[1].kind != "ok" else {"klass": final[1].klass}}
+        if corpus_dir is not None:
+            d["written"] = str(_write_witness(reduced, klass, shortest, calls, ref_row, other_row, final,
+                                              corpus_dir))
+        log(f"  -> {reduced.symbols!r} window {reduced.penalty_last_n}, shortest {shortest}"
+            f"{', written ' + d['written'] if 'written' in d else ''}")
+        out.append(d)
+    return out
+
+
+def subject_row(spec: str, work: Path) -> dict:
+    """A subject's identity, read in a child process (this process loads no library): a row for
+    minimized_differences; MatrixError when the subject cannot be had."""
+    p = _dryz(spec, ["subject", "show"], 300, work)
+    bad = _outcome(p)
+    if bad or p.returncode != 0:
+        raise MatrixError(f"{spec}: {bad or (p.stderr.strip().splitlines() or ['cannot be had'])[-1]}")
+    from .output import subject_line
+    ident = json.loads(p.stdout)
+    built = ident.get("built_by_dryz") or {}
+    return {"subject": subject_line(ident), "spec": as_spec(spec), "identity": ident,
+            "dry_fingerprint": built.get("dry_fingerprint")}
+
+
+def compare_pair(base: str, new: str, kept_dirs, random_cases: int, budget_s: float, work: Path,
+                 corpus_dir: Path | None, log) -> dict:
+    """`dryz compare`: the matrix's comparison for two subjects, NEW against BASE (the reference): the same
+    cases, the same classes, each kind of difference minimized to a witness."""
+    t0 = time.monotonic()
+    ref_row, new_row = subject_row(base, work), subject_row(new, work)
+    if ref_row["subject"] == new_row["subject"]:  # two builds that name themselves alike: keep them apart
+        ref_row["subject"] += " [base]"
+        new_row["subject"] += " [new]"
+    cases, always = comparison_cases(kept_dirs, random_cases)
+    log(f"differential: {len(cases):,} cases, {new_row['subject']} against {ref_row['subject']}")
+    found, counts, evaluated = differential((ref_row["subject"], base), [(new_row["subject"], new)], cases, log,
+                                            budget_s, always)
+    t = time.monotonic()
+    diffs = minimized_differences(ref_row, new_row, found[new_row["subject"]], corpus_dir, log)
+    return {"tool": "dryz compare", "base": ref_row, "new": new_row, "cases": len(cases), "always": always,
+            "compared": evaluated.get(new_row["subject"], 0), "counts": counts[new_row["subject"]],
+            "differences": diffs, "compare_seconds": round(t - t0, 1),
+            "minimize_seconds": round(time.monotonic() - t, 1), "wall_seconds": round(time.monotonic() - t0, 1)}
+
+
 def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | None, log,
                random_cases: int = 2000) -> dict:
     t0 = time.monotonic()
@@ -351,52 +457,17 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
         (usable[0] if usable else None)
     differences = []
     if pinned is not None and len(usable) > 1:
-        from .subject.differ import edge_cases, random_cases as random_set
-        from .corpus import PROJECT_DIR, entries, load_entry
-        from .fuzz.decode import decode
-        cases = edge_cases()
-        cases += [e.case for e in map(load_entry, entries(PROJECT_DIR)) if e.case is not None]  # not traces
-        cases += random_set(random_cases)
-        for _, _, r in usable:  # what each campaign kept
-            kept = Path(r["work"]) / "fuzz" / "corpus"
-            for p in sorted(kept.glob("*"))[:500] if kept.is_dir() else []:
-                try:
-                    cases.append(decode(p.read_bytes()))
-                except Exception:  # noqa: BLE001 (an input the decoder refuses is no case)
-                    pass
+        cases, always = comparison_cases([Path(r["work"]) / "fuzz" / "corpus" for _, _, r in usable], random_cases)
         ref = (pinned[2]["subject"], pinned[1])
         others = [(r["subject"], lib) for s, lib, r in usable if lib != pinned[1]]
         log(f"differential: {len(cases):,} cases on {len(others) + 1} subjects against {ref[0]}")
         t = time.monotonic()
-        found, counts, evaluated = differential(ref, others, cases, log)
+        found, counts, evaluated = differential(ref, others, cases, log, always=always)
         log(f"differential: {time.monotonic() - t:.0f} s, {sum(len(v) for v in found.values())} kinds of "
             "difference")
-        from .differential import Judge
         by_name = {r["subject"]: r for _, _, r in usable}
         for other, kinds in found.items():
-            a, b = Judge(f"libllama:{ref[1]}"), Judge(f"libllama:{by_name[other]['lib']}")
-            seen = set()
-            try:
-                minimized = [(key, klass) + minimize_difference(a, b, case)
-                             for key, (case, klass, res) in kinds.items()]
-            finally:
-                a.close()
-                b.close()
-            for key, klass, reduced, shortest, calls, final in minimized:
-                if reduced.dumps() in seen:  # two kinds that shrink to one witness are one behaviour
-                    continue
-                seen.add(reduced.dumps())
-                d = {"between": [ref[0], other], "class": klass, "kind": list(key), "shortest": shortest,
-                     "predicate_calls": calls, "case": reduced.to_json(), "history": reduced.symbols,
-                     "reference": final[0].__dict__ if final[0].kind != "ok" else
-                     {"klass": final[0].klass}, "other": final[1].__dict__ if final[1].kind != "ok" else
-                     {"klass": final[1].klass}}
-                if corpus_dir is not None:
-                    d["written"] = str(_write_witness(reduced, klass, shortest, calls, by_name[ref[0]],
-                                                      by_name[other], final, corpus_dir))
-                log(f"  -> {reduced.symbols!r} window {reduced.penalty_last_n}, shortest {shortest}"
-                    f"{', written ' + d['written'] if 'written' in d else ''}")
-                differences.append(d)
+            differences += minimized_differences(by_name[ref[0]], by_name[other], kinds, corpus_dir, log)
         for r in rows:
             if r["subject"] in counts:
                 r["differences_from_reference"] = counts[r["subject"]]
@@ -409,12 +480,12 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
 
 
 def _write_witness(case, klass, shortest, calls, ref_row, other_row, results, corpus_dir: Path) -> Path:
-    """Judge the witness on the reference subject (in a child: it is the pinned library, but the matrix process
-    loads no library itself) and store it."""
+    """Judge the witness on the reference subject (in its isolation worker: the matrix process loads no
+    library itself) and store it."""
     from .check import check_in
     from .corpus import write_entry
     from .subject.isolation import Worker
-    with Worker(f"libllama:{ref_row['lib']}", timeout=300) as w:
+    with Worker(ref_row["spec"], timeout=300) as w:
         try:
             verdict = check_in(w, case)
         except Exception:  # noqa: BLE001 (the reference could not judge it)

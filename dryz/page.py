@@ -291,8 +291,11 @@ def build_report(inputs: list[str]) -> tuple[str, str]:
             sections.append(certificate_section(d, p.name))
         elif tool == "dryz matrix":
             sections.append(matrix_section(d, p.name))
+        elif tool == "dryz gate":
+            from .gate import html_section
+            sections.append(html_section(d, p.name))
         else:
-            raise ReportError(f"{item}: not a dryz exhaustive or dryz matrix result (tool {tool!r})")
+            raise ReportError(f"{item}: not a dryz exhaustive or dryz matrix result, nor a dryz gate result (tool {tool!r})")
     body_h = "".join(h for h, _ in sections)
     body_m = "\n".join(m for _, m in sections)
     from . import __version__

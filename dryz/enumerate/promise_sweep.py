@@ -30,6 +30,8 @@ class PromiseResult:
     counts: dict = field(default_factory=dict)     # class -> windows from the texts
     vocab_counts: dict = field(default_factory=dict)  # class -> vocabulary-wide histories (spelled_histories)
     witnesses: dict = field(default_factory=dict)  # class -> shortest Witness
+    sets_done: int = 0     # breaker sets swept in full (all of them unless a deadline cut the sweep)
+    complete: bool = True
 
 
 def windows_of(ids, pieces, breakers):
@@ -77,7 +79,9 @@ def spelled_histories(model, pieces, breakers, tokenize_special):
     return sorted(set(out))
 
 
-def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True) -> PromiseResult:
+def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True, deadline=None) -> PromiseResult:
+    """deadline (time.monotonic()): no breaker set starts after it (sets_done, complete say what ran)."""
+    import time
     from ..enumerate.vocab_probes import LibraryProbe, _fillers
     from ..subject.vendored_vocabs import load
     vocab = load(vocab_spec, lib)
@@ -86,6 +90,9 @@ def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True)
     res = PromiseResult(vocab.ref.name)
     tokenized = [(name, vocab.tokenize(t, parse_special=True)) for name, t in texts]
     for set_name, breakers in sets:
+        if deadline is not None and time.monotonic() > deadline:
+            res.complete = False
+            break
         model = restart_model(breakers, index, vocab.tokenize)
         tails = {x for ts in model.seqs.values() for t in ts for x in t}
         probe = LibraryProbe(lib, vocab, breakers)
@@ -123,6 +130,7 @@ def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True)
                         res.witnesses[cls] = Witness(cls, "(vocabulary)", set_name, list(breakers), window, info)
         finally:
             probe.close()
+        res.sets_done += 1
     return res
 
 

@@ -200,7 +200,8 @@ def _cands(history, z) -> tuple:
     return tuple(sorted(set(history) | {z}))
 
 
-def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summary) -> dict:
+def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summary, deadline=None) -> dict:
+    """deadline (time.monotonic()): stop probing there; the set's stats say complete False."""
     t0 = time.perf_counter()
     model = restart_model(breakers, index, vocab.tokenize)
     t_model = time.perf_counter() - t0
@@ -211,11 +212,18 @@ def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summ
     probe = LibraryProbe(lib, vocab, breakers)
     stats = {"set": name, "breakers": len(breakers), "heads": len(seqs), "entries": len(model.pairs()),
              "model_s": t_model, "probes": 0, "shadowed": 0, "disagreements": 0,
-             "tail_full_lengths": sorted(set(model.full_tail_lengths.values()))}
+             "tail_full_lengths": sorted(set(model.full_tail_lengths.values())), "complete": True}
     t1 = time.perf_counter()
+
+    class _Late(Exception):
+        pass
 
     cfg = oracle_config(seqs, index.n)
     singles = breaker_config(seqs, index.n)
+
+    def late():
+        if deadline is not None and time.monotonic() > deadline:
+            raise _Late
 
     def check(kind, hyp, history, cands, pred):
         got = probe.run(history, cands)
@@ -232,6 +240,7 @@ def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summ
     try:
         # head probes
         for h, T in model.pairs():
+            late()
             Q = [h, *T, f]
             hist = Q + [z] + Q
             cands = _cands(hist, z)
@@ -247,6 +256,7 @@ def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summ
         for T in [()] + tails:
             per = max(1, GROUP_TOKENS // (1 + len(T)))
             for g in range(0, len(sample), per):
+                late()
                 members = sample[g:g + per]
                 B = [x for t in members for x in (t, *T)]
                 hist = B + [f, z] + B + [f]
@@ -257,6 +267,8 @@ def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summ
                 pred = predict(hist, cands, seqs, singles)
                 kind = "non-head" if not T else "non-head-tail"
                 check(kind, f"none of {members} is a head with tail {list(T)}", hist, cands, pred)
+    except _Late:
+        stats["complete"] = False
     finally:
         probe.close()
     stats["probe_s"] = time.perf_counter() - t1
@@ -268,9 +280,10 @@ def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summ
     return stats
 
 
-def compare_vocab(vocab_spec, lib, breakers=None) -> Summary:
+def compare_vocab(vocab_spec, lib, breakers=None, deadline=None) -> Summary:
     """Probe the model's restart sequences against the library for one vocabulary. `breakers`: a list of
-    strings (one set), a sequence of (name, list) sets, or None for BREAKER_SUITE."""
+    strings (one set), a sequence of (name, list) sets, or None for BREAKER_SUITE. deadline (time.monotonic()):
+    no probe starts after it (Summary.sets says which sets were complete)."""
     from ..subject.vendored_vocabs import load
     vocab = load(vocab_spec, lib)
     index = TextIndex(vocab.texts())
@@ -282,5 +295,7 @@ def compare_vocab(vocab_spec, lib, breakers=None) -> Summary:
     else:
         sets = tuple(breakers)
     for name, bs in sets:
-        compare_set(lib, vocab, index, name, bs, summary)
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        compare_set(lib, vocab, index, name, bs, summary, deadline)
     return summary

@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,46 @@ _EXECS = re.compile(r"^#(\d+)")
 
 class CampaignError(RuntimeError):
     pass
+
+
+def _stop_tree(pid: int) -> None:
+    """SIGTERM to a process and every descendant (libFuzzer's fork-mode jobs), SIGKILL to what is left after
+    5 s. Linux: the tree is read from /proc."""
+    import signal
+
+    def tree(root):
+        kids: dict[int, list] = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    stat = open(f"/proc/{d}/stat").read()
+                    kids.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(d))
+                except (OSError, IndexError, ValueError):
+                    pass
+        out, todo = [], [root]
+        while todo:
+            p = todo.pop()
+            out.append(p)
+            todo += kids.get(p, [])
+        return out
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        procs = tree(pid)
+        for p in procs:
+            try:
+                os.kill(p, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") and
+                                                  "zombie" not in _state(p) for p in procs):
+            time.sleep(0.1)
+
+
+def _state(pid: int) -> str:
+    try:
+        return "zombie" if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z" else "alive"
+    except OSError:
+        return "zombie"
 
 
 @dataclass
@@ -77,6 +118,7 @@ class Campaign:
     breakers: str = "default"     # --breakers default|dict|random (with --vocab)
     target: str = "cases"  # "cases": bytes -> Case -> check(); "traces": bytes -> Trace -> check_trace()
     subject: object = None  # the audited subject (opened by the command): its spec goes to every job
+    recheck_limit: int | None = None  # re-check at most this many crash files (the smallest); None: all
     log=print
 
     def subject_env(self) -> dict:
@@ -206,9 +248,16 @@ class Campaign:
             stats.counters = self.probe_counters(env)
             self.log(f"native coverage: {stats.counters or 'NO inline counters reported'}")
         interrupted = False
+        limited = threading.Event()
         with open(log_path, "w") as logf:
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     errors="replace", cwd=self.workdir)
+            # libFuzzer's fork mode first runs the seeds in a child it restarts after every crash (reloading
+            # the subject, and a vocabulary): on a broken subject that alone can outlast -max_total_time.
+            # At the hard limit the campaign stops, as time running out stops it, and its crash files count.
+            watchdog = threading.Timer(self.hard_limit(), lambda: (limited.set(), _stop_tree(proc.pid)))
+            watchdog.daemon = True
+            watchdog.start()
             try:
                 for line in proc.stdout:
                     logf.write(line)
@@ -219,7 +268,9 @@ class Campaign:
                             self.log(f"[{now - t0:6.0f}s] execs {stats.execs:,}  exec/s {stats.exec_per_s:,}  "
                                      f"cov {stats.cov}  ft {stats.ft}  corpus {stats.corpus}")
                 rc = proc.wait()
+                watchdog.cancel()
             except KeyboardInterrupt:
+                watchdog.cancel()
                 interrupted = True
                 proc.terminate()
                 try:
@@ -227,7 +278,7 @@ class Campaign:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     rc = proc.wait()
-        if stats.execs == 0 and rc != 0 and not interrupted:
+        if stats.execs == 0 and rc != 0 and not interrupted and not limited.is_set():
             tail = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
             raise CampaignError(f"libFuzzer did not run (exit {rc}): {tail[-1] if tail else 'no output'} "
                                 f"(log: {log_path})")
@@ -235,12 +286,20 @@ class Campaign:
         if interrupted:  # Ctrl-C: keep every crash file, re-check none (the user asked to stop)
             findings = [{"file": str(p), "klass": "not re-checked (interrupted)", "reproduces": None} for p in new]
         else:
-            findings = [self.recheck(p) for p in new]
+            order = sorted(new, key=lambda p: (p.stat().st_size, p.name))
+            limit = len(order) if self.recheck_limit is None else self.recheck_limit
+            findings = [self.recheck(p) for p in order[:limit]] + [
+                {"file": str(p), "klass": "not re-checked (--recheck limit)", "reproduces": None}
+                for p in order[limit:]]
         return {"seconds": round(time.monotonic() - t0, 1), "execs": stats.execs, "cov": stats.cov,
                 "ft": stats.ft, "corpus": stats.corpus, "exec_per_s": stats.exec_per_s,
                 "counters": stats.counters, "libfuzzer_exit": rc, "log": str(log_path),
                 "native": self.native, "fault": self.fault, "findings": findings, "interrupted": interrupted,
-                "target": self.target}
+                "target": self.target, "stopped_at_hard_limit": limited.is_set()}
+
+    def hard_limit(self) -> float:
+        """Seconds after which dryz stops libFuzzer itself: --time plus a quarter, at least 30 s more."""
+        return self.seconds + max(30.0, 0.25 * self.seconds)
 
     def probe_counters(self, env) -> str:
         """Fork mode's parent does not print the modules it loaded: ask a one-off, non-fork process."""
