@@ -914,7 +914,8 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
 
 @cli.command()
 @click.option("--base", "base", required=True, metavar="PATH",
-              help="The subject to compare against (a libllama.so or its folder, as --lib takes it).")
+              help="The subject to compare against: a llama-cpp-python release (built), a subject KIND:ARG, or a "
+                   "libllama.so or its folder.")
 @click.option("--kept", "kept", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
               help="A fuzz campaign's kept inputs (its WORKDIR/corpus) to compare on too; repeatable.")
 @click.option("--random", "random_cases", type=int, default=2000, show_default=True,
@@ -929,19 +930,19 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
     corpus, random and kept inputs), each kind of difference minimized to a witness. Exit 1 when they differ."""
     from pathlib import Path
 
+    from .gate import GateError, resolve_base
+    from .inputs import selected_spec
     from .matrix import MatrixError, compare_pair
     from .output import write_json
-    from .subject.binding import SubjectError, resolve
-    from .subject import selected_library
     _writable(json_path)
     if not 0 <= random_cases <= 1_000_000:
         _fail(f"--random must be in 0..1,000,000, got {random_cases}")
     if not 1 <= seconds <= 86400:
         _fail(f"--time must be in 1..86400 seconds, got {seconds:g}")
     try:
-        base_lib, new_lib = resolve(base), Path(selected_library())
-    except SubjectError as e:
-        _fail(f"--base: {e}")
+        base_lib, new_lib = resolve_base(base, say), selected_spec()
+    except GateError as e:
+        _fail(str(e))
     try:
         r = compare_pair(base_lib, new_lib, [Path(k) for k in kept], random_cases, seconds, Path.cwd(),
                          Path(corpus_dir) if corpus_dir else None, say)

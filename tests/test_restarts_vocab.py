@@ -21,16 +21,6 @@ def dryz(*args, timeout=900):
                           env=env)
 
 
-@pytest.fixture(scope="module")
-def spm():
-    from dryz.subject import SubjectError, current
-    from dryz.subject.vendored_vocabs import VocabUnavailable, load
-    try:
-        return load("llama-spm", current())
-    except (VocabUnavailable, SubjectError) as e:
-        if os.environ.get("DRYZ_REQUIRE_BUILDS") == "1":
-            pytest.fail(f"llama-spm required (DRYZ_REQUIRE_BUILDS=1): {e}")
-        pytest.skip(f"llama-spm cannot be had: {e}")
 
 
 def test_promise_on_a_vocabulary_is_the_sweep(spm, tmp_path, lib):
@@ -64,17 +54,16 @@ def test_a_time_budget_says_what_it_covered(spm, tmp_path):
     assert f"over {19 - len(skipped)} of 19 vocabularies (time budget 1 s: partial)" in p.stdout
 
 
-def test_a_construction_disagreement_is_a_finding_with_a_case(spm, monkeypatch):
+def test_a_construction_disagreement_is_a_finding_with_a_case(spm, monkeypatch, lib):
     """The probes' own control (a model whose tails are cut at 19 tokens, not 20) run through the command's
     logic: each disagreement becomes a finding whose Case is the probe, over the vocabulary."""
     from dryz.enumerate import vocab_probes
     from dryz.enumerate.vocab_restarts import run
     from dryz.oracle import restarts_vocab as rv
-    from dryz.subject import current
     monkeypatch.setattr(rv, "MAX_SEQ_LEN", 19)
     monkeypatch.setattr(vocab_probes, "BREAKER_SUITE", tuple(x for x in vocab_probes.BREAKER_SUITE
                                                              if x[0] in ("tail-length", "all"))[:1])
-    r = run(current(), ["llama-spm"], ("construction",))
+    r = run(lib, ["llama-spm"], ("construction",))
     c = r["vocabularies"][0]["construction"]
     assert r["verdict"] == "finding" and c["disagreements"] > 0 and c["sets_complete"] == 1
     assert 0 < len(r["findings"]) <= 3 * 3  # the 3 shortest of each probe kind
