@@ -494,7 +494,8 @@ def explain(path, read_as, color, vocab, as_trace):
         sys.exit(rc)
     v["abi"] = ident.get("init_dry_abi", 7)
     click.echo(f"dryz explain: {path} ({kind})")
-    click.echo(render(case, v, subject_line(ident), color if color is not None else sys.stdout.isatty()))
+    click.echo(render(case, v, subject_line(ident), color if color is not None else sys.stdout.isatty(),
+                      lib=load_subject() if case.vocab is not None else None))
     sys.exit(rc)
 
 

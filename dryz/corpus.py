@@ -115,8 +115,8 @@ def _labels(case: Case):
     """Per candidate: its symbol, or for a real vocabulary its piece."""
     if case.vocab is None:
         return lambda cid: {"symbol": _sym(cid)}
-    from .vocab_cases import vocab_of
-    pieces = vocab_of(case).pieces()
+    from .vocab_cases import pieces_for_people
+    pieces = pieces_for_people(case)
     return lambda cid: {"piece": pieces[cid].decode("utf-8", errors="replace")}
 
 

@@ -30,8 +30,8 @@ def _labeler(case: Case):
     at most 10 characters) with its id."""
     if case.vocab is None:
         return _sym, 4
-    from .vocab_cases import vocab_of
-    pieces = vocab_of(case).pieces()
+    from .vocab_cases import pieces_for_people
+    pieces = pieces_for_people(case)
 
     def lab(t: int) -> str:
         p = pieces[t].decode("utf-8", errors="replace") if 0 <= t < len(pieces) else "?"
@@ -139,7 +139,10 @@ def terminal_width() -> int:
     return max(60, shutil.get_terminal_size((WIDTH, 24)).columns)
 
 
-def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, width: int | None = None) -> str:
+def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, width: int | None = None,
+            lib=None) -> str:
+    """The table of one case. lib: the subject whose vocabulary gives a vocab case's restart sequences (the one
+    that judged it)."""
     from .config import case_config
     from .oracle.shipped import rep_limits
     from .oracle.promised import restart_occurrences
@@ -150,7 +153,7 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
     bold = (lambda s: f"\x1b[1m{s}\x1b[0m") if color else (lambda s: s)
     nxt = (lambda s: f"\x1b[1;4m{s}\x1b[0m") if color else (lambda s: f"<{s}>")
     abi = verdict.get("abi", 7)
-    cfg = case_config(case, abi)
+    cfg = case_config(case, abi, lib)
     lab, cw = _labeler(case)
     h = list(case.history)
     w_len = cfg.window_length(len(h))

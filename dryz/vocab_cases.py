@@ -93,10 +93,18 @@ def restart_sequences(case: Case, lib):
     return _restarts(vocab_of(case, lib), tuple(case.breakers))
 
 
-def history_text(case: Case, lib=None) -> str:
-    """The history as a client prints it (the tokens' pieces), for humans; "" for the symbol vocabulary."""
+def pieces_for_people(case: Case) -> list[bytes]:
+    """The pieces of a vocab case's tokens, to print a case for people (explain, corpus entries): read from the
+    reference tokenizer (vendored_vocabs.reference_vocabulary), whatever the subject; checked against the case
+    like any vocabulary it names."""
+    from .subject.vendored_vocabs import reference_vocabulary
+    key = ("reference", case.vocab, case.vocab_sha256, case.alphabet)
+    return vocab_of(case, None, _loader=lambda spec: reference_vocabulary(spec), key=key).pieces()
+
+
+def history_text(case: Case) -> str:
+    """The history as a client prints it (the tokens' pieces), for humans; the symbols for the symbol vocabulary."""
     if case.vocab is None:
         return case.symbols
-    v = vocab_of(case, lib)
-    pieces = v.pieces()
+    pieces = pieces_for_people(case)
     return b"".join(pieces[t] for t in case.history).decode("utf-8", errors="replace")

@@ -67,6 +67,16 @@ PLANTED = {
                                          "allowed_length": 0}},
     "z-naive-stops-one-short.diff": {"exhaustive": [], "fuzz": [], "case": AA, "confirmation": True},
     "step3-repeat-must-exceed-allowed.diff": {"exhaustive": [], "fuzz": [], "case": AA, "confirmation": True},
+    # Out of the reach of the symbol space and of a short campaign (a restart sequence of 20 tokens needs a
+    # real vocabulary's long breaker): exhaustive certifies it; the construction probes find it (the gate's
+    # construction mode, tests/test_gate.py); its minimized witness is a 21-token llama-spm case.
+    "tail-cap-19.diff": {"exhaustive": None, "fuzz": None, "shown_by": ["restarts", "--vocab", "llama-spm", "--check",
+                                                                      "construction", "--time", "60"],
+                         "case": {"history": (29896, 259, 29906, 29871, 29941, 29871, 29946, 29871, 29945, 29871,
+                                              29953, 29871, 29955, 29871, 29947, 29871, 29929, 29871, 29900,
+                                              29871, 29896), "alphabet": 32000, "penalty_last_n": 21,
+                                  "breakers": ("1 2 3 4 5 6 7 8 9 0 1",), "allowed_length": 0,
+                                  "vocab": "llama-spm", "candidates": ((259, 0.0),)}},
     "reset-keeps-tokens.diff": {"exhaustive": ["--traces", "4"], "fuzz": ["--traces"],
                                 "trace": {"schema": "dryz.trace/1", "alphabet": 1, "penalty_last_n": 64,
                                           "events": [["accept", [0, 0]], ["reset"], ["apply", None]]}},
@@ -166,6 +176,14 @@ def test_a_file_without_dry_is_one_line(tmp_path):
 def test_exhaustive_on_a_buggy_build_is_a_finding(buggy, tmp_path):
     name, lib = buggy
     how = PLANTED[name]
+    if how["exhaustive"] is None:  # out of the space's reach: certified, and the mode that reaches it finds it
+        p = dryz(lib, "exhaustive", "--json", str(tmp_path / "r.json"))
+        assert p.returncode == 0 and "CERTIFIED" in p.stdout, p.stdout + p.stderr
+        q = dryz(lib, *how["shown_by"], "--json", str(tmp_path / "s.json"))
+        assert q.returncode == 1, q.stdout + q.stderr
+        found = json.loads((tmp_path / "s.json").read_text())["findings"]
+        assert found and {f["klass"] for f in found} == {"construction-disagreement"}, found
+        return
     p = dryz(lib, "exhaustive", *how["exhaustive"], "--json", str(tmp_path / "r.json"))
     assert p.returncode == 1, p.stdout + p.stderr
     r = json.loads((tmp_path / "r.json").read_text())
@@ -204,7 +222,7 @@ def test_check_on_a_case_that_shows_a_planted_bug(buggy, tmp_path):
     p = dryz(lib, "check", str(f))
     assert p.returncode == 1, p.stdout + p.stderr
     out = json.loads(p.stdout)
-    assert out["verdict"]["class"] == "mismatch" and out["subject"]["built_by_dryz"]["patch"] == name
+    assert out["verdict"]["class"].startswith("mismatch") and out["subject"]["built_by_dryz"]["patch"] == name
     if how.get("confirmation"):
         assert out["verdict"]["observed_logits"] == [0.0] and out["verdict"]["expected_logits"] == [-1.0]
 
@@ -214,6 +232,14 @@ def test_fuzz_minimize_replay_on_a_buggy_build(buggy, tmp_path):
     reproducer made on that subject; replay of the project corpus on it flags changed verdicts."""
     name, lib = buggy
     how = PLANTED[name]
+    if how["fuzz"] is None:  # no campaign reaches it in seconds: its witness minimizes and replays as stored
+        m = dryz(lib, "minimize", str(write_case(tmp_path, "w.json", **how["case"])), "--corpus", str(tmp_path / "c"))
+        assert m.returncode == 0, m.stdout + m.stderr
+        [entry] = [json.loads(q.read_text()) for q in (tmp_path / "c").glob("*.json")]
+        assert entry["expect"] == "mismatch-multi-token" and entry["shortest"] in ("proven", "1-minimal")
+        assert len(entry["case"]["history"]) == 21 and entry["history_text"]
+        assert dryz(lib, "replay", str(tmp_path / "c")).returncode == 0
+        return
     work = tmp_path / "w"
     p = dryz(lib, "fuzz", *how["fuzz"], "--time", "20", "--jobs", "1", "--workdir", str(work), "--json",
              str(tmp_path / "f.json"))

@@ -503,7 +503,7 @@ def test_trace_reducer_runs_its_passes_by_fixpoint_and_proves_by_first_shorter()
     assert status2 == "1-minimal" and small2.events == (("apply", ((0, 0.0),)),)
 
 
-def test_fuzz_trace_target_and_campaign_switch(tmp_path, monkeypatch):
+def test_fuzz_trace_target_and_campaign_switch(tmp_path, monkeypatch, lib):
     from dryz.fuzz.campaign import Campaign
     from dryz.fuzz import target
     seed = T([("accept", [0, 0]), ("apply", None), ("reset",), ("apply", None)], alphabet=2)
@@ -516,7 +516,8 @@ def test_fuzz_trace_target_and_campaign_switch(tmp_path, monkeypatch):
     assert target.entry_point() is target.test_one_trace
     counts = {}
     for kind in ("cases", "traces"):
-        c = Campaign(seconds=1, jobs=1, workdir=tmp_path / kind, artifacts=tmp_path / kind / "a", target=kind)
+        c = Campaign(seconds=1, jobs=1, workdir=tmp_path / kind, artifacts=tmp_path / kind / "a", target=kind,
+                     subject=lib)
         c.log = lambda m: None
         assert c.subject_env()["DRYZ_FUZZ_TARGET"] == kind
         seeds = sorted(c.seed().glob("*"))

@@ -63,10 +63,17 @@ def load_subject() -> None:
     decode = input_decoder(SUBJECT)
 
 
+def _subject():
+    """The job's subject: opened before libFuzzer starts (load_subject); opened here for a caller that did not."""
+    if SUBJECT is None:
+        load_subject()
+    return SUBJECT
+
+
 def test_one_input(data: bytes) -> None:
     case = decode(data)
     try:
-        v = check(case, SUBJECT)
+        v = check(case, _subject())
     except Unsupported:  # a case this subject cannot express (its capabilities): not judged
         return
     if v.klass != AGREE and v.klass not in KNOWN:
@@ -80,7 +87,7 @@ def test_one_trace(data: bytes) -> None:
     from .traces import decode_trace
     trace = decode_trace(data)
     try:
-        v = check_trace(trace, SUBJECT)
+        v = check_trace(trace, _subject())
     except SubjectError:  # a configuration the old ABI's driver refuses (it would throw): not judged as a trace
         return
     if v.klass != AGREE and v.klass not in KNOWN:

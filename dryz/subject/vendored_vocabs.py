@@ -325,14 +325,18 @@ def load_vocab(spec, lib):
         raise VocabError(str(e)) from None
 
 
-def vocab_of(case: Case, lib):
-    """The loaded vocabulary of a vocab case, checked once per (subject, vocab, sha256, size)."""
-    key = (id(lib), case.vocab, case.vocab_sha256, case.alphabet)
+def vocab_of(case: Case, lib, _loader=None, key=None):
+    """The loaded vocabulary of a vocab case, checked once per (subject, vocab, sha256, size). _loader/key: the
+    same checks on a vocabulary loaded otherwise (vocab_cases.pieces_for_people: the reference tokenizer)."""
+    key = key or (id(lib), case.vocab, case.vocab_sha256, case.alphabet)
     v = _CHECKED.get(key)
     if v is not None:
         return v
     with _LOCK:
-        v = load_vocab(case.vocab, lib)
+        try:
+            v = _loader(case.vocab) if _loader else load_vocab(case.vocab, lib)
+        except VocabUnavailable as e:
+            raise VocabError(str(e)) from None
         if case.vocab_sha256 is not None and case.vocab_sha256 != v.ref.sha256:
             raise VocabError(f"vocabulary {case.vocab}: the case records sha256 {case.vocab_sha256[:16]}..., the "
                              f"file {v.ref.path} has {v.ref.sha256[:16]}... (another file of that name)")
