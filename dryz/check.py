@@ -662,6 +662,16 @@ def check_op(subject, case: Case) -> Verdict:
     return check(case, subject)
 
 
+def judge_case(case: Case, lib, isolate: bool = True) -> Verdict:
+    """check(case, lib), in an isolation worker unless isolate is False: a case that kills or hangs the
+    subject's process is class crash, with the signal and the library's last words."""
+    if not isolate:
+        return check(case, lib)
+    from .subject.isolation import Worker
+    with Worker(lib.spec, lib) as w:
+        return check_in(w, case)
+
+
 def check_in(worker, case: Case) -> Verdict:
     """check() in an isolation worker (another process holding the subject): a case that kills or hangs the
     subject's process is a verdict of class crash."""
