@@ -349,6 +349,11 @@ def _f32_or_none(v):
         return None
 
 
+def json_number(x: float):
+    """A float as JSON: itself when finite, else "inf", "-inf" or "nan" (JSON has no such numbers)."""
+    return x if math.isfinite(x) else ("-inf" if x < 0 else ("inf" if x > 0 else "nan"))
+
+
 def _logit_to_json(x: float):
     return "-inf" if x == -math.inf else x
 
