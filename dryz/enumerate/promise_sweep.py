@@ -1,6 +1,6 @@
 """The text-level promise against the library, over real vocabularies: histories made the way a model emits
 text (the built-in texts tokenized, and histories spelled from the vocabulary), each window's rep_limit observed
-on the library (vocab_probes.LibraryProbe) and judged by oracle/promise_text.classify; every class keeps a
+on the library (vocab_probes.SubjectProbe) and judged by oracle/promise_text.classify; every class keeps a
 shortest witness. `promise_sweep` is what bench/vocab_breakers.py --promise runs."""
 
 from __future__ import annotations
@@ -82,9 +82,9 @@ def spelled_histories(model, pieces, breakers, tokenize_special):
 def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True, deadline=None) -> PromiseResult:
     """deadline (time.monotonic()): no breaker set starts after it (sets_done, complete say what ran)."""
     import time
-    from ..enumerate.vocab_probes import LibraryProbe, _fillers
-    from ..subject.vendored_vocabs import load
-    vocab = load(vocab_spec, lib)
+    from ..enumerate.vocab_probes import SubjectProbe, _fillers
+    from ..vocab_cases import load_vocab
+    vocab = load_vocab(vocab_spec, lib)
     index = TextIndex(vocab.texts())
     pieces = vocab.pieces()
     res = PromiseResult(vocab.ref.name)
@@ -95,41 +95,38 @@ def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True,
             break
         model = restart_model(breakers, index, vocab.tokenize)
         tails = {x for ts in model.seqs.values() for t in ts for x in t}
-        probe = LibraryProbe(lib, vocab, breakers)
-        try:
-            for text_name, ids in tokenized:
-                for f in _fillers(index, model.seqs, tails, 6):
-                    if f not in ids:
-                        z = f
-                        break
-                for s, e in windows_of(ids, pieces, breakers):
-                    window = tuple(ids[s:e])
-                    obs = observe(probe, window, z)
-                    cls, info = classify(window, pieces, index.texts, breakers, model, obs, vocab.tokenize)
-                    res.counts[cls] = res.counts.get(cls, 0) + 1
-                    if cls == "agree":
-                        continue
-                    window, info = shrink(probe, window, z, pieces, index.texts, breakers, model, cls, info,
-                                          vocab.tokenize)
-                    old = res.witnesses.get(cls)
-                    if old is None or len(window) < len(old.window):
-                        res.witnesses[cls] = Witness(cls, text_name, set_name, list(breakers), window, info)
-            if spelled:
-                z = _fillers(index, model.seqs, tails, 1)[0]
-                for window in spelled_histories(model, pieces, breakers,
-                                                lambda b: vocab.tokenize(b, parse_special=True)):
-                    if z in window:
-                        continue
-                    obs = observe(probe, window, z)
-                    cls, info = classify(window, pieces, index.texts, breakers, model, obs, vocab.tokenize)
-                    res.vocab_counts[cls] = res.vocab_counts.get(cls, 0) + 1
-                    if cls == "agree":
-                        continue
-                    old = res.witnesses.get(cls)
-                    if old is None or len(window) < len(old.window):
-                        res.witnesses[cls] = Witness(cls, "(vocabulary)", set_name, list(breakers), window, info)
-        finally:
-            probe.close()
+        probe = SubjectProbe(lib, vocab, breakers)
+        for text_name, ids in tokenized:
+            for f in _fillers(index, model.seqs, tails, 6):
+                if f not in ids:
+                    z = f
+                    break
+            for s, e in windows_of(ids, pieces, breakers):
+                window = tuple(ids[s:e])
+                obs = observe(probe, window, z)
+                cls, info = classify(window, pieces, index.texts, breakers, model, obs, vocab.tokenize)
+                res.counts[cls] = res.counts.get(cls, 0) + 1
+                if cls == "agree":
+                    continue
+                window, info = shrink(probe, window, z, pieces, index.texts, breakers, model, cls, info,
+                                      vocab.tokenize)
+                old = res.witnesses.get(cls)
+                if old is None or len(window) < len(old.window):
+                    res.witnesses[cls] = Witness(cls, text_name, set_name, list(breakers), window, info)
+        if spelled:
+            z = _fillers(index, model.seqs, tails, 1)[0]
+            for window in spelled_histories(model, pieces, breakers,
+                                            lambda b: vocab.tokenize(b, parse_special=True)):
+                if z in window:
+                    continue
+                obs = observe(probe, window, z)
+                cls, info = classify(window, pieces, index.texts, breakers, model, obs, vocab.tokenize)
+                res.vocab_counts[cls] = res.vocab_counts.get(cls, 0) + 1
+                if cls == "agree":
+                    continue
+                old = res.witnesses.get(cls)
+                if old is None or len(window) < len(old.window):
+                    res.witnesses[cls] = Witness(cls, "(vocabulary)", set_name, list(breakers), window, info)
         res.sets_done += 1
     return res
 
@@ -147,15 +144,11 @@ def shrink(probe, window, z, pieces, texts_of, breakers, model, cls, info, token
 
 def reclassify(lib, vocab, witness: Witness) -> str:
     """The class the witness gets when run again (on a fresh sampler)."""
-    from ..enumerate.vocab_probes import LibraryProbe, _fillers
+    from ..enumerate.vocab_probes import SubjectProbe, _fillers
     index = TextIndex(vocab.texts())
     model = restart_model(witness.breakers, index, vocab.tokenize)
     tails = {x for ts in model.seqs.values() for t in ts for x in t}
     z = next(f for f in _fillers(index, model.seqs, tails, 6) if f not in witness.window)
-    probe = LibraryProbe(lib, vocab, witness.breakers)
-    try:
-        obs = observe(probe, witness.window, z)
-    finally:
-        probe.close()
+    obs = observe(SubjectProbe(lib, vocab, witness.breakers), witness.window, z)
     return classify(witness.window, vocab.pieces(), index.texts, witness.breakers, model, obs,
                     vocab.tokenize)[0]

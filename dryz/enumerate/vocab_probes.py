@@ -141,27 +141,35 @@ def predict(history, cands, seqs: dict, singles: Config) -> np.ndarray:
     return output_logits(np.zeros(len(c), dtype=np.float32), pred, singles)[0]
 
 
-class LibraryProbe:
-    """One sampler for one breaker set on one vocabulary, reset between probes."""
+def probe_case(v, breakers, history, cands):
+    """The probe sampler's configuration (multiplier 1, base 2, allowed_length 0, window LAST_N) on one
+    history, candidates at logit 0, as a Case over the vocabulary: what the subject runs for a probe (through
+    the protocol, as every mode does; a libllama clones one sampler initialized per breaker set)."""
+    from ..case import Case
+    return Case(history=tuple(int(t) for t in history), alphabet=v.n_tokens, penalty_last_n=LAST_N,
+                breakers=tuple(breakers), multiplier=1.0, base=2.0, allowed_length=0,
+                candidates=tuple((int(c), 0.0) for c in cands), vocab=v.ref.name, vocab_sha256=v.ref.sha256)
+
+
+class SubjectProbe:
+    """Probes of one breaker set on one vocabulary, run on the subject (run_probe)."""
 
     def __init__(self, lib, vocab, breakers):
-        self.lib = lib
-        self.s = lib.new_sampler(1.0, 2.0, 0, LAST_N, breakers=list(breakers), vocab=vocab.handle)
+        self.lib, self.vocab, self.breakers = lib, vocab, tuple(breakers)
 
     def run(self, history, cands) -> np.ndarray:
-        lib, s = self.lib, self.s
-        lib.reset(s)
-        for t in history:
-            lib.accept(s, t)
-        out = lib.apply_once(s, list(cands), np.zeros(len(cands), dtype=np.float32), False)
-        if tuple(out.ids) != tuple(cands):
-            raise RuntimeError("the sampler changed the candidate ids")
-        return out.logits
+        return run_probe(self.lib, self.vocab, self.breakers, history, cands)
 
-    def close(self):
-        if self.s:
-            self.lib.free(self.s)
-            self.s = None
+
+def run_probe(lib, v, breakers, history, cands) -> np.ndarray:
+    """The subject's logits for a probe (SubjectCrashed if it died on it)."""
+    from ..subject.protocol import Crash, SubjectCrashed
+    out = lib.run(probe_case(v, breakers, history, cands))
+    if isinstance(out, Crash):
+        raise SubjectCrashed(out)
+    if tuple(out.ids) != tuple(cands):
+        raise RuntimeError("the sampler changed the candidate ids")
+    return out.logits
 
 
 # -- the probe set ---------------------------------------------------------------------------------------
@@ -209,7 +217,6 @@ def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summ
     tails = sorted({t for ts in seqs.values() for t in ts if t})
     tail_tokens = {x for t in tails for x in t}
     f, z = _fillers(index, seqs, tail_tokens)
-    probe = LibraryProbe(lib, vocab, breakers)
     stats = {"set": name, "breakers": len(breakers), "heads": len(seqs), "entries": len(model.pairs()),
              "model_s": t_model, "probes": 0, "shadowed": 0, "disagreements": 0,
              "tail_full_lengths": sorted(set(model.full_tail_lengths.values())), "complete": True}
@@ -226,7 +233,7 @@ def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summ
             raise _Late
 
     def check(kind, hyp, history, cands, pred):
-        got = probe.run(history, cands)
+        got = run_probe(lib, vocab, breakers, history, cands)
         stats["probes"] += 1
         H = np.asarray(list(history)[-LAST_N:], dtype=np.int64)[None, :]
         b = check_batch(cfg, H, np.asarray(cands, dtype=np.int64), got[None, :])  # the one verdict
@@ -269,8 +276,6 @@ def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summ
                 check(kind, f"none of {members} is a head with tail {list(T)}", hist, cands, pred)
     except _Late:
         stats["complete"] = False
-    finally:
-        probe.close()
     stats["probe_s"] = time.perf_counter() - t1
     summary.probes += stats["probes"]
     summary.shadowed += stats["shadowed"]
@@ -284,8 +289,7 @@ def compare_vocab(vocab_spec, lib, breakers=None, deadline=None) -> Summary:
     """Probe the model's restart sequences against the library for one vocabulary. `breakers`: a list of
     strings (one set), a sequence of (name, list) sets, or None for BREAKER_SUITE. deadline (time.monotonic()):
     no probe starts after it (Summary.sets says which sets were complete)."""
-    from ..subject.vendored_vocabs import load
-    vocab = load(vocab_spec, lib)
+    vocab = lib.vocabulary(vocab_spec)
     index = TextIndex(vocab.texts())
     summary = Summary(vocab.ref.name, vocab.ref.sha256, vocab.n_tokens)
     if breakers is None:

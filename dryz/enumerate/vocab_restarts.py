@@ -37,26 +37,16 @@ def vocab_names(specs) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _probe_case(v, breakers, history, cands):
-    """The probe sampler's configuration (multiplier 1, base 2, allowed_length 0, window 4096) on one
-    history, candidates at logit 0, as a Case over the vocabulary."""
-    from ..case import Case
-    from .vocab_probes import LAST_N
-    return Case(history=tuple(int(t) for t in history), alphabet=v.n_tokens, penalty_last_n=LAST_N,
-                breakers=tuple(breakers), multiplier=1.0, base=2.0, allowed_length=0,
-                candidates=tuple((int(c), 0.0) for c in cands), vocab=v.ref.name, vocab_sha256=v.ref.sha256)
-
-
 def _promise_case(v, w):
     """A text-promise witness (a window) as the probe observed it: X z X with z outside every restart
     sequence, candidate z."""
     from ..oracle.restarts_vocab import TextIndex, restart_model
-    from .vocab_probes import _fillers
+    from .vocab_probes import _fillers, probe_case
     index = TextIndex(v.texts())
     model = restart_model(w.breakers, index, v.tokenize)
     tails = {x for ts in model.seqs.values() for t in ts for x in t}
     z = next(f for f in _fillers(index, model.seqs, tails, 6) if f not in w.window)
-    return _probe_case(v, w.breakers, list(w.window) + [z] + list(w.window), (z,))
+    return probe_case(v, w.breakers, list(w.window) + [z] + list(w.window), (z,))
 
 
 def _cheapest_first(v, sets):
@@ -71,9 +61,8 @@ def _cheapest_first(v, sets):
 def run(lib, specs, checks=CHECKS, seconds: float | None = None, log=None) -> dict:
     """Run the checks on each vocabulary; the result JSON (see the module doc). log(line) per vocabulary."""
     from ..fuzz.target import KNOWN
-    from ..subject.vendored_vocabs import load
     from .promise_sweep import promise_sweep
-    from .vocab_probes import BREAKER_SUITE, compare_vocab
+    from .vocab_probes import BREAKER_SUITE, compare_vocab, probe_case
     from ..oracle.promise_text import PROMISE_SETS
     t0 = time.monotonic()
     deadline = None if seconds is None else t0 + seconds
@@ -88,10 +77,10 @@ def run(lib, specs, checks=CHECKS, seconds: float | None = None, log=None) -> di
 
     def row_of(name):
         if name not in rows:
-            v = load(name, lib)
+            v = lib.vocabulary(name)
             rows[name] = {"vocab": v.ref.name, "path": str(v.ref.path), "sha256": v.ref.sha256,
                           "tokens": v.n_tokens, "seconds": 0.0}
-        return load(name, lib), rows[name]
+        return lib.vocabulary(name), rows[name]
 
     # The text promise on every vocabulary first (seconds each), then the construction probes: the specific
     # breaker sets on every vocabulary (under a time budget the cheapest first), then the union set ("all",
@@ -142,7 +131,7 @@ def run(lib, specs, checks=CHECKS, seconds: float | None = None, log=None) -> di
                 findings.append({"vocab": v.ref.name, "check": "construction", "klass": "construction-disagreement",
                                  "detail": f"{d.kind} probe, breaker set {d.breaker_set}: {d.hypothesis}; "
                                            f"predicted {d.predicted}, library {d.library}",
-                                 "case": _probe_case(v, suite[d.breaker_set], d.history, d.candidates).to_json()})
+                                 "case": probe_case(v, suite[d.breaker_set], d.history, d.candidates).to_json()})
         row["seconds"] = round(row["seconds"] + time.monotonic() - t, 1)
     out = []
     for name in names:
