@@ -19,9 +19,9 @@ import pytest
 
 from dryz import gate as g
 
+import conftest
+
 ROOT = Path(__file__).resolve().parents[1]
-PATCHES = ROOT / "tests" / "patches"
-REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
 BUDGET = "60"  # seconds: the fixed modes take about 25 s per lane, the timed ones get what is left
 
 # Each planted patch and the modes that must see it (others may too).
@@ -37,19 +37,10 @@ BLIND = {"reset-keeps-tokens.diff": {"certificate", "parameters", "window-caps"}
 
 
 def dryz(*args, timeout=1800, cwd=None):
-    env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT")}
-    return subprocess.run([sys.executable, "-m", "dryz", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, cwd=cwd)
+    return conftest.dryz(*args, timeout=timeout, cwd=cwd)
 
 
-def _build(version, patch=None):
-    from dryz.subject.build import BuildError, build
-    try:
-        return build(version, PATCHES / patch if patch else None, log=lambda m: None)
-    except (BuildError, OSError) as e:
-        if REQUIRE:
-            raise
-        pytest.skip(f"cannot build libllama {version} {patch or ''}: {str(e).splitlines()[0]}")
+_build = conftest.build
 
 
 # -- the plan -------------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ still separate the subjects they name.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -18,7 +17,8 @@ from dryz.case import Case
 from dryz.differential import Result, classify
 from dryz.matrix import MatrixError, Spec, parse_versions
 
-REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
+import conftest
+
 
 
 def test_versions_are_parsed_or_refused_in_one_line():
@@ -60,13 +60,7 @@ def _pip_lib():
 
 
 def _build(version):
-    from dryz.subject.build import BuildError, build
-    try:
-        return build(version, None, log=lambda m: None)
-    except (BuildError, OSError) as e:
-        if REQUIRE:
-            raise
-        pytest.skip(f"cannot build libllama {version}: {str(e).splitlines()[0]}")
+    return conftest.build(version)
 
 
 @pytest.fixture(scope="module")

@@ -32,18 +32,12 @@ from pathlib import Path
 
 import pytest
 
-PATCHES = Path(__file__).parent / "patches"
-REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
+import conftest
+
+PATCHES = conftest.PATCHES
 
 
-def _build(version: str, patch: str | None = None) -> Path:
-    from dryz.subject.build import BuildError, build
-    try:
-        return build(version, PATCHES / patch if patch else None, log=lambda m: None)
-    except (BuildError, OSError) as e:
-        if REQUIRE:
-            raise
-        pytest.skip(f"cannot build libllama {version} {patch or ''}: {str(e).splitlines()[0]}")
+_build = conftest.build
 
 
 @pytest.fixture(scope="session")
@@ -92,10 +86,8 @@ def buggy(request):
     return request.param, _build("0.3.36", request.param)
 
 
-def dryz(lib: Path, *args, timeout=600, **kw):
-    env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT")}
-    return subprocess.run([sys.executable, "-m", "dryz", "--lib", str(lib), *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, **kw)
+def dryz(lib: Path, *args, timeout=600):
+    return conftest.dryz(*args, lib=lib, timeout=timeout)
 
 
 def write_case(tmp_path, name, **fields) -> Path:

@@ -6,19 +6,16 @@ DRYZ_REQUIRE_BUILDS=1."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from dryz.case import Case
 
+import conftest
+
 
 def dryz(*args, timeout=900):
-    env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT")}
-    return subprocess.run([sys.executable, "-m", "dryz", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env)
+    return conftest.dryz(*args, timeout=timeout)
 
 
 

