@@ -292,7 +292,7 @@ class Batch:
             dis = np.equal(codes, 2).any(axis=1)
             mis = np.equal(codes, 1).any(axis=1) & ~dis
         else:  # the common case: every case agrees with the model
-            dis = mis = np.zeros(N, dtype=bool)
+            dis, mis = np.zeros(N, dtype=bool), np.zeros(N, dtype=bool)  # two arrays: mis is updated below
         if self.observed_sorted is not None:
             mis |= ~dis & np.not_equal(np.asarray(self.observed_sorted), self.expected_sorted)
         suspect = self._finite_suspects()
