@@ -529,3 +529,120 @@ def test_fuzz_trace_target_and_campaign_switch(tmp_path, monkeypatch):
     symbol_cases = sum(1 for e in loaded if e.case is not None and e.case.vocab is None)
     traces = sum(1 for e in loaded if e.trace is not None)
     assert counts == {"cases": symbol_cases, "traces": symbol_cases + traces}  # real-vocabulary entries seed neither
+
+
+# -- the C sequencer: LibLlama.run_trace and run_many ------------------------------------------------------------
+
+
+def _same(a, b) -> bool:
+    return (a.ids == b.ids and a.size == b.size and a.sorted == b.sorted
+            and a.logits.astype("float32").tobytes() == b.logits.astype("float32").tobytes())
+
+
+def test_c_sequencer_equals_the_ctypes_calls(lib):
+    """LibLlama.run_trace (one call into _drive.run_trace) leaves what the ctypes driver's calls leave, apply by
+    apply, bit for bit; run_batch and run_many (fresh samplers, or clones of one that never accepted a token)
+    leave what run() leaves on every equivalent case."""
+    import numpy as np
+    rng = random.Random(11)
+    applies = 0
+    for _ in range(150):
+        t = decode_trace(rng.randbytes(rng.randint(0, 700)))
+        c_out, py_out = lib.run_trace(t), run_trace(t, lib)
+        assert len(c_out) == len(py_out) == len(t.applies)
+        assert all(_same(a, b) for a, b in zip(c_out, py_out))
+        cases = equivalent_cases(t)
+        fresh = [lib.run(c) for c in cases]
+        assert all(_same(a, b) for a, b in zip(lib.run_batch(cases), fresh))
+        p = t.program()
+        hist = np.array([x for c in cases for x in c.history], dtype=np.int32)
+        counts = np.array([len(c.history) for c in cases], dtype=np.int32)
+        for clone in (False, True):
+            got = lib.run_many(t.sampler_args(), t.n_ctx_train, hist, counts, p.ids, p.logits, p.sizes, p.sorted,
+                               clone=clone).outputs()
+            assert all(_same(a, b) for a, b in zip(got, fresh))
+        applies += len(cases)
+    assert applies > 3000
+
+
+class _CountingTraceCalls:
+    """llama_sampler_{init_dry,clone,accept,apply,reset,free} as ctypes callbacks that call the library's own and
+    count: every sampler made must be freed exactly once, none used after its free."""
+
+    def __init__(self, lib):
+        import ctypes
+        vp = ctypes.c_void_p
+        real = lib.trace_addresses
+        init_t = ctypes.CFUNCTYPE(vp, *lib.L.llama_sampler_init_dry.argtypes)
+        r_init, r_clone = init_t(real[0]), ctypes.CFUNCTYPE(vp, vp)(real[1])
+        r_accept = ctypes.CFUNCTYPE(None, vp, ctypes.c_int32)(real[2])
+        r_apply, r_reset = ctypes.CFUNCTYPE(None, vp, vp)(real[3]), ctypes.CFUNCTYPE(None, vp)(real[4])
+        r_free = ctypes.CFUNCTYPE(None, vp)(real[5])
+        self.live, self.freed, self.calls, self.bad = set(), [], {}, 0
+
+        def count(name):
+            self.calls[name] = self.calls.get(name, 0) + 1
+
+        def init(*a):
+            s = r_init(*a)
+            count("init")
+            self.live.add(s)
+            return s
+
+        def clone(s):
+            self.bad += s not in self.live
+            c = r_clone(s)
+            count("clone")
+            self.live.add(c)
+            return c
+
+        def accept(s, t):
+            self.bad += s not in self.live
+            count("accept")
+            r_accept(s, t)
+
+        def apply(s, arr):
+            self.bad += s not in self.live
+            count("apply")
+            r_apply(s, arr)
+
+        def reset(s):
+            self.bad += s not in self.live
+            count("reset")
+            r_reset(s)
+
+        def free(s):
+            self.bad += s not in self.live
+            self.live.discard(s)
+            self.freed.append(s)
+            count("free")
+            r_free(s)
+
+        self.cbs = [init_t(init), ctypes.CFUNCTYPE(vp, vp)(clone), ctypes.CFUNCTYPE(None, vp, ctypes.c_int32)(accept),
+                    ctypes.CFUNCTYPE(None, vp, vp)(apply), ctypes.CFUNCTYPE(None, vp)(reset),
+                    ctypes.CFUNCTYPE(None, vp)(free)]
+        self.fns = tuple(ctypes.cast(c, vp).value for c in self.cbs)
+
+
+@pytest.mark.parametrize("events,calls", [
+    ([("accept", [0, 1]), ("apply", None), ("clone",), ("clone",), ("apply", None), ("clone",), ("reset",),
+      ("apply", None), ("free",)], {"init": 1, "clone": 3, "accept": 2, "apply": 3, "reset": 1, "free": 4}),
+    ([("clone",), ("accept", [1]), ("apply", None)], {"init": 1, "clone": 1, "accept": 1, "apply": 1, "free": 2}),
+])
+def test_c_sequencer_frees_every_sampler_exactly_once(lib, events, calls):
+    from dryz.subject import libllama
+    if libllama._DRIVE is None:
+        pytest.skip("the C sequencer is not built")
+    t = T(events, breakers=("c",))
+    cnt = _CountingTraceCalls(lib)
+    p = t.program()
+    args = (cnt.fns, lib.vocab_address, lib.abi, t.n_ctx_train, *t.sampler_args()[:4], t.breakers, p.ops, p.tokens,
+            p.counts, p.ids, p.logits, p.sizes, p.sorted)
+    libllama._DRIVE.run_trace(*args)
+    assert cnt.calls == calls and not cnt.live and not cnt.bad
+    # events the arrays do not match, or a free before the end: refused before the library is called
+    for bad in ((b"pp",) + args[10:], (b"fp",) + args[10:], (p.ops,) + args[10:11] + (p.counts[:0],) + args[12:]):
+        cnt = _CountingTraceCalls(lib)
+        with pytest.raises(ValueError):
+            libllama._DRIVE.run_trace(cnt.fns, *args[1:9], *bad)
+        assert not cnt.calls
