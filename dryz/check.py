@@ -15,7 +15,7 @@ import numpy as np
 from .case import Case, seed_parameters
 from .oracle.lengths import match_lengths_A, match_lengths_B
 from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_limits, restart_divergence
-from .oracle.shipped import (Config, Prediction, output_logits, output_logits_zero, rep_limits,
+from .oracle.shipped import (Config, Prediction, output_logits, output_logits_zero, ragged_rep, rep_limits,
                              shipped_lengths, shipped_lengths_each)
 from .config import case_config
 from .subject.symbols import MAX_ALPHABET
@@ -117,9 +117,9 @@ def invert_deltas(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return L, bad
 
 
-def predict_both(H: np.ndarray, cands: np.ndarray, cfg: Config) -> tuple[Prediction, Prediction]:
+def predict_both(H: np.ndarray, cands: np.ndarray, cfg: Config, lengths=None) -> tuple[Prediction, Prediction]:
     """The shipped model on oracle A and on oracle B, with DRYZ_FAULT's planted reference error if set."""
-    pa, pb = shipped_lengths_each(H, cands, cfg, (match_lengths_A, match_lengths_B))
+    pa, pb = shipped_lengths_each(H, cands, cfg, (match_lengths_A, match_lengths_B), lengths=lengths)
     planted = fault()
     if planted == "off-by-one":
         pa, pb = _inject(pa), _inject(pb)
@@ -162,13 +162,16 @@ class Batch:
     is neither 0 nor 2^(L-1)), else the model's L where the bits agree and -1 where they differ."""
 
     def __init__(self, cfg: Config, H: np.ndarray, cands: np.ndarray, observed: np.ndarray,
-                 initial: np.ndarray | None = None, sorted_in: bool = False, observed_sorted=None):
+                 initial: np.ndarray | None = None, sorted_in: bool = False, observed_sorted=None, lengths=None):
+        if lengths is not None and H.shape[0] == 1:  # one history: the batch of its own length
+            H, lengths = H[:, H.shape[1] - int(lengths[0]):].astype(np.uint8), None
         self.cfg, self.H, self.cands = cfg, H, cands
+        self.lengths = lengths    # (N,) or None: every history is H's full width (see check_batch)
         self.observed = observed  # (N, C) float32, C order
         self.initial = initial    # (C,) float32, None: every logit 0
         self.sorted_in, self.observed_sorted = sorted_in, observed_sorted  # (N,) bool or None: not judged
         self.one = H.shape[0] == 1  # a batch of one (a fuzz input): whole arrays, no row views
-        self.pa, self.pb = predict_both(H, cands, cfg)
+        self.pa, self.pb = predict_both(H, cands, cfg, lengths)
 
     @_lazy
     def invertible(self) -> bool:
@@ -335,10 +338,30 @@ class Batch:
     def _restart_rows(self):
         cfg = self.cfg
         n = self.H.shape[1]
+        if self.lengths is not None:  # a ragged batch: the widest window, shorter ones after PAD
+            widths = self._widths
+            if not cfg.enabled or not np.greater(widths, cfg.allowed_length).any():
+                return None
+            return self.H[:, n - int(widths.max()):]
         w = cfg.window_length(n)
         if not cfg.enabled or w <= cfg.allowed_length:
             return None  # apply exits before Step 1 in both models
         return self.H[:, n - w:]
+
+    @_lazy
+    def _widths(self) -> np.ndarray:
+        """A ragged batch's window length per row."""
+        return np.minimum(np.asarray(self.lengths, dtype=np.int64), self.cfg.window_cap)
+
+    def _window(self, W: np.ndarray, r: int) -> np.ndarray:
+        """Row r's own window (without a ragged batch's PAD)."""
+        return W[r] if self.lengths is None else W[r, W.shape[1] - int(self._widths[r]):].astype(np.uint8)
+
+    def _history(self, r: int) -> np.ndarray:
+        """Row r's history as a batch of one."""
+        if self.lengths is None:
+            return self.H[r:r + 1]
+        return self.H[r:r + 1, self.H.shape[1] - int(self.lengths[r]):].astype(np.uint8)
 
     @_lazy
     def _promised(self):
@@ -347,6 +370,9 @@ class Batch:
             return None
         rep = self.pa.rep if self.pa.rep is not None else rep_limits(W, self.cfg.seqs)
         prom = promised_rep_limits(W, self.cfg.seqs)
+        if self.lengths is not None:  # rows past the early exits, each with its own window's default
+            prom = ragged_rep(prom, W.shape[1], self._widths)
+            return W, np.not_equal(rep, prom) & np.greater(self._widths, self.cfg.allowed_length)
         return W, np.not_equal(rep, prom)
 
     def _restart_suspects(self) -> np.ndarray:
@@ -361,14 +387,13 @@ class Batch:
         p = self._promised
         if p is None or not p[1][r]:
             return []  # the two models differ only through rep_limit: nothing to compare
-        H = self.H[r:r + 1]
-        pp = promised_lengths(H, self.cands, self.cfg, match_lengths_A)
+        pp = promised_lengths(self._history(r), self.cands, self.cfg, match_lengths_A)
         promised = output_logits(self._initial_row(), pp, self.cfg)[0]
         promised_sorted = False if pp.ran[0] else bool(self.sorted_in)
         same_sorted = self.observed_sorted is None or bool(self.observed_sorted[r]) == promised_sorted
         if _bits(self.observed[r]).tobytes() == _bits(promised).tobytes() and same_sorted:
             return []
-        return [restart_promise_class(p[0][r], self.cfg.seqs)]
+        return [restart_promise_class(self._window(p[0], r), self.cfg.seqs)]
 
 
     # -- the text-level promise over a real vocabulary -------------------------------------------------------
@@ -429,11 +454,15 @@ class Batch:
 
 
 def check_batch(cfg: Config, H: np.ndarray, cands: np.ndarray, observed: np.ndarray, initial=None,
-                sorted_in: bool = False, observed_sorted=None) -> Batch:
+                sorted_in: bool = False, observed_sorted=None, lengths=None) -> Batch:
     """The one verdict: what the library left for the histories H (N, n) and candidates cands (C,), judged
-    against both oracles, the shipped model bit for bit, the promises and the controls."""
+    against both oracles, the shipped model bit for bit, the promises and the controls.
+
+    lengths (N,): histories of different lengths (a trace's applies), over the symbol vocabulary: row r's
+    history is H[r, n - lengths[r]:], the entries before it lengths.PAD (H then a signed integer array). Every
+    row is judged as in a batch of its own length (shipped_lengths_ragged; promises on the row's own history)."""
     return Batch(cfg, H, cands, np.ascontiguousarray(observed, dtype=np.float32), initial, sorted_in,
-                 observed_sorted)
+                 observed_sorted, lengths)
 
 
 def promise_class(name: str) -> str:

@@ -4,7 +4,10 @@
      M_z is the maximum over the positions holding z.
   B  extended-string: the longest suffix of w + [z] that occurs inside w; M_z is its length minus one.
 
-Both are vectorised over batches of equal-length windows. The shipped model (shipped.py) clamps them.
+Both are vectorised over batches of equal-length windows, in three layouts computing the same function: one
+window (the fuzz target's batch of one), up to ROWS_MAX windows as rows (a trace's applies: all positions of all
+rows in a few array operations), and larger batches as columns (the enumerator's: one array operation per
+position, over every window). The shipped model (shipped.py) clamps them.
 
 Code that runs per fuzz input (the one-window paths) compares numpy arrays with ufuncs (np.not_equal, ...),
 never with ==, != or <: atheris 3.0 instruments every comparison operator and leaks its result when that is
@@ -14,8 +17,17 @@ an array (a campaign's memory grew ~7 KB per input); tests/test_fuzz_campaign.py
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from .idbytes import all_bytes, bytes_or_none
+
+ROWS_MAX = 256  # batches up to this many windows take the row layouts; larger ones the column layouts
+# Token ids are non-negative. In a ragged batch (shipped.shipped_lengths_ragged) a window shorter than the
+# batch's is right-aligned after PAD entries, which equal no token: the position-keyed match stops at a PAD
+# (it meets the window's first token's predecessor first), and no occurrence of a suffix of w + [z] can
+# extend into one (its tokens would have to equal the window's). Both batch layouts compute every window's M
+# as they do for the window alone; the one-window layouts never see PAD.
+PAD = -1
 
 # -- oracle A ------------------------------------------------------------------------------------
 
@@ -31,6 +43,8 @@ def match_lengths_A(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     N, w = W.shape
     if N == 1:
         return _match_lengths_A_single(W[0], cands)[None, :]
+    if N <= ROWS_MAX:
+        return _match_lengths_A_rows(W, cands)
     T = _columns(W)
     M = np.zeros((len(cands), N), dtype=np.int64)
     for j in range(1, w):
@@ -46,6 +60,74 @@ def match_lengths_A(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
             holds = T[j] == z
             np.maximum(M[ci], np.where(holds, Z, 0), out=M[ci])
     return M.T.copy()
+
+
+def _reversed_padded(W: np.ndarray) -> np.ndarray:
+    """P (N, 2w): each window reversed, then w sentinels (-1, unequal to every id) that stop every comparison."""
+    N, w = W.shape
+    if W.dtype == np.uint8:
+        P = np.full((N, 2 * w), -1, dtype=np.int16)
+    else:
+        if np.count_nonzero(np.less(W, PAD)):
+            raise ValueError("token ids must be non-negative")
+        P = np.full((N, 2 * w), -1, dtype=np.int64)
+    P[:, :w] = W[:, ::-1]
+    return P
+
+
+def _match_lengths_A_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
+    """The position-keyed matching for a batch of windows, all positions of all windows at once (the layout
+    of _match_lengths_A_single, one row per window). With R a window reversed, the tokens before position
+    j = w - s read backwards are R[s:], so Z_j is the common prefix of R[s:] and R: the first mismatch in
+    a row of comparisons, which the sentinels after R bound by j. Rows are compared 8 columns wide, those
+    with no mismatch within 8 then 64 wide, those with none within 64 in full. M_z: the largest Z over the
+    positions holding z (the token at position j = w - s is R[s - 1])."""
+    N, w = W.shape
+    c = np.asarray(cands)
+    C = len(c)
+    if w < 2 or not C:
+        return np.zeros((N, C), dtype=np.int64)
+    P = _reversed_padded(W)
+    R = P[:, :w]
+    step = P.itemsize
+
+    def rows(width: int) -> np.ndarray:        # [n, s - 1] holds P[n, s:s + width]: a view, no copy
+        return as_strided(P[:, 1:], shape=(N, w - 1, width), strides=(P.strides[0], step, step), writeable=False)
+
+    width = min(8, w)
+    E = np.not_equal(rows(width), R[:, None, :width])
+    Z = E.argmax(axis=2)
+    if w > width:
+        todo = np.logical_not(np.take_along_axis(E, Z[:, :, None], axis=2)[:, :, 0])
+        n_i, s_i = np.nonzero(todo)  # no mismatch within 8 columns: wider, then in full
+        for wider in (min(64, w), w):
+            if not len(n_i) or wider <= width:
+                continue
+            E = np.not_equal(rows(wider)[n_i, s_i], R[n_i, :wider])
+            z = E.argmax(axis=1)
+            hit = E[np.arange(len(z)), z]
+            Z[n_i[hit], s_i[hit]] = z[hit]
+            n_i, s_i, width = n_i[~hit], s_i[~hit], wider
+    idx = candidate_index(R[:, :w - 1], c)
+    n_i, s_i = np.nonzero(np.greater_equal(idx, 0))
+    M = np.zeros(N * C, dtype=np.int64)
+    np.maximum.at(M, n_i * C + idx[n_i, s_i], Z[n_i, s_i])
+    return M.reshape(N, C)
+
+
+def candidate_index(T: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Per entry of T (ids, or PAD): the index of its id in the candidates c (distinct ids), else -1."""
+    if not T.size:
+        return np.zeros(T.shape, dtype=np.int64)
+    top = max(int(T.max()), int(c.max()))
+    if top < 1 << 16:  # a table over the ids (PAD and any id outside c map to -1)
+        table = np.full(top + 2, -1, dtype=np.int64)
+        table[c.astype(np.int64) + 1] = np.arange(len(c))
+        return table[T.astype(np.int64) + 1]
+    order = np.argsort(c)
+    sc = c[order].astype(np.int64)
+    pos = np.minimum(np.searchsorted(sc, T), len(sc) - 1)
+    return np.where(np.equal(sc[pos], T), order[pos], -1)
 
 
 def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
@@ -107,6 +189,8 @@ def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
         return M.T.copy()
     if N == 1:
         return _match_lengths_B_bytes(W[0], cands)[None, :]
+    if N <= ROWS_MAX:
+        return _match_lengths_B_rows(W, cands)
     T = _columns(W)
     for ci, z in enumerate(cands):
         # occ[i]: the suffix of length m of the extended string W + [z] occurs in W starting at i.
@@ -124,6 +208,33 @@ def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
             found += alive                             # monotone: a longer suffix occurs only if shorter ones do
         M[ci] = np.maximum(found - 1, 0)
     return M.T.copy()
+
+
+def _match_lengths_B_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
+    """The extended-string search of the column layout for a batch of windows and every candidate at once,
+    keeping only the occurrences that exist: each is (window n, candidate z, start i) of the current suffix of
+    W[n] + [z]. Length 1: every i with W[n, i] = z. Growing the suffix by W[n, w - m] to the left, an
+    occurrence at i survives, at i - 1, when W[n, i - 1] is that token. found: the longest length that
+    occurs."""
+    N, w = W.shape
+    c = np.asarray(cands)
+    C = len(c)
+    found = np.zeros(N * C, dtype=np.int64)
+    if w == 0 or not C:
+        return found.reshape(N, C)
+    idx = candidate_index(W, c)
+    n_i, start = np.nonzero(np.greater_equal(idx, 0))
+    pair = n_i * C + idx[n_i, start]
+    found[pair] = 1
+    m = 1
+    while len(pair) and m < w:
+        keep = np.greater(start, 0)
+        n_i, start, pair = n_i[keep], start[keep] - 1, pair[keep]
+        keep = np.equal(W[n_i, start], W[n_i, w - m])
+        n_i, start, pair = n_i[keep], start[keep], pair[keep]
+        m += 1
+        found[pair] = m
+    return np.maximum(found - 1, 0).reshape(N, C)
 
 
 def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
