@@ -130,7 +130,7 @@ def verdict_json(v) -> dict:
 
 def check_trace_json(trace, kind: str) -> tuple[int, dict]:
     """check_trace in this process: (exit code, the JSON dryz check prints)."""
-    from .oracle.trace_model import check_trace
+    from .trace_check import check_trace
     lib = load_subject()
     v = check_trace(trace, lib)
     out = {"input": kind, "trace": trace.to_json(), "verdict": verdict_json(v), "subject": lib.identity}
@@ -208,8 +208,8 @@ def minimize_cmd(path: str, trace, kind: str, corpus_dir) -> None:
     the same way (TraceVerdict.signature) on the same subject, and write it as a corpus entry."""
     from .check import fault
     from .corpus import USER_DIR, CorpusError, trace_entry_json, write_entry
-    from .oracle.trace_model import check_trace
     from .shrink import flatten, reduce_trace
+    from .trace_check import check_trace
     t0 = time.perf_counter()
     rc, out = judge_trace_isolated(trace, kind)
     klass = out["verdict"]["class"]

@@ -276,8 +276,9 @@ def replay(directory: Path, check_fn=None, trace_fn=None, select=None) -> list[R
     check_fn = check_fn or (lambda case, expect: check(case).klass)
     if trace_fn is None:
         def trace_fn(trace, expect):
-            from .oracle.trace_model import check_trace
-            return check_trace(trace).klass
+            from .check import subject
+            from .trace_check import check_trace
+            return check_trace(trace, subject()).klass
     rows = []
     for p in entries(directory):
         try:

@@ -470,8 +470,9 @@ def _add_stats(mine: dict, stats: dict) -> None:
 
 
 def trace_signature_in_process(trace) -> tuple:
-    from .oracle.trace_model import check_trace
-    return check_trace(trace).signature()
+    from .check import subject
+    from .trace_check import check_trace
+    return check_trace(trace, subject()).signature()
 
 
 def reduce_trace(trace, target: tuple, signature=trace_signature_in_process, log=None):

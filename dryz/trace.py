@@ -1,6 +1,6 @@
 """The Trace: one DRY configuration plus a sequence of events on one sampler, as a generation loop or a server
-drives it. Judged after every apply (dryz/oracle/trace_model.py); run on the library by
-dryz/subject/trace_driver.py.
+drives it. Run on the library by LibLlama.run_trace (dryz/subject/_drive.c; dryz/subject/trace_driver.py through
+ctypes); its state modelled by dryz/oracle/trace_model.py; judged after every apply by dryz/trace_check.py.
 
 Events (tuples; the JSON form is the same with lists):
 

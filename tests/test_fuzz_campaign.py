@@ -110,7 +110,8 @@ import atheris
 import numpy as np
 with atheris.instrument_imports(include=["dryz"]):   # all of dryz: a superset of what fuzz/dry_fuzz.py instruments
     from dryz.corpus import DEFAULT_DIR, entries, load_entry
-    from dryz.fuzz.target import test_one_input
+    from dryz.fuzz.target import test_one_input, test_one_trace
+    import dryz.fuzz.traces, dryz.oracle.trace_model, dryz.trace_check  # what the trace target imports on use
 original = atheris._trace_cmp
 found = collections.Counter()
 def traced(*args):
@@ -128,6 +129,13 @@ for data in inputs:
         test_one_input(data)
     except Exception:
         pass  # a known finding class raising is fine here; only the comparisons matter
+traces = [e.trace.dumps().encode() for e in map(load_entry, entries(DEFAULT_DIR)) if e.trace is not None]
+traces += [rng.integers(0, 256, int(rng.integers(0, 800))).astype(np.uint8).tobytes() for _ in range(300)]
+for data in traces:  # the trace target (dryz fuzz --traces)
+    try:
+        test_one_trace(data)
+    except Exception:
+        pass
 for site, n in found.items():
     print(site, n)
 '''
@@ -138,8 +146,8 @@ def test_instrumented_harness_compares_no_arrays():
     _trace_cmp, which leaks the result when it is not a bool (a numpy array): a campaign grew ~7 KB of memory
     per input until killed. fuzz/dry_fuzz.py traces branches only, but the per-input code still compares
     arrays with ufuncs, so that any atheris instrumentation of dryz is safe: here all of dryz is instrumented
-    with data-flow tracing, every comparison on the corpus and 1,500 random inputs is watched, and none may
-    yield a non-bool."""
+    with data-flow tracing, every comparison on the corpus and 1,500 random inputs (and the trace target on the
+    trace entries and 300 random inputs) is watched, and none may yield a non-bool."""
     p = subprocess.run([sys.executable, "-c", ARRAY_COMPARISON_SCAN], capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]

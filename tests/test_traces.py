@@ -1,5 +1,6 @@
-"""Traces: the schema (dryz/trace.py), the driver (dryz/subject/trace_driver.py), the state model and verdict
-(dryz/oracle/trace_model.py), the enumerator, the fuzz decoder, the shrinker, and the planted
+"""Traces: the schema (dryz/trace.py), the drivers (LibLlama.run_trace: dryz/subject/_drive.c, and its ctypes
+form dryz/subject/trace_driver.py), the state model (dryz/oracle/trace_model.py), the verdict
+(dryz/trace_check.py), the enumerator, the fuzz decoder, the shrinker, and the planted
 reset-keeps-tokens bug (tests/patches/reset-keeps-tokens.diff: llama_sampler_dry_reset leaves the ring buffer
 as it was), which only a trace can show.
 """
@@ -18,9 +19,10 @@ import pytest
 
 from dryz.enumerate.traces import CONFIGS, count_traces, enumerate_traces, iter_traces
 from dryz.fuzz.traces import MAX_APPLIES, MAX_CLONES, MAX_EVENTS, MAX_TOKENS, decode_trace
-from dryz.oracle.trace_model import capacity, check_trace, equivalent_cases, held_tokens
+from dryz.oracle.trace_model import capacity, equivalent_cases, held_tokens
 from dryz.shrink import flatten, merge, shrink_trace
 from dryz.subject.trace_driver import run_trace
+from dryz.trace_check import check_trace
 from dryz.trace import MAX_CLONES as TRACE_MAX_CLONES
 from dryz.trace import TRACE_SCHEMA, Trace, TraceError
 
@@ -371,7 +373,8 @@ def test_reset_keeps_tokens_is_found_by_traces_only(reset_keeps_tokens, tmp_path
     mine = json.loads(WITNESS.read_text())
     assert mine["trace"] == entry["trace"] and mine["expect"] == "agree" and mine["shortest"] == "proven"
     # the project corpus's witness: agree on the pip build, changed on this one, and only it
-    assert check_trace(Trace.from_json(mine["trace"])).ok
+    from dryz.subject import current
+    assert check_trace(Trace.from_json(mine["trace"]), current()).ok
     p = _run(lib, "dryz", "replay")
     assert p.returncode == 1, p.stdout + p.stderr
     changed = [ln for ln in p.stdout.splitlines() if ln.startswith("CHANGED")]
@@ -646,3 +649,80 @@ def test_c_sequencer_frees_every_sampler_exactly_once(lib, events, calls):
         with pytest.raises(ValueError):
             libllama._DRIVE.run_trace(cnt.fns, *args[1:9], *bad)
         assert not cnt.calls
+
+
+# -- the verdict: one batch per candidate array, the same classes as check() apply by apply ------------------------
+
+
+def _reference_verdict(t, lib, outs):
+    """The definition check_trace computes, apply by apply: check() on the equivalent Case with the recorded
+    output, and a fresh sampler (run()) on that Case, bit-identical to it."""
+    from dryz.check import AGREE, MISMATCH, check
+    from dryz.trace_check import _Recorded, same_output
+    rows = []
+    for case, out in zip(equivalent_cases(t, lib.abi), outs):
+        v = check(case, lib=_Recorded(lib.abi, out))
+        fresh = same_output(lib.run(case), out)
+        klass = MISMATCH if v.status == AGREE and not fresh else v.klass
+        status = MISMATCH if v.status == AGREE and not fresh else v.status
+        rows.append((klass, status, fresh, v.to_json()))
+    return rows
+
+
+def test_check_trace_gives_every_apply_checks_class_and_the_fresh_control(lib):
+    """check_trace (dryz/trace_check.py: the trace in one call, its applies judged as one ragged batch per
+    candidate array, the fresh samplers in one call) against the definition, on random traces whose outputs
+    are the library's or altered the ways a broken library would alter them (a logit, the sorted flag, an id)."""
+    import numpy as np
+    from dryz.subject.interface import Output
+    rng = random.Random(21)
+    classes = set()
+    for n in range(250):
+        t = decode_trace(rng.randbytes(rng.randint(0, 800)))
+        outs = lib.run_trace(t)
+        for _ in range(rng.choice((0, 0, 1, 3))):
+            k = rng.randrange(len(outs))
+            o = outs[k]
+            how = rng.random()
+            if how < 0.5:
+                lg = o.logits.copy()
+                lg[rng.randrange(len(lg))] -= np.float32(rng.choice((1.0, 0.5, 1e30)))
+                outs[k] = Output(o.ids, lg, o.sorted, o.size)
+            elif how < 0.8:
+                outs[k] = Output(o.ids, o.logits, not o.sorted, o.size)
+            else:
+                outs[k] = Output(o.ids[::-1], o.logits[::-1].copy(), o.sorted, o.size)
+        v = check_trace(t, lib, outputs=outs)
+        ref = _reference_verdict(t, lib, outs)
+        assert [a.klass for a in v.applies] == [r[0] for r in ref], n
+        assert [a.status for a in v.applies] == [r[1] for r in ref], n
+        assert [a.fresh_equal for a in v.applies] == [r[2] for r in ref], n
+        bad = next((i for i, r in enumerate(ref) if r[1] != "agree"), None)
+        assert v.first_bad_apply == bad and v.status == ("agree" if bad is None else ref[bad][1])
+        assert v.klass == next((r[0] for r in ref if r[0] != "agree"), "agree")
+        if n % 25 == 0 or bad is not None:
+            assert [a.verdict.to_json() for a in v.applies] == [r[3] for r in ref]
+        classes |= {r[0] for r in ref}
+    assert {"agree", "mismatch", "promise-finite-penalty"} <= classes
+
+
+def test_held_spans_equal_the_ring_buffer_event_by_event():
+    from dryz.oracle.trace_model import held_spans, held_tokens_of
+    rng = random.Random(4)
+    for _ in range(400):
+        t = decode_trace(rng.randbytes(rng.randint(0, 900)))
+        for abi in (7, 8):
+            cap = capacity(t, abi)
+            assert held_tokens(t, abi) == held_tokens_of(t.events, cap)
+            s, e = held_spans(t.program().ops, t.program().counts, cap)
+            assert (len(s), len(e)) == (len(t.applies),) * 2
+
+
+def test_the_trace_model_runs_no_subject_and_imports_no_verdict():
+    """dryz/oracle/trace_model.py is a pure model: it imports neither dryz.check nor dryz.subject."""
+    import ast
+    import dryz.oracle.trace_model as m
+    tree = ast.parse(Path(m.__file__).read_text())
+    imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    assert not {x for x in imported if x.lstrip(".").split(".")[0] in ("check", "subject", "trace_check")}

@@ -28,9 +28,9 @@ import sys
 import time
 
 from ..check import AGREE, check, subject
-from ..oracle.trace_model import _Recorded, capacity, held_tokens_of, same_output
-from ..subject.trace_driver import run_events
+from ..oracle.trace_model import capacity, held_tokens_of
 from ..trace import Trace
+from ..trace_check import _Recorded, same_output
 
 # name: configuration (the seed sweep's, with a window the ring buffer wraps within a few events)
 CONFIGS = {
@@ -90,7 +90,8 @@ def run_config(name: str, cfg: dict, n_max: int, k: int = 2, free: bool = True, 
                max_examples: int = 5) -> dict:
     lib = lib or subject()
     proto = trace_of((("apply", None),), k, cfg)  # validates the configuration once
-    args, cap = proto.sampler_args(), capacity(proto, lib.abi)
+    cap = capacity(proto, lib.abi)
+    fields = {**DEFAULT, **cfg, "alphabet": k}
     verdicts: dict = {}   # (history, ids, logits bytes, sorted) -> status
     fresh: dict = {}      # history -> fresh Output
     traces = applies = bad = checks = control_bad = 0
@@ -99,7 +100,7 @@ def run_config(name: str, cfg: dict, n_max: int, k: int = 2, free: bool = True, 
     t0 = time.perf_counter()
     for events in iter_traces(n_max, k, free):
         traces += 1
-        outs = run_events(lib, args, events, k, proto.n_ctx_train)
+        outs = lib.run_trace(Trace.trusted(events=events, **fields))  # the enumerator's events are valid
         held = held_tokens_of(events, cap)
         first_bad = None
         for i, (h, out) in enumerate(zip(held, outs)):

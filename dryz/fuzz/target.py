@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from ..check import AGREE, CLASSES, check, is_finding
+from ..check import subject as _subject
 from .decode import decode
 
 symbol_decode = decode
@@ -49,10 +50,12 @@ def input_decoder():
     return decoder(VOCAB, BREAKERS).decode
 
 
+_SUBJECT = None  # the process's subject, loaded by load_subject (the trace target passes it explicitly)
+
+
 def load_subject() -> None:
-    global decode
-    from ..check import subject
-    subject()
+    global decode, _SUBJECT
+    _SUBJECT = _subject()
     decode = input_decoder()  # the vocabulary (if any) loaded, its snippets tokenized, before libFuzzer starts
 
 
@@ -65,12 +68,12 @@ def test_one_input(data: bytes) -> None:
 
 def test_one_trace(data: bytes) -> None:
     """The trace target (dryz fuzz --traces): bytes -> Trace (dryz.fuzz.traces.decode_trace) -> check_trace."""
-    from ..oracle.trace_model import check_trace
     from ..subject import SubjectError
+    from ..trace_check import check_trace
     from .traces import decode_trace
     trace = decode_trace(data)
     try:
-        v = check_trace(trace)
+        v = check_trace(trace, _SUBJECT or _subject())
     except SubjectError:  # a configuration the old ABI's driver refuses (it would throw): not judged as a trace
         return
     if v.klass != AGREE and v.klass not in KNOWN:

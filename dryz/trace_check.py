@@ -1,0 +1,257 @@
+"""The verdict on a trace: the library runs it (subject.run_trace), the state model (dryz/oracle/trace_model.py)
+gives every apply's equivalent Case, and check_batch judges the applies, as batches, against the oracles.
+
+check_trace(trace, subject) -> TraceVerdict. Per apply, the class is exactly what dryz.check.check gives the
+equivalent Case with the trace's output at that apply as the library's output; the fresh-sampler control
+requires a fresh sampler's output on that Case to be bit-identical to the trace's. How that is computed:
+
+- Judging. check(case) is check_batch on a batch of one (case_config, case_arrays, the case's logits as the
+  initial array, its sorted flag). All applies of a trace share the configuration, so the applies whose
+  equivalent Cases also share the history length and the candidate array (ids, logits, sorted flag) are one
+  batch of check_batch: the same Config, H (rows: the held tokens, uint8 as case_arrays makes them), cands,
+  initial array and sorted flag; observed: the rows' outputs and sorted flags. Batch.odd_rows gives every row
+  the class row_class gives it, which is check()'s class of that row's case (the same row_status and promises;
+  the enumerator tallies batches the same way). An apply whose output changed the array's size or ids is
+  judged by check() itself (its own path for that). The full Verdict of an apply (per-candidate L, expected
+  logits, differing candidates, detail) is check() on the equivalent Case with the recorded output, made when
+  first read; it must give the batch's class, else the harness is in doubt (HarnessError).
+- The control. The fresh samplers run in one call (subject.run_many: per case init_dry, accept the held tokens,
+  apply, free: run()'s own sequence), and each output is compared with the trace's bit for bit (size, ids,
+  float32 logits, sorted flag), as before. One judgement covers both: when the trace's output agrees with the
+  oracles, the fresh output equals it exactly when it agrees too (an agreeing output is determined: the
+  array's ids, the model's logits, the model's sorted flag), so judging the fresh outputs as well would add
+  nothing; when the two differ, the apply is a mismatch (a state the model does not describe, or a fresh
+  sampler that disagrees with the oracles), as it always was.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .case import Case
+from .check import AGREE, MISMATCH, ORACLE_DISAGREEMENT, HarnessError, Verdict, check, check_batch
+from .config import case_config
+from .oracle.lengths import PAD, ROWS_MAX
+from .oracle.trace_model import capacity, equivalent_case, held_spans
+from .subject.interface import Outputs
+from .trace import Trace
+
+CONTROL_DIFFERS = "fresh sampler's output differs from the trace's"
+_STATUS = {MISMATCH: MISMATCH, "mismatch-multi-token": MISMATCH, ORACLE_DISAGREEMENT: ORACLE_DISAGREEMENT}
+
+
+class _Recorded:
+    """A subject whose run() returns an output already observed (the trace's, at one apply): check() then
+    compares that output with the oracles exactly as it compares a fresh run's."""
+
+    def __init__(self, abi: int, output):
+        self.abi, self.output = abi, output
+
+    def run(self, case):
+        return self.output
+
+
+def same_output(a, b) -> bool:
+    """Bit-identical outputs: ids, size, logits (float32 bits) and the sorted flag."""
+    return (a.ids == b.ids and a.size == b.size and a.sorted == b.sorted
+            and np.asarray(a.logits, dtype=np.float32).tobytes() == np.asarray(b.logits, dtype=np.float32).tobytes())
+
+
+class ApplyVerdict:
+    """One apply: its index, its event, its class (from the trace's batches), the control, and, made when
+    first read, the equivalent Case and check()'s full Verdict on it."""
+
+    def __init__(self, index: int, event: int, klass: str, fresh_equal: bool | None, make_case, make_output, abi):
+        self.index, self.event, self.fresh_equal = index, event, fresh_equal
+        self._klass, self._make_case, self._make_output, self._abi = klass, make_case, make_output, abi
+
+    @property
+    def case(self) -> Case:
+        c = self.__dict__.get("_case")
+        if c is None:
+            c = self.__dict__["_case"] = self._make_case()
+        return c
+
+    @property
+    def output(self):
+        """What the library left at this apply (an Output)."""
+        return self._make_output()
+
+    @property
+    def verdict(self) -> Verdict:
+        v = self.__dict__.get("_verdict")
+        if v is None:
+            v = check(self.case, lib=_Recorded(self._abi, self.output))
+            if v.klass != self._klass:
+                raise HarnessError(f"apply {self.index}: check() gives {v.klass}, the trace's batch {self._klass}")
+            if self.fresh_equal is False and v.status == AGREE:
+                v.detail = (v.detail + "; " if v.detail else "") + CONTROL_DIFFERS
+            self.__dict__["_verdict"] = v
+        return v
+
+    @property
+    def status(self) -> str:
+        s = _STATUS.get(self._klass, AGREE)
+        return MISMATCH if s == AGREE and self.fresh_equal is False else s
+
+    @property
+    def klass(self) -> str:
+        """check()'s class at this apply (a broken promise included); mismatch when only the control differed."""
+        if self.fresh_equal is False and _STATUS.get(self._klass, AGREE) == AGREE:
+            return MISMATCH
+        return self._klass
+
+    def to_json(self) -> dict:
+        return {"apply": self.index, "event": self.event, "status": self.status, "class": self.klass,
+                "fresh_equal": self.fresh_equal, "case": self.case.to_json(), "verdict": self.verdict.to_json()}
+
+
+class TraceVerdict:
+    """A trace's verdict: its status (the first bad apply's, agree when none), that apply's index, its class
+    (TraceVerdict.klass), and per apply an ApplyVerdict, made when first read."""
+
+    def __init__(self, trace: Trace, classes: list, fresh: list, make_apply):
+        self.trace, self._classes, self._fresh, self._make_apply = trace, classes, fresh, make_apply
+        self.status, self.first_bad_apply = AGREE, None
+        if classes.count(AGREE) != len(classes) or False in fresh:
+            for i, (k, f) in enumerate(zip(classes, fresh)):
+                st = _STATUS.get(k, AGREE)
+                if st == AGREE and f is False:
+                    st = MISMATCH
+                if st != AGREE:
+                    self.status, self.first_bad_apply = st, i
+                    break
+
+    @property
+    def applies(self) -> list[ApplyVerdict]:
+        a = self.__dict__.get("_applies")
+        if a is None:
+            a = self.__dict__["_applies"] = [self._make_apply(i) for i in range(len(self._classes))]
+        return a
+
+    @property
+    def ok(self) -> bool:
+        return self.status == AGREE
+
+    @property
+    def klass(self) -> str:
+        """The trace's class, what a corpus entry's `expect` records: the first apply whose class is not agree
+        (a mismatch, an oracle self-disagreement, a broken promise, a documented limitation; a fresh-sampler
+        control that differs where the class is agree counts as mismatch), else agree."""
+        for k, f in zip(self._classes, self._fresh):
+            if f is False and _STATUS.get(k, AGREE) == AGREE:
+                return MISMATCH
+            if k != AGREE:
+                return k
+        return AGREE
+
+    def signature(self) -> tuple:
+        """'Fails the same way' for the minimizer: the status and, at the first bad apply, check()'s
+        signature (class and per-candidate directions) and whether the fresh control differed."""
+        if self.first_bad_apply is None:
+            return (self.status,)
+        a = self.applies[self.first_bad_apply]
+        return (self.status, a.verdict.signature(), a.fresh_equal)
+
+    def to_json(self) -> dict:
+        return {"class": self.klass, "status": self.status, "first_bad_apply": self.first_bad_apply,
+                "trace": self.trace.to_json(),
+                "applies": [a.to_json() for a in self.applies]}
+
+
+def check_trace(trace: Trace, lib, control: bool = True, outputs=None) -> TraceVerdict:
+    """Run the trace on the subject `lib` (or judge `outputs`, one Output per apply, already observed) and judge
+    every apply (the module docstring says how). With `control`, every apply's equivalent Case also runs on a
+    fresh sampler, whose output must be bit-identical to the trace's. The trace's status is the first bad
+    apply's (agree when none)."""
+    p = trace.program()
+    napply = len(p.sizes)
+    starts, ends = held_spans(p.ops, p.counts, capacity(trace, lib.abi))
+    out = lib.run_trace_flat(trace) if outputs is None else Outputs.of(outputs)
+    if len(out) != napply:
+        raise ValueError(f"{len(out)} outputs for {napply} applies")
+    classes = _judge(trace, p, starts, ends, out, lib)
+    fresh = _control(trace, p, starts, ends, out, lib) if control else [None] * napply
+
+    def make_apply(i: int) -> ApplyVerdict:
+        ev = _apply_events(p.ops)[i]
+        s, e = int(starts[i]), int(ends[i])
+        return ApplyVerdict(i, ev, classes[i], fresh[i],
+                            lambda: equivalent_case(trace, tuple(p.tokens[s:e].tolist()), trace.events[ev]),
+                            lambda: out.output(i), lib.abi)
+    return TraceVerdict(trace, classes, fresh, make_apply)
+
+
+def _apply_events(ops: bytes) -> list[int]:
+    return np.flatnonzero(np.equal(np.frombuffer(ops, dtype=np.uint8), ord("p"))).tolist()
+
+
+def _unchanged(p, out: Outputs) -> np.ndarray:
+    """Per apply: the library left the array's size and ids as they were given."""
+    same = np.equal(out.sizes, p.sizes)
+    if not same.all():
+        return np.array([bool(same[i]) and np.array_equal(out.ids[out.starts[i]:out.starts[i] + out.sizes[i]],
+                                                          p.ids[p.starts[i]:p.starts[i] + p.sizes[i]])
+                         for i in range(len(same))], dtype=bool)
+    bad = np.not_equal(out.ids, p.ids)
+    if not bad.any():
+        return same
+    return np.equal(np.add.reduceat(bad, p.starts), 0) if len(p.starts) else same
+
+
+def _judge(trace: Trace, p, starts, ends, out: Outputs, lib) -> list[str]:
+    """Each apply's class as check() gives it: one check_batch per candidate array (ragged over the held
+    histories' lengths, at most ROWS_MAX applies each)."""
+    napply = len(p.sizes)
+    classes = [AGREE] * napply
+    unchanged = _unchanged(p, out)
+    lengths = ends - starts
+    cfg = case_config(trace.config_case(), lib.abi, lib)
+    for i in np.flatnonzero(np.logical_not(unchanged)).tolist():  # the sampler changed the array: check()'s
+        classes[i] = _single(trace, p, starts, ends, out, lib, i).klass  # own path for that
+    # the applies of each candidate array, in order
+    keep = np.flatnonzero(unchanged)
+    order = keep[np.argsort(p.array_of[keep], kind="stable")]
+    cut = np.flatnonzero(np.diff(p.array_of[order])) + 1
+    # the held tokens, PAD before each (lengths.PAD): row r of a batch is padded[ends[r] - width: ends[r]]
+    width = int(lengths.max()) if napply else 0
+    padded = np.concatenate([np.full(width, PAD, dtype=np.int16), p.tokens.astype(np.int16)])
+    for rows in np.split(order, cut) if len(order) else ():
+        for k in range(0, len(rows), ROWS_MAX):
+            rows_a = rows[k:k + ROWS_MAX]
+            ln = lengths[rows_a]
+            n = int(ln.max())
+            H = padded[(width + ends[rows_a] - n)[:, None] + np.arange(n, dtype=np.int64)[None, :]]
+            # a history starts after its last reset: what lies before it in the stream is not held
+            np.copyto(H, PAD, where=np.less(np.arange(n)[None, :], (n - ln)[:, None]))
+            a, C = int(p.starts[rows_a[0]]), int(p.sizes[rows_a[0]])
+            cands = p.ids[a:a + C].astype(np.uint8)
+            initial = p.logits[a:a + C]
+            observed = out.logits[out.starts[rows_a][:, None] + np.arange(C, dtype=np.int64)[None, :]]
+            b = check_batch(cfg, H, cands, observed, initial, bool(p.sorted[rows_a[0]]), out.sorted[rows_a],
+                            lengths=ln)
+            for r, klass in b.odd_rows():
+                classes[int(rows_a[r])] = klass
+    return classes
+
+
+def _single(trace, p, starts, ends, out, lib, i) -> Verdict:
+    ev = _apply_events(p.ops)[i]
+    case = equivalent_case(trace, tuple(p.tokens[starts[i]:ends[i]].tolist()), trace.events[ev])
+    return check(case, lib=_Recorded(lib.abi, out.output(i)))
+
+
+def _control(trace: Trace, p, starts, ends, out: Outputs, lib) -> list[bool]:
+    """Per apply: a fresh sampler on the equivalent Case left exactly what the trace's sampler left."""
+    lengths = (ends - starts).astype(np.int32)
+    idx = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(lengths.sum())
+    fresh = lib.run_many(trace.sampler_args(), trace.n_ctx_train, p.tokens[idx], lengths, p.ids, p.logits,
+                         p.sizes, p.sorted, clone=True)
+    same = np.equal(fresh.sizes, out.sizes) & np.equal(fresh.sorted, out.sorted)
+    if not same.all() or len(fresh.ids) != len(out.ids):
+        return [bool(same[i]) and fresh.output(i).ids == out.output(i).ids
+                and fresh.output(i).logits.tobytes() == out.output(i).logits.tobytes() for i in range(len(same))]
+    differ = np.not_equal(fresh.ids, out.ids) | np.not_equal(fresh.logits.view(np.uint32), out.logits.view(np.uint32))
+    if differ.any():
+        same &= np.equal(np.add.reduceat(differ, out.starts), 0)
+    return same.tolist()
