@@ -30,7 +30,7 @@ import numpy as np
 
 from .case import Case
 from .check import AGREE, MISMATCH, ORACLE_DISAGREEMENT, HarnessError, Verdict, check, check_batch
-from .config import case_config
+from .config import config_of, effective_last_n
 from .oracle.lengths import PAD, ROWS_MAX
 from .oracle.trace_model import capacity, equivalent_case, held_spans
 from .subject.interface import Outputs
@@ -206,7 +206,7 @@ def _judge(trace: Trace, p, starts, ends, out: Outputs, lib) -> list[str]:
     classes = [AGREE] * napply
     unchanged = _unchanged(p, out)
     lengths = ends - starts
-    cfg = case_config(trace.config_case(), lib.abi, lib)
+    cfg = trace_config(trace, lib.abi)
     for i in np.flatnonzero(np.logical_not(unchanged)).tolist():  # the sampler changed the array: check()'s
         classes[i] = _single(trace, p, starts, ends, out, lib, i).klass  # own path for that
     # the applies of each candidate array, in order
@@ -233,6 +233,13 @@ def _judge(trace: Trace, p, starts, ends, out: Outputs, lib) -> list[str]:
             for r, klass in b.odd_rows():
                 classes[int(rows_a[r])] = klass
     return classes
+
+
+def trace_config(trace: Trace, abi: int):
+    """case_config of every equivalent Case of the trace (they differ only in history and candidates): the
+    symbol vocabulary's Config of the trace's parameters, made without a Case."""
+    return config_of(trace.multiplier, trace.base, trace.allowed_length,
+                     effective_last_n(trace.penalty_last_n, trace.n_ctx_train, abi), trace.breakers)
 
 
 def _single(trace, p, starts, ends, out, lib, i) -> Verdict:

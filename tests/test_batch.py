@@ -146,3 +146,19 @@ def test_ragged_batches_are_for_the_symbol_vocabulary():
     with pytest.raises(ValueError, match="symbol vocabulary"):
         check_batch(cfg, np.zeros((2, 3), np.int16), np.arange(3, dtype=np.uint8), np.zeros((2, 3), np.float32),
                     np.zeros(3, np.float32), False, None, lengths=np.array([3, 2]))
+
+
+def test_row_layouts_on_long_periodic_batches(monkeypatch):
+    """Batches where thousands of positions repeat far (the row layouts' pruned, CHUNK-at-a-time paths)."""
+    rng = np.random.default_rng(8)
+    for trial in range(12):
+        N, w, k = int(rng.integers(100, 200)), int(rng.integers(40, 120)), int(rng.integers(1, 4))
+        W = np.array([np.resize(rng.integers(0, k, int(rng.integers(1, 4))), w) for _ in range(N)], dtype=np.uint8)
+        W[rng.random(W.shape) < 0.01] = rng.integers(0, k)
+        cands = np.arange(k + 1, dtype=np.uint8)
+        rows = (L_mod.match_lengths_A(W, cands), L_mod.match_lengths_B(W, cands))
+        assert L_mod.CHUNK < N * w // 4
+        with monkeypatch.context() as m:
+            m.setattr(L_mod, "ROWS_MAX", 0)
+            cols = (L_mod.match_lengths_A(W, cands), L_mod.match_lengths_B(W, cands))
+        assert np.array_equal(rows[0], cols[0]) and np.array_equal(rows[1], cols[1]), trial

@@ -726,3 +726,13 @@ def test_the_trace_model_runs_no_subject_and_imports_no_verdict():
     imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
     assert not {x for x in imported if x.lstrip(".").split(".")[0] in ("check", "subject", "trace_check")}
+
+
+def test_a_traces_config_is_every_equivalent_cases():
+    from dryz.config import case_config
+    from dryz.trace_check import trace_config
+    rng = random.Random(9)
+    for _ in range(200):
+        t = decode_trace(rng.randbytes(rng.randint(0, 300)))
+        for abi in (7, 8):
+            assert all(case_config(c, abi) == trace_config(t, abi) for c in equivalent_cases(t, abi))

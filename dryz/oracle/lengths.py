@@ -28,6 +28,7 @@ ROWS_MAX = 256  # batches up to this many windows take the row layouts; larger o
 # extend into one (its tokens would have to equal the window's). Both batch layouts compute every window's M
 # as they do for the window alone; the one-window layouts never see PAD.
 PAD = -1
+CHUNK = 512  # positions (A) or occurrences (B) compared in full at a time, in the row layouts
 
 # -- oracle A ------------------------------------------------------------------------------------
 
@@ -76,12 +77,13 @@ def _reversed_padded(W: np.ndarray) -> np.ndarray:
 
 
 def _match_lengths_A_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
-    """The position-keyed matching for a batch of windows, all positions of all windows at once (the layout
-    of _match_lengths_A_single, one row per window). With R a window reversed, the tokens before position
-    j = w - s read backwards are R[s:], so Z_j is the common prefix of R[s:] and R: the first mismatch in
-    a row of comparisons, which the sentinels after R bound by j. Rows are compared 8 columns wide, those
-    with no mismatch within 8 then 64 wide, those with none within 64 in full. M_z: the largest Z over the
-    positions holding z (the token at position j = w - s is R[s - 1])."""
+    """The position-keyed matching for a batch of windows (the layout of _match_lengths_A_single, one row per
+    window). With R a window reversed, the tokens before position j = w - s read backwards are R[s:], so Z_j is
+    the common prefix of R[s:] and R: the first mismatch in a row of comparisons, which the sentinels after R
+    bound by j. Every position is compared 8 columns wide; the positions holding a candidate with no mismatch
+    within 8 are then compared in full, nearest the end first, CHUNK at a time, skipping a position that cannot
+    raise its token's maximum (Z <= w - s): in a periodic window the first full repeat decides its token. M_z:
+    the largest Z over the positions holding z (the token at position j = w - s is R[s - 1])."""
     N, w = W.shape
     c = np.asarray(cands)
     C = len(c)
@@ -97,22 +99,25 @@ def _match_lengths_A_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     width = min(8, w)
     E = np.not_equal(rows(width), R[:, None, :width])
     Z = E.argmax(axis=2)
-    if w > width:
-        todo = np.logical_not(np.take_along_axis(E, Z[:, :, None], axis=2)[:, :, 0])
-        n_i, s_i = np.nonzero(todo)  # no mismatch within 8 columns: wider, then in full
-        for wider in (min(64, w), w):
-            if not len(n_i) or wider <= width:
-                continue
-            E = np.not_equal(rows(wider)[n_i, s_i], R[n_i, :wider])
-            z = E.argmax(axis=1)
-            hit = E[np.arange(len(z)), z]
-            Z[n_i[hit], s_i[hit]] = z[hit]
-            n_i, s_i, width = n_i[~hit], s_i[~hit], wider
-    idx = candidate_index(R[:, :w - 1], c)
-    n_i, s_i = np.nonzero(np.greater_equal(idx, 0))
-    M = np.zeros(N * C, dtype=np.int64)
-    np.maximum.at(M, n_i * C + idx[n_i, s_i], Z[n_i, s_i])
-    return M.reshape(N, C)
+    idx = candidate_index(R[:, :w - 1], c)     # the candidate at position s - 1 of each row, or -1
+    holds = np.greater_equal(idx, 0)
+    later = holds & np.logical_not(np.take_along_axis(E, Z[:, :, None], axis=2)[:, :, 0]) if w > width else None
+    best = np.zeros(N * C, dtype=np.int64)
+    n_i, s_i = np.nonzero(holds if later is None else holds & np.logical_not(later))
+    np.maximum.at(best, n_i * C + idx[n_i, s_i], Z[n_i, s_i])
+    if later is not None and later.any():  # no mismatch within 8: in full, nearest the end first
+        n_i, s_i = np.nonzero(later)
+        order = np.argsort(s_i, kind="stable")
+        n_i, s_i = n_i[order], s_i[order]
+        key = n_i * C + idx[n_i, s_i]
+        while len(n_i):
+            if len(n_i) > CHUNK:
+                can = np.greater(w - 1 - s_i, best[key])
+                n_i, s_i, key = n_i[can], s_i[can], key[can]
+            nb, sb, kb = n_i[:CHUNK], s_i[:CHUNK], key[:CHUNK]
+            np.maximum.at(best, kb, np.not_equal(rows(w)[nb, sb], R[nb]).argmax(axis=1))
+            n_i, s_i, key = n_i[CHUNK:], s_i[CHUNK:], key[CHUNK:]
+    return best.reshape(N, C)
 
 
 def candidate_index(T: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -213,9 +218,12 @@ def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
 def _match_lengths_B_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     """The extended-string search of the column layout for a batch of windows and every candidate at once,
     keeping only the occurrences that exist: each is (window n, candidate z, start i) of the current suffix of
-    W[n] + [z]. Length 1: every i with W[n, i] = z. Growing the suffix by W[n, w - m] to the left, an
-    occurrence at i survives, at i - 1, when W[n, i - 1] is that token. found: the longest length that
-    occurs."""
+    W[n] + [z], which ends at the position p holding z. Length 1: every p with W[n, p] = z. Growing the suffix
+    by W[n, w - m] to the left, an occurrence at i survives, at i - 1, when W[n, i - 1] is that token. Every
+    occurrence grows 4 steps; those still alive then grow to their end CHUNK at a time, the latest-ending first
+    (in stretches of 8 and 64 steps, each occurrence stopping at its first mismatch), skipping an occurrence
+    that cannot exceed the longest found for its window and candidate (it can grow to p + 1 at most). found:
+    the longest length that occurs."""
     N, w = W.shape
     c = np.asarray(cands)
     C = len(c)
@@ -223,17 +231,41 @@ def _match_lengths_B_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     if w == 0 or not C:
         return found.reshape(N, C)
     idx = candidate_index(W, c)
-    n_i, start = np.nonzero(np.greater_equal(idx, 0))
-    pair = n_i * C + idx[n_i, start]
+    n_i, p_i = np.nonzero(np.greater_equal(idx, 0))
+    pair = n_i * C + idx[n_i, p_i]
     found[pair] = 1
-    m = 1
+    # W with w PAD columns before it: the tokens left of an occurrence, read as PAD before the window's start
+    Wl = np.concatenate([np.full((N, w), PAD, dtype=np.int16 if W.dtype == np.uint8 else np.int64), W],
+                        axis=1).ravel()  # row n at n * 2w, its window at n * 2w + w
+
+    def grow(n_i, p_i, pair, m, stretches):
+        """Grow the occurrences (all of length m, ending at p_i) through the stretches; found updated. Returns
+        the ones alive after the last stretch."""
+        for stretch in stretches:
+            L = min(stretch, w - m)
+            if not len(pair) or L <= 0:
+                break
+            i = np.arange(L)
+            row = n_i * (2 * w) + w
+            # step m + i compares W[start - 1 - i] with W[w - m - i] (start = p - m + 1)
+            E = np.not_equal(Wl[(row + p_i - m)[:, None] - i], Wl[(row + w - m)[:, None] - i])
+            first = E.argmax(axis=1)
+            stop = E[np.arange(len(first)), first]
+            np.maximum.at(found, pair, np.where(stop, m + first, m + L))
+            go = np.logical_not(stop)
+            n_i, p_i, pair, m = n_i[go], p_i[go], pair[go], m + L
+        return n_i, p_i, pair, m
+
+    n_i, p_i, pair, m = grow(n_i, p_i, pair, 1, (1, 3))
+    if len(pair) > CHUNK:
+        order = np.argsort(-p_i, kind="stable")
+        n_i, p_i, pair = n_i[order], p_i[order], pair[order]
     while len(pair) and m < w:
-        keep = np.greater(start, 0)
-        n_i, start, pair = n_i[keep], start[keep] - 1, pair[keep]
-        keep = np.equal(W[n_i, start], W[n_i, w - m])
-        n_i, start, pair = n_i[keep], start[keep], pair[keep]
-        m += 1
-        found[pair] = m
+        if len(pair) > CHUNK:
+            can = np.greater(p_i + 1, found[pair])
+            n_i, p_i, pair = n_i[can], p_i[can], pair[can]
+        grow(n_i[:CHUNK], p_i[:CHUNK], pair[:CHUNK], m, (8, 64, w))
+        n_i, p_i, pair = n_i[CHUNK:], p_i[CHUNK:], pair[CHUNK:]
     return np.maximum(found - 1, 0).reshape(N, C)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..case import f32
 from .idbytes import all_bytes, bytes_or_none, cached_when_hashable
-from .lengths import ROWS_MAX, match_lengths_A
+from .lengths import ROWS_MAX, candidate_index, match_lengths_A
 from .seqindex import RestartSeqs, restart_scan  # noqa: F401 (restart_scan: Step 1 over one window)
 
 # -- rep_limit (Step 1) and the configuration model -----------------------------------------
@@ -230,8 +230,10 @@ def shipped_lengths_ragged(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle
     rep = ragged_rep((rep_fn or rep_limits)(W, cfg.seqs), w, widths)
     ran = live & np.greater_equal(rep, cfg.allowed_length)
     # Step 3 only looks at tokens that follow some position: the columns after each window's first token.
-    follows = np.greater(np.arange(w)[None, :], (w - widths)[:, None])
-    present = (np.equal(W[:, :, None], cands[None, None, :]) & follows[:, :, None]).any(axis=1)
+    idx = candidate_index(W, np.asarray(cands))
+    n_i, col = np.nonzero(np.greater_equal(idx, 0) & np.greater(np.arange(w)[None, :], (w - widths)[:, None]))
+    present = np.zeros((N, C), dtype=bool)
+    present[n_i, idx[n_i, col]] = True
     heads = cfg.single_token_breakers()
     breaker = np.array([c in heads for c in cands.tolist()], dtype=bool)
     eligible = ran[:, None] & present & ~breaker[None, :]
@@ -340,6 +342,7 @@ def penalties(L: np.ndarray, cfg: Config) -> np.ndarray:
     return np.array([table[e] for e in flat], dtype=np.float32).reshape(exp.shape)
 
 
+@lru_cache(maxsize=1 << 16)
 def penalty_at(multiplier: float, base: float, exponent: int) -> float:
     """Step 4's float penalty for one (already clamped) exponent: multiplier * pow(double(base), exponent) in
     double (a Python float product is the C double product), rounded to float as the C conversion does (inf
