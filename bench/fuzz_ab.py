@@ -9,7 +9,8 @@ Usage: python bench/fuzz_ab.py X Y [--instrumented] [--band LO HI] [--traces [--
   --instrumented: each build instrumented as its fuzz harness instruments dryz (its instrument()).
   --band: histories LO..HI-1 tokens (default 0 257).
   --traces: the trace target (dryz fuzz --traces: test_one_trace) on random inputs of 0..700 bytes (about 50
-  applies each, as a campaign's corpus holds), chunks of 20 inputs; --inputs: how many (default 600).
+  applies each), chunks of 20 inputs; --inputs: how many (default 600); --corpus DIR: the files of DIR instead
+  (e.g. what a campaign kept: its work directory's corpus/).
 Each build's call sequencer (dryz/subject/_drive.c, or dryz/_drive.c before 2026-12-02) is compiled for it with
 setuptools (as pip builds it).
 """
@@ -105,6 +106,7 @@ def main():
     ap.add_argument("--band", nargs=2, type=int, default=(0, 257))
     ap.add_argument("--traces", action="store_true")
     ap.add_argument("--inputs", type=int, default=600)
+    ap.add_argument("--corpus")
     a = ap.parse_args()
     os.environ.setdefault("DRYZ_CORPUS", str(REPO / "corpus"))  # known classes, as the campaign reads them
     work = Path(tempfile.mkdtemp())
@@ -115,10 +117,15 @@ def main():
     builds = {"x": load("dryz_x", a.instrumented, a.traces), "y": load("dryz_y", a.instrumented, a.traces)}
     rng = np.random.default_rng(0)
     if a.traces:
-        datas = [rng.integers(0, 256, int(rng.integers(0, 701))).astype(np.uint8).tobytes()
-                 for _ in range(a.inputs)]
+        if a.corpus:
+            datas = [p.read_bytes() for p in sorted(Path(a.corpus).iterdir()) if p.is_file()]
+            what = f"trace inputs from {a.corpus}"
+        else:
+            datas = [rng.integers(0, 256, int(rng.integers(0, 701))).astype(np.uint8).tobytes()
+                     for _ in range(a.inputs)]
+            what = "trace inputs of 0..700 bytes"
         run = {k: b.test_one_trace for k, b in builds.items()}
-        size, what = 20, "trace inputs of 0..700 bytes"
+        size = 20
     else:
         decode = _first("dryz_x.fuzz.decode", "dryz_x.decode").decode
         lo, hi = a.band

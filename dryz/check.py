@@ -162,13 +162,17 @@ class Batch:
     is neither 0 nor 2^(L-1)), else the model's L where the bits agree and -1 where they differ."""
 
     def __init__(self, cfg: Config, H: np.ndarray, cands: np.ndarray, observed: np.ndarray,
-                 initial: np.ndarray | None = None, sorted_in: bool = False, observed_sorted=None, lengths=None):
+                 initial: np.ndarray | None = None, sorted_in=False, observed_sorted=None, lengths=None,
+                 present=None):
         if lengths is not None and H.shape[0] == 1:  # one history: the batch of its own length
             H, lengths = H[:, H.shape[1] - int(lengths[0]):].astype(np.uint8), None
+        if present is not None and cfg.text is not None:
+            raise ValueError("per-history candidate arrays are for the symbol vocabulary")
         self.cfg, self.H, self.cands = cfg, H, cands
         self.lengths = lengths    # (N,) or None: every history is H's full width (see check_batch)
+        self.present = present    # (N, C) bool or None: every history has every candidate (see check_batch)
         self.observed = observed  # (N, C) float32, C order
-        self.initial = initial    # (C,) float32, None: every logit 0
+        self.initial = initial    # (C,) or (N, C) float32, None: every logit 0
         self.sorted_in, self.observed_sorted = sorted_in, observed_sorted  # (N,) bool or None: not judged
         self.one = H.shape[0] == 1  # a batch of one (a fuzz input): whole arrays, no row views
         self.pa, self.pb = predict_both(H, cands, cfg, lengths)
@@ -212,7 +216,8 @@ class Batch:
     @_lazy
     def codes(self) -> np.ndarray:
         differ = np.not_equal(self.bits, _bits(self.expected))
-        return np.where(self.oracles_differ, 2, np.where(differ, 1, 0)).astype(np.int8)
+        codes = np.where(self.oracles_differ, 2, np.where(differ, 1, 0)).astype(np.int8)
+        return codes if self.present is None else np.where(self.present, codes, 0).astype(np.int8)
 
     @_lazy
     def L(self) -> np.ndarray:
@@ -225,7 +230,8 @@ class Batch:
         """The library changed the logit."""
         if self.library_L is not None:
             return np.greater(self.library_L, 0)
-        return np.not_equal(self.bits, _bits(self.initial if self.initial is not None else 0.0))
+        changed = np.not_equal(self.bits, _bits(self.initial if self.initial is not None else 0.0))
+        return changed if self.present is None else changed & self.present
 
     @_lazy
     def flagged(self) -> np.ndarray:
@@ -237,18 +243,22 @@ class Batch:
         off = Prediction(pa.L + pa.penalized, pa.penalized, pa.ran)
         exp = output_logits_zero(off, self.cfg) if self.initial is None else output_logits(self.initial, off,
                                                                                            self.cfg)
-        return np.not_equal(self.bits, _bits(exp))
+        flagged = np.not_equal(self.bits, _bits(exp))
+        return flagged if self.present is None else flagged & self.present
 
     # -- per history ------------------------------------------------------------------------------------
     def row_status(self, r: int) -> str:
         """AGREE, MISMATCH or ORACLE_DISAGREEMENT for history r (before promises), bytes-compared: the fast
         path of a batch of one."""
         pa, pb = self.pa, self.pb
-        if self.one:
+        if self.one and self.present is None:
             La, Lb, Pa, Pb, obs, exp = pa.L, pb.L, pa.penalized, pb.penalized, self.observed, self.expected
         else:
             La, Lb, Pa, Pb = pa.L[r], pb.L[r], pa.penalized[r], pb.penalized[r]
             obs, exp = self.observed[r], self.expected[r]
+            if self.present is not None:  # the history's own candidates
+                m = self.present[r]
+                La, Lb, Pa, Pb, obs, exp = La[m], Lb[m], Pa[m], Pb[m], obs[m], exp[m]
         if La.tobytes() != Lb.tobytes() or Pa.tobytes() != Pb.tobytes():
             return ORACLE_DISAGREEMENT
         if obs.tobytes() != exp.tobytes():  # bit-exact (both float32, C order)
@@ -259,15 +269,20 @@ class Batch:
 
     def row_sorted(self, r: int) -> bool:
         """The sorted flag history r must leave: apply clears it when it reaches Step 4."""
-        return False if self.pa.ran[r] else bool(self.sorted_in)
+        return False if self.pa.ran[r] else self._sorted_in(r)
+
+    def _sorted_in(self, r: int) -> bool:
+        return bool(self.sorted_in[r]) if np.ndim(self.sorted_in) else bool(self.sorted_in)
 
     def promises(self, r: int) -> list[str]:
         """The promises history r breaks (judged only where it agrees with the shipped model)."""
-        initial = self.initial if self.initial is not None else self._initial_row()
-        if self.one:
-            out = _finite_penalty(initial, self.observed, self.pa.penalized)
+        if self.present is not None:  # the history's own candidates and initial logits
+            m = self.present[r]
+            out = _finite_penalty(self._initial(r)[m], self.observed[r][m], self.pa.penalized[r][m])
+        elif self.one:
+            out = _finite_penalty(self._initial(r), self.observed, self.pa.penalized)
         else:
-            out = _finite_penalty(initial, self.observed[r], self.pa.penalized[r])
+            out = _finite_penalty(self._initial(r), self.observed[r], self.pa.penalized[r])
         if self.cfg.multi_token:
             out += self._restart_promise(r)
         if self.cfg.text is not None:
@@ -327,13 +342,20 @@ class Batch:
         return out
 
     def _initial_row(self) -> np.ndarray:
+        """The initial logits, (C,) for every history or (N, C) one row each."""
         return self.initial if self.initial is not None else np.zeros(len(self.cands), dtype=np.float32)
+
+    def _initial(self, r: int) -> np.ndarray:
+        """History r's initial logits (C,)."""
+        i = self._initial_row()
+        return i[r] if i.ndim == 2 else i
 
     def _finite_suspects(self) -> np.ndarray:
         if np.isfinite(self.observed).all():  # the common case: nothing can have become infinite
             return np.zeros(self.H.shape[0], dtype=bool)
-        init = np.isfinite(self._initial_row())[None, :]
-        return (self.pa.penalized & init & ~np.isfinite(self.observed)).any(axis=1)
+        init = np.isfinite(self._initial_row())
+        suspect = self.pa.penalized & (init if init.ndim == 2 else init[None, :]) & ~np.isfinite(self.observed)
+        return (suspect if self.present is None else suspect & self.present).any(axis=1)
 
     def _restart_rows(self):
         cfg = self.cfg
@@ -379,6 +401,19 @@ class Batch:
         p = self._promised
         return np.zeros(self.H.shape[0], dtype=bool) if p is None else p[1]
 
+    @_lazy
+    def _promised_predictions(self):
+        """The promised model (Step 1 as promised, the rest as shipped) on every history whose shipped and
+        promised rep_limits differ, as one batch: ({history: its row}, Prediction)."""
+        rows = np.flatnonzero(self._promised[1])
+        at = {r: i for i, r in enumerate(rows.tolist())}
+        if len(rows) == 1:
+            return at, promised_lengths(self._history(int(rows[0])), self.cands, self.cfg, match_lengths_A)
+        if self.lengths is not None:
+            return at, shipped_lengths_each(self.H[rows], self.cands, self.cfg, (match_lengths_A,),
+                                            rep_fn=promised_rep_limits, lengths=self.lengths[rows])[0]
+        return at, promised_lengths(self.H[rows], self.cands, self.cfg, match_lengths_A)
+
     def _restart_promise(self, r: int) -> list[str]:
         """Step 1's promise: "the most recently completed restart sequence limits the repetition". Where the
         output (which agreed with the as-shipped model) differs from the promised model's, the window shows
@@ -387,11 +422,16 @@ class Batch:
         p = self._promised
         if p is None or not p[1][r]:
             return []  # the two models differ only through rep_limit: nothing to compare
-        pp = promised_lengths(self._history(r), self.cands, self.cfg, match_lengths_A)
-        promised = output_logits(self._initial_row(), pp, self.cfg)[0]
-        promised_sorted = False if pp.ran[0] else bool(self.sorted_in)
+        at, pred = self._promised_predictions
+        i = at[r]
+        pp = Prediction(pred.L[i:i + 1], pred.penalized[i:i + 1], pred.ran[i:i + 1])
+        promised = output_logits(self._initial(r), pp, self.cfg)[0]
+        observed = self.observed[r]
+        if self.present is not None:
+            promised, observed = promised[self.present[r]], observed[self.present[r]]
+        promised_sorted = False if pp.ran[0] else self._sorted_in(r)
         same_sorted = self.observed_sorted is None or bool(self.observed_sorted[r]) == promised_sorted
-        if _bits(self.observed[r]).tobytes() == _bits(promised).tobytes() and same_sorted:
+        if _bits(observed).tobytes() == _bits(promised).tobytes() and same_sorted:
             return []
         return [restart_promise_class(self._window(p[0], r), self.cfg.seqs)]
 
@@ -439,8 +479,8 @@ class Batch:
         window, prom, ship = x
         pp = shipped_lengths(self.H[r:r + 1], self.cands, self.cfg, match_lengths_A,
                              rep_fn=lambda W, seqs: np.array([prom], dtype=np.int64))
-        promised = output_logits(self._initial_row(), pp, self.cfg)[0]
-        promised_sorted = False if pp.ran[0] else bool(self.sorted_in)
+        promised = output_logits(self._initial(r), pp, self.cfg)[0]
+        promised_sorted = False if pp.ran[0] else self._sorted_in(r)
         same_sorted = self.observed_sorted is None or bool(self.observed_sorted[r]) == promised_sorted
         if _bits(self.observed[r]).tobytes() == _bits(promised).tobytes() and same_sorted:
             return []
@@ -454,15 +494,19 @@ class Batch:
 
 
 def check_batch(cfg: Config, H: np.ndarray, cands: np.ndarray, observed: np.ndarray, initial=None,
-                sorted_in: bool = False, observed_sorted=None, lengths=None) -> Batch:
+                sorted_in=False, observed_sorted=None, lengths=None, present=None) -> Batch:
     """The one verdict: what the library left for the histories H (N, n) and candidates cands (C,), judged
     against both oracles, the shipped model bit for bit, the promises and the controls.
 
-    lengths (N,): histories of different lengths (a trace's applies), over the symbol vocabulary: row r's
-    history is H[r, n - lengths[r]:], the entries before it lengths.PAD (H then a signed integer array). Every
-    row is judged as in a batch of its own length (shipped_lengths_ragged; promises on the row's own history)."""
+    Histories of different lengths and candidate arrays (a trace's applies), over the symbol vocabulary:
+    lengths (N,): row r's history is H[r, n - lengths[r]:], the entries before it lengths.PAD (H then a signed
+    integer array); every row is judged as in a batch of its own length (shipped_lengths_ragged; promises on
+    the row's own history). present (N, C) bool: row r's candidate array is the candidates present[r] (the
+    model's predictions for a candidate do not depend on the others), initial (N, C) their logits and
+    sorted_in (N,) its sorted flag; the classes (codes, odd_rows, row_class) judge only those, as a batch of
+    that array would (the order of an array's candidates changes no class)."""
     return Batch(cfg, H, cands, np.ascontiguousarray(observed, dtype=np.float32), initial, sorted_in,
-                 observed_sorted, lengths)
+                 observed_sorted, lengths, present)
 
 
 def promise_class(name: str) -> str:

@@ -6,12 +6,15 @@ equivalent Case with the trace's output at that apply as the library's output; t
 requires a fresh sampler's output on that Case to be bit-identical to the trace's. How that is computed:
 
 - Judging. check(case) is check_batch on a batch of one (case_config, case_arrays, the case's logits as the
-  initial array, its sorted flag). All applies of a trace share the configuration, so the applies whose
-  equivalent Cases also share the history length and the candidate array (ids, logits, sorted flag) are one
-  batch of check_batch: the same Config, H (rows: the held tokens, uint8 as case_arrays makes them), cands,
-  initial array and sorted flag; observed: the rows' outputs and sorted flags. Batch.odd_rows gives every row
-  the class row_class gives it, which is check()'s class of that row's case (the same row_status and promises;
-  the enumerator tallies batches the same way). An apply whose output changed the array's size or ids is
+  initial array, its sorted flag). All applies of a trace share the configuration (trace_config), so all of
+  them are one batch of check_batch (ROWS_MAX rows at a time), each row judged as the batch of its own case
+  would judge it: the held histories right-aligned with their own lengths (check_batch's `lengths`: window,
+  early exits and presence per row, PAD equal to no token in either oracle) and each row's own candidate array
+  within the union of the trace's candidate ids (`present`, with the row's initial logits and sorted flag: the
+  model predicts each candidate on its own, and only the row's own candidates are compared). Batch.odd_rows
+  gives every row the class row_class gives it, which is check()'s class of that row's case (the same
+  row_status and promises; the enumerator tallies batches the same way); tests/test_batch.py checks every row
+  of such batches against its case judged alone. An apply whose output changed the array's size or ids is
   judged by check() itself (its own path for that). The full Verdict of an apply (per-candidate L, expected
   logits, differing candidates, detail) is check() on the equivalent Case with the recorded output, made when
   first read; it must give the batch's class, else the harness is in doubt (HarnessError).
@@ -200,8 +203,9 @@ def _unchanged(p, out: Outputs) -> np.ndarray:
 
 
 def _judge(trace: Trace, p, starts, ends, out: Outputs, lib) -> list[str]:
-    """Each apply's class as check() gives it: one check_batch per candidate array (ragged over the held
-    histories' lengths, at most ROWS_MAX applies each)."""
+    """Each apply's class as check() gives it: the applies as one check_batch (ROWS_MAX at a time), ragged over
+    the held histories' lengths and over the candidate arrays (each row's own array, within the union of the
+    trace's candidate ids)."""
     napply = len(p.sizes)
     classes = [AGREE] * napply
     unchanged = _unchanged(p, out)
@@ -209,29 +213,35 @@ def _judge(trace: Trace, p, starts, ends, out: Outputs, lib) -> list[str]:
     cfg = trace_config(trace, lib.abi)
     for i in np.flatnonzero(np.logical_not(unchanged)).tolist():  # the sampler changed the array: check()'s
         classes[i] = _single(trace, p, starts, ends, out, lib, i).klass  # own path for that
-    # the applies of each candidate array, in order
-    keep = np.flatnonzero(unchanged)
-    order = keep[np.argsort(p.array_of[keep], kind="stable")]
-    cut = np.flatnonzero(np.diff(p.array_of[order])) + 1
+    rows = np.flatnonzero(unchanged)
+    if not len(rows):
+        return classes
     # the held tokens, PAD before each (lengths.PAD): row r of a batch is padded[ends[r] - width: ends[r]]
-    width = int(lengths.max()) if napply else 0
+    width = int(lengths.max())
     padded = np.concatenate([np.full(width, PAD, dtype=np.int16), p.tokens.astype(np.int16)])
-    for rows in np.split(order, cut) if len(order) else ():
-        for k in range(0, len(rows), ROWS_MAX):
-            rows_a = rows[k:k + ROWS_MAX]
-            ln = lengths[rows_a]
-            n = int(ln.max())
-            H = padded[(width + ends[rows_a] - n)[:, None] + np.arange(n, dtype=np.int64)[None, :]]
-            # a history starts after its last reset: what lies before it in the stream is not held
-            np.copyto(H, PAD, where=np.less(np.arange(n)[None, :], (n - ln)[:, None]))
-            a, C = int(p.starts[rows_a[0]]), int(p.sizes[rows_a[0]])
-            cands = p.ids[a:a + C].astype(np.uint8)
-            initial = p.logits[a:a + C]
-            observed = out.logits[out.starts[rows_a][:, None] + np.arange(C, dtype=np.int64)[None, :]]
-            b = check_batch(cfg, H, cands, observed, initial, bool(p.sorted[rows_a[0]]), out.sorted[rows_a],
-                            lengths=ln)
-            for r, klass in b.odd_rows():
-                classes[int(rows_a[r])] = klass
+    cands = np.unique(p.ids).astype(np.uint8)  # every candidate id of the trace (symbol ids, < 64)
+    col = np.searchsorted(cands, p.ids)        # each array entry's column
+    for k in range(0, len(rows), ROWS_MAX):
+        rows_a = rows[k:k + ROWS_MAX]
+        N, C = len(rows_a), len(cands)
+        ln = lengths[rows_a]
+        n = int(ln.max())
+        H = padded[(width + ends[rows_a] - n)[:, None] + np.arange(n, dtype=np.int64)[None, :]]
+        # a history starts after its last reset: what lies before it in the stream is not held
+        np.copyto(H, PAD, where=np.less(np.arange(n)[None, :], (n - ln)[:, None]))
+        # each row's array scattered into the union's columns: present, initial logits, the output's logits
+        sz = p.sizes[rows_a].astype(np.int64)
+        entry = np.repeat(p.starts[rows_a] - np.concatenate(([0], np.cumsum(sz)[:-1])), sz) + np.arange(sz.sum())
+        at = np.repeat(np.arange(N) * C, sz) + col[entry]
+        present, initial, observed = np.zeros(N * C, dtype=bool), np.zeros(N * C, dtype=np.float32), \
+            np.zeros(N * C, dtype=np.float32)
+        present[at], initial[at] = True, p.logits[entry]
+        observed[at] = out.logits[np.repeat(out.starts[rows_a] - np.concatenate(([0], np.cumsum(sz)[:-1])), sz)
+                                  + np.arange(sz.sum())]
+        b = check_batch(cfg, H, cands, observed.reshape(N, C), initial.reshape(N, C), p.sorted[rows_a],
+                        out.sorted[rows_a], lengths=ln, present=present.reshape(N, C))
+        for r, klass in b.odd_rows():
+            classes[int(rows_a[r])] = klass
     return classes
 
 

@@ -162,3 +162,43 @@ def test_row_layouts_on_long_periodic_batches(monkeypatch):
             m.setattr(L_mod, "ROWS_MAX", 0)
             cols = (L_mod.match_lengths_A(W, cands), L_mod.match_lengths_B(W, cands))
         assert np.array_equal(rows[0], cols[0]) and np.array_equal(rows[1], cols[1]), trial
+
+
+def test_rows_with_their_own_candidate_arrays_are_judged_as_those_arrays_alone():
+    """check_batch(lengths=..., present=...): every row has its own candidate array (a subset of the union, in
+    its own order, its own initial logits and sorted flag), and gets the class that array judged alone gets."""
+    rng = np.random.default_rng(13)
+    seen = set()
+    for trial in range(300):
+        cfg, H, lengths, rows, cands, _ = _ragged_case(rng)
+        N, C = len(rows), len(cands)
+        arrays = []
+        for r in range(N):
+            k = int(rng.integers(1, C + 1))
+            ids = rng.permutation(cands)[:k]
+            logits = np.where(rng.random(k) < 0.2, -np.inf, rng.choice([0.0, 1.5, -3.25, 1e30], k)).astype(np.float32)
+            arrays.append((ids, logits, bool(rng.random() < 0.5)))
+        alone = []
+        for h, (ids, logits, srt) in zip(rows, arrays):
+            b = check_batch(cfg, h[None, :], ids, np.zeros((1, len(ids)), np.float32), logits, srt)
+            obs, obs_sorted = b.expected[0].copy(), bool(b.expected_sorted[0])
+            u = rng.random()
+            if u < 0.15:
+                obs[int(rng.integers(0, len(ids)))] -= np.float32(1.0)
+            elif u < 0.25:
+                obs_sorted = not obs_sorted
+            alone.append((obs, obs_sorted))
+        present = np.zeros((N, C), dtype=bool)
+        initial = np.zeros((N, C), dtype=np.float32)
+        observed = np.full((N, C), np.float32(7.0))  # outside a row's array: never compared
+        for r, ((ids, logits, srt), (obs, _)) in enumerate(zip(arrays, alone)):
+            at = [cands.tolist().index(x) for x in ids.tolist()]
+            present[r, at], initial[r, at], observed[r, at] = True, logits, obs
+        b = check_batch(cfg, H, cands, observed, initial, np.array([a[2] for a in arrays]),
+                        np.array([a[1] for a in alone]), lengths=lengths, present=present)
+        got = dict(b.odd_rows())
+        for r, (h, (ids, logits, srt), (obs, obs_sorted)) in enumerate(zip(rows, arrays, alone)):
+            one = check_batch(cfg, h[None, :], ids, obs[None, :], logits, srt, np.array([obs_sorted]))
+            assert got.get(r, AGREE) == one.row_class(0) == b.row_class(r), (trial, r)
+            seen.add(one.row_class(0))
+    assert {AGREE, MISMATCH, "mismatch-multi-token", "promise-finite-penalty"} <= seen

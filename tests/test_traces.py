@@ -677,8 +677,12 @@ def test_check_trace_gives_every_apply_checks_class_and_the_fresh_control(lib):
     from dryz.subject.interface import Output
     rng = random.Random(21)
     classes = set()
+    # 'a' completes inside the restart sequence 'aab': the documented contained-restart limitation
+    contained = T([("accept", [1, 1, 0, 0, 1]), ("apply", None), ("accept", [1]), ("apply", None), ("clone",),
+                   ("accept", [0, 0, 1]), ("apply", None), ("apply", [(1, 0.5), (0, 0.0)], True)], alphabet=2,
+                  penalty_last_n=5, breakers=("aab", "a"), allowed_length=0)
     for n in range(250):
-        t = decode_trace(rng.randbytes(rng.randint(0, 800)))
+        t = contained if n == 0 else decode_trace(rng.randbytes(rng.randint(0, 800)))
         outs = lib.run_trace(t)
         for _ in range(rng.choice((0, 0, 1, 3))):
             k = rng.randrange(len(outs))
@@ -703,7 +707,7 @@ def test_check_trace_gives_every_apply_checks_class_and_the_fresh_control(lib):
         if n % 25 == 0 or bad is not None:
             assert [a.verdict.to_json() for a in v.applies] == [r[3] for r in ref]
         classes |= {r[0] for r in ref}
-    assert {"agree", "mismatch", "promise-finite-penalty"} <= classes
+    assert {"agree", "mismatch", "promise-finite-penalty", "documented-contained-restart"} <= classes
 
 
 def test_held_spans_equal_the_ring_buffer_event_by_event():

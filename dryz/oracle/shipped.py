@@ -219,6 +219,8 @@ def shipped_lengths_ragged(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle
     if cfg.text is not None or isinstance(cfg.seqs, RestartSeqs):
         raise ValueError("ragged batches are for the symbol vocabulary")
     N, n = H.shape
+    if N == 1:  # one history: the batch of its own length (the one-window layouts never see PAD)
+        return shipped_lengths_each(H[:, n - int(lengths[0]):].astype(np.uint8), cands, cfg, oracles, rep_fn)
     C = len(cands)
     widths = np.minimum(np.asarray(lengths, dtype=np.int64), cfg.window_cap)
     w = int(widths.max()) if N else 0
@@ -234,8 +236,8 @@ def shipped_lengths_ragged(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle
     n_i, col = np.nonzero(np.greater_equal(idx, 0) & np.greater(np.arange(w)[None, :], (w - widths)[:, None]))
     present = np.zeros((N, C), dtype=bool)
     present[n_i, idx[n_i, col]] = True
-    heads = cfg.single_token_breakers()
-    breaker = np.array([c in heads for c in cands.tolist()], dtype=bool)
+    heads = cfg.single_token_heads
+    breaker = np.isin(cands, np.array(heads, dtype=np.int64)) if heads else np.zeros(C, dtype=bool)
     eligible = ran[:, None] & present & ~breaker[None, :]
     out = []
     for oracle in oracles:
@@ -337,9 +339,9 @@ def penalties(L: np.ndarray, cfg: Config) -> np.ndarray:
     mx = max_exponent(cfg.base)
     if mx > 0:
         exp = np.minimum(exp, mx)
-    flat = exp.ravel().tolist()
-    table = {e: penalty_at(cfg.multiplier, cfg.base, e) for e in set(flat)}
-    return np.array([table[e] for e in flat], dtype=np.float32).reshape(exp.shape)
+    distinct, inverse = np.unique(exp, return_inverse=True)  # one evaluation per distinct exponent
+    table = np.array([penalty_at(cfg.multiplier, cfg.base, e) for e in distinct.tolist()], dtype=np.float32)
+    return table[inverse].reshape(exp.shape)
 
 
 @lru_cache(maxsize=1 << 16)
