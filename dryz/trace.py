@@ -104,14 +104,16 @@ class Trace:
         return replace(self, events=tuple(events))
 
     @classmethod
-    def trusted(cls, **kw) -> "Trace":
+    def trusted(cls, program: "Program | None" = None, **kw) -> "Trace":
         """A Trace from fields that are valid and in normal form by construction (dryz.fuzz.traces.decode_trace:
         tuples, float32 multiplier and base, in-range tokens and arrays), without the validation every other
-        construction runs (most of a fuzz input's decoding time). tests/test_traces.py checks the decoder's
-        traces equal their validated construction."""
+        construction runs (most of a fuzz input's decoding time), with its Program if the constructor made it.
+        tests/test_traces.py checks the decoder's traces and Programs equal their validated construction's."""
         t = object.__new__(cls)
         for f in fields(cls):
             object.__setattr__(t, f.name, kw[f.name] if f.name in kw else f.default)
+        if program is not None:  # the events' Program, as the constructor collected it
+            object.__setattr__(t, "_program", program)
         return t
 
     def program(self) -> "Program":
@@ -224,7 +226,7 @@ class Program:
 
     @classmethod
     def of(cls, t: "Trace") -> "Program":
-        ops, tokens, counts, index, arrays, array_of = [], [], [], {}, [], []
+        ops, tokens, counts, applies = [], [], [], []
         code = _OP_CODES
         for e in t.events:
             name = e[0]
@@ -233,17 +235,27 @@ class Program:
                 tokens += e[1]
                 counts.append(len(e[1]))
             elif name == "apply":
-                j = index.get(e)
-                if j is None:
-                    j = index[e] = len(arrays)
-                    arrays.append(e[1:])
-                array_of.append(j)
+                applies.append(e)
+        return cls.of_parts(t.alphabet, b"".join(ops), tokens, counts, applies)
+
+    @classmethod
+    def of_parts(cls, alphabet: int, ops: bytes, tokens, counts, applies) -> "Program":
+        """The Program of events given as their op bytes, every accepted token, each accept's count and the
+        apply events in order (what Program.of collects; dryz.fuzz.traces.decode_trace collects them as it
+        decodes)."""
+        index, arrays, array_of = {}, [], []
+        for e in applies:
+            j = index.get(e)
+            if j is None:
+                j = index[e] = len(arrays)
+                arrays.append(e[1:])
+            array_of.append(j)
         # the distinct arrays once, then every apply's gathered from them
         d_ids, d_logits, d_sizes = [], [], []
         for key in arrays:
             if key[0] is None:
-                d_ids.append(np.arange(t.alphabet, dtype=np.int32))
-                d_logits.append(np.zeros(t.alphabet, dtype=np.float32))
+                d_ids.append(np.arange(alphabet, dtype=np.int32))
+                d_logits.append(np.zeros(alphabet, dtype=np.float32))
             else:
                 d_ids.append(np.array([c[0] for c in key[0]], dtype=np.int32))
                 d_logits.append(np.array([c[1] for c in key[0]], dtype=np.float32))
@@ -261,8 +273,13 @@ class Program:
             srt = np.array([len(key) == 2 and bool(key[1]) for key in arrays], dtype=bool)[of]
         else:
             ids, logits, srt = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32), np.zeros(0, dtype=bool)
-        return cls(b"".join(ops), np.array(tokens, dtype=np.int32), np.array(counts, dtype=np.int32), ids, logits,
+        return cls(bytes(ops), np.array(tokens, dtype=np.int32), np.array(counts, dtype=np.int32), ids, logits,
                    sizes, starts, srt, of, arrays)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Program) and self.ops == other.ops and self.arrays == other.arrays and all(
+            np.array_equal(getattr(self, f), getattr(other, f)) and getattr(self, f).dtype == getattr(other, f).dtype
+            for f in ("tokens", "counts", "ids", "logits", "sizes", "starts", "sorted", "array_of"))
 
     def array(self, j: int) -> tuple[np.ndarray, np.ndarray, bool]:
         """Array j of `arrays`: (ids, logits, sorted flag)."""

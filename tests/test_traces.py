@@ -24,7 +24,7 @@ from dryz.shrink import flatten, merge, shrink_trace
 from dryz.subject.trace_driver import run_trace
 from dryz.trace_check import check_trace
 from dryz.trace import MAX_CLONES as TRACE_MAX_CLONES
-from dryz.trace import TRACE_SCHEMA, Trace, TraceError
+from dryz.trace import TRACE_SCHEMA, Program, Trace, TraceError
 
 PATCHES = Path(__file__).parent / "patches"
 WITNESS = Path(__file__).parent.parent / "corpus" / "traces" / "agree-trace-b8f14250dc.json"
@@ -279,6 +279,8 @@ def test_decoder_is_deterministic_valid_and_bounded():
         t = decode_trace(data)
         assert decode_trace(data) == t
         assert Trace.loads(t.dumps()) == t  # valid: it survives validation again
+        assert t.program() == Program.of(t)  # the Program the decoder collected is the events'
+        assert isinstance(t.events, tuple) and all(isinstance(e, tuple) for e in t.events)
         ev, tokens = t.size()
         assert ev <= MAX_EVENTS and tokens <= MAX_TOKENS and len(t.applies) <= MAX_APPLIES
         assert sum(e[0] == "clone" for e in t.events) <= MAX_CLONES
