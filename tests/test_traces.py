@@ -742,3 +742,14 @@ def test_a_traces_config_is_every_equivalent_cases():
         t = decode_trace(rng.randbytes(rng.randint(0, 300)))
         for abi in (7, 8):
             assert all(case_config(c, abi) == trace_config(t, abi) for c in equivalent_cases(t, abi))
+
+
+def test_the_decoder_reads_bytes_as_it_always_did():
+    """A crash file of an earlier campaign decodes to the same trace: 600 random inputs, digest of their traces
+    as the decoder of 3c595ab (before the Program was collected while decoding) gave them."""
+    import hashlib
+    rng = random.Random(2026)
+    h = hashlib.sha256()
+    for _ in range(600):
+        h.update(decode_trace(rng.randbytes(rng.randint(0, rng.choice([60, 900, 4096])))).dumps().encode())
+    assert h.hexdigest() == "035b82bf4c913e0e791db1f79211b35b75b56f5b331e6a6ac64ba0a87b903ae8"
