@@ -12,18 +12,25 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 # libFuzzer's fork mode re-executes argv[0]: a launcher script, written into the work directory, runs the
-# harness with this interpreter (works from an installed dryz, no checkout needed).
+# harness with this interpreter (works from an installed dryz, no checkout needed): as a fork of the campaign's
+# fork server when there is one (dryz/fuzz/forkserver.py), else itself.
 LAUNCHER = """#!{python}
-from dryz.fuzz.harness import main
-main()
+import sys
+from dryz.fuzz.forkserver import client
+if not client(sys.argv):
+    from dryz.fuzz.harness import main
+    main()
 """
+FORKSERVER_WAIT = 600  # seconds the server may take to get ready (a real vocabulary's samplers: ~15 s here)
 
 _STAT = re.compile(r"(cov|ft|corp|exec/s|rss):? ?(\d+)")
 _EXECS = re.compile(r"^#(\d+)")
@@ -189,27 +196,34 @@ class Campaign:
             stats.counters = self.probe_counters(env)
             self.log(f"native coverage: {stats.counters or 'NO inline counters reported'}")
         interrupted = False
-        with open(log_path, "w") as logf:
-            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    errors="replace", cwd=self.workdir)
-            try:
-                for line in proc.stdout:
-                    logf.write(line)
-                    if stats.update(line):
-                        now = time.monotonic()
-                        if now - last >= 5:
-                            last = now
-                            self.log(f"[{now - t0:6.0f}s] execs {stats.execs:,}  exec/s {stats.exec_per_s:,}  "
-                                     f"cov {stats.cov}  ft {stats.ft}  corpus {stats.corpus}")
-                rc = proc.wait()
-            except KeyboardInterrupt:
-                interrupted = True
-                proc.terminate()
+        server = None
+        try:
+            server = self.start_forkserver(env)  # (its start-up counts in the campaign's seconds)
+            with open(log_path, "w") as logf:
+                proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        errors="replace", cwd=self.workdir)
                 try:
-                    rc = proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                    for line in proc.stdout:
+                        logf.write(line)
+                        if stats.update(line):
+                            now = time.monotonic()
+                            if now - last >= 5:
+                                last = now
+                                self.log(f"[{now - t0:6.0f}s] execs {stats.execs:,}  exec/s {stats.exec_per_s:,}  "
+                                         f"cov {stats.cov}  ft {stats.ft}  corpus {stats.corpus}")
                     rc = proc.wait()
+                except KeyboardInterrupt:
+                    interrupted = True
+                    proc.terminate()
+                    try:
+                        rc = proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        rc = proc.wait()
+        except KeyboardInterrupt:  # while the fork server got ready
+            interrupted, rc = True, 130
+        finally:
+            self.stop_forkserver(server)
         if stats.execs == 0 and rc != 0 and not interrupted:
             tail = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
             raise CampaignError(f"libFuzzer did not run (exit {rc}): {tail[-1] if tail else 'no output'} "
@@ -224,6 +238,61 @@ class Campaign:
                 "counters": stats.counters, "libfuzzer_exit": rc, "log": str(log_path),
                 "native": self.native, "fault": self.fault, "findings": findings, "interrupted": interrupted,
                 "target": self.target}
+
+    def start_forkserver(self, env: dict):
+        """Start the fork server (dryz/fuzz/forkserver.py) with the campaign's environment and put its socket in
+        env, so that every harness process libFuzzer starts is a fork of it. None when DRYZ_FUZZ_FORKSERVER=0 or
+        the server does not get ready (the harness processes then start on their own, as without it)."""
+        from .forkserver import ENV, READY
+        env.pop(ENV, None)
+        if os.environ.get("DRYZ_FUZZ_FORKSERVER", "1") == "0":
+            return None
+        folder = Path(tempfile.mkdtemp(prefix="dryz-fs-"))  # a short path: a Unix socket's is at most 107 bytes
+        sock = folder / "s"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = self.workdir / "forkserver.log"  # the server's own messages (the jobs write to libFuzzer's logs)
+        t = time.monotonic()
+        with open(log, "w") as errf:
+            proc = subprocess.Popen([sys.executable, "-m", "dryz.fuzz.forkserver", str(sock)], env=env,
+                                    stdout=subprocess.PIPE, stderr=errf, stdin=subprocess.DEVNULL, text=True,
+                                    cwd=self.workdir)
+        server = (proc, folder)
+        ready = False
+        try:
+            deadline = time.monotonic() + FORKSERVER_WAIT
+            for line in proc.stdout:  # the server prints READY once it listens (nothing else)
+                if line.strip() == READY:
+                    ready = True
+                    break
+                if time.monotonic() > deadline:
+                    break
+        except BaseException:  # a Ctrl-C while it gets ready
+            self.stop_forkserver(server)
+            raise
+        if not ready:
+            self.stop_forkserver(server)
+            self.log(f"fork server: not ready (see {log}); every harness process starts on its own")
+            return None
+        env[ENV] = str(sock)
+        self.log(f"fork server: ready in {time.monotonic() - t:.1f} s (the harness prepared once; every job and "
+                 "merge a fork of it)")
+        return server
+
+    @staticmethod
+    def stop_forkserver(server) -> None:
+        if server is None:
+            return
+        proc, folder = server
+        if proc.poll() is None:
+            proc.terminate()  # it ends its children and exits
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
     def probe_counters(self, env) -> str:
         """Fork mode's parent does not print the modules it loaded: ask a one-off, non-fork process."""

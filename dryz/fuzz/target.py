@@ -59,6 +59,18 @@ def load_subject() -> None:
     decode = input_decoder()  # the vocabulary (if any) loaded, its snippets tokenized, before libFuzzer starts
 
 
+def warm() -> None:
+    """Do once what a process's first inputs would do: import what the target imports on first use and, over a
+    real vocabulary, initialize every configuration's sampler, restart sequences and text model
+    (decode_vocab.VocabDecoder.warm). The fork server (forkserver.py) runs this before it forks any job."""
+    if VOCAB is not None:
+        decode.__self__.warm(lambda case: check(case, lib=_SUBJECT))
+    elif entry_point() is test_one_trace:
+        test_one_trace(b"\x00\x01\x00\x00\x00\x00")
+    else:
+        test_one_input(b"")
+
+
 def test_one_input(data: bytes) -> None:
     case = decode(data)
     v = check(case)

@@ -110,14 +110,21 @@ def _match_lengths_A_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
         order = np.argsort(s_i, kind="stable")
         n_i, s_i = n_i[order], s_i[order]
         key = n_i * C + idx[n_i, s_i]
+        bound = own_widths(W)[n_i] - 1 - s_i   # Z <= j, j counted from the window's own first token
         while len(n_i):
             if len(n_i) > CHUNK:
-                can = np.greater(w - 1 - s_i, best[key])
-                n_i, s_i, key = n_i[can], s_i[can], key[can]
+                can = np.greater(bound, best[key])
+                n_i, s_i, key, bound = n_i[can], s_i[can], key[can], bound[can]
             nb, sb, kb = n_i[:CHUNK], s_i[:CHUNK], key[:CHUNK]
             np.maximum.at(best, kb, np.not_equal(rows(w)[nb, sb], R[nb]).argmax(axis=1))
-            n_i, s_i, key = n_i[CHUNK:], s_i[CHUNK:], key[CHUNK:]
+            n_i, s_i, key, bound = n_i[CHUNK:], s_i[CHUNK:], key[CHUNK:], bound[CHUNK:]
     return best.reshape(N, C)
+
+
+def own_widths(W: np.ndarray) -> np.ndarray:
+    """Each window's own length (its entries after any PAD)."""
+    return W.shape[1] - np.count_nonzero(np.equal(W, PAD), axis=1) if W.dtype != np.uint8 else \
+        np.full(W.shape[0], W.shape[1], dtype=np.int64)
 
 
 def candidate_index(T: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -260,12 +267,14 @@ def _match_lengths_B_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     if len(pair) > CHUNK:
         order = np.argsort(-p_i, kind="stable")
         n_i, p_i, pair = n_i[order], p_i[order], pair[order]
+    # the longest an occurrence ending at p can grow: to its window's own first token
+    reach = p_i + 1 - (w - own_widths(W))[n_i]
     while len(pair) and m < w:
         if len(pair) > CHUNK:
-            can = np.greater(p_i + 1, found[pair])
-            n_i, p_i, pair = n_i[can], p_i[can], pair[can]
+            can = np.greater(reach, found[pair])
+            n_i, p_i, pair, reach = n_i[can], p_i[can], pair[can], reach[can]
         grow(n_i[:CHUNK], p_i[:CHUNK], pair[:CHUNK], m, (8, 64, w))
-        n_i, p_i, pair = n_i[CHUNK:], p_i[CHUNK:], pair[CHUNK:]
+        n_i, p_i, pair, reach = n_i[CHUNK:], p_i[CHUNK:], pair[CHUNK:], reach[CHUNK:]
     return np.maximum(found - 1, 0).reshape(N, C)
 
 
