@@ -152,3 +152,52 @@ def test_instrumented_harness_compares_no_arrays():
                        timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip() == "", "comparisons yielding non-bools (leaked by atheris):\n" + p.stdout
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out |= {int(x) for x in (task / "children").read_text().split()}
+    return out
+
+
+def test_fork_server_runs_every_harness_process_as_its_fork(tmp_path):
+    """With the campaign's fork server the launcher's harness is a fork of the server (its descriptors, its
+    directory, its argv): the same output and exit code as the launcher running the harness itself, a SIGTERM to
+    the launcher reaches it, and stopping the server leaves no process behind."""
+    import signal
+    import time
+    from dryz.fuzz.campaign import Campaign
+    from dryz.fuzz.forkserver import ENV
+    c = Campaign(seconds=1, jobs=1, workdir=tmp_path / "w", artifacts=tmp_path / "w" / "a", target="traces")
+    c.log = lambda m: None
+    env = c.env()
+    server = c.start_forkserver(env)
+    assert server is not None and env[ENV]
+    pid = server[0].pid
+    try:
+        launcher = c.launcher()
+        alone = {k: v for k, v in env.items() if k != ENV}
+        for e in (env, alone):
+            p = subprocess.run([str(launcher), "-runs=20", "-seed=1"], env=e, capture_output=True, text=True,
+                               timeout=300, cwd=tmp_path)
+            assert p.returncode == 0 and "Done 20 runs" in p.stderr, p.stderr[-1000:]
+        ended = []
+        for e in (env, alone):  # SIGTERM to the launcher, as the campaign stops libFuzzer
+            q = subprocess.Popen([str(launcher), "-max_total_time=120"], env=e, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+            if e is env:
+                deadline = time.monotonic() + 60
+                while not _children(pid) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                (child,) = _children(pid)  # the harness runs as the server's fork, in the launcher's directory
+                assert Path(f"/proc/{child}/cwd").resolve() == tmp_path.resolve()
+            time.sleep(3)
+            q.send_signal(signal.SIGTERM)
+            _, err = q.communicate(timeout=60)
+            ended.append((q.returncode, "libFuzzer: run interrupted; exiting" in err))
+        assert ended[0] == ended[1] == (72, True)  # libFuzzer's interrupt exit, either way
+        assert not _children(pid)
+    finally:
+        c.stop_forkserver(server)
+    assert server[0].poll() is not None and not Path(env[ENV]).exists()
