@@ -90,8 +90,7 @@ def run_config(name: str, cfg: dict, n_max: int, k: int = 2, free: bool = True, 
                max_examples: int = 5) -> dict:
     lib = lib or subject()
     proto = trace_of((("apply", None),), k, cfg)  # validates the configuration once
-    cap = capacity(proto, lib.abi)
-    fields = {**DEFAULT, **cfg, "alphabet": k}
+    args, cap = proto.sampler_args(), capacity(proto, lib.abi)
     verdicts: dict = {}   # (history, ids, logits bytes, sorted) -> status
     fresh: dict = {}      # history -> fresh Output
     traces = applies = bad = checks = control_bad = 0
@@ -100,7 +99,7 @@ def run_config(name: str, cfg: dict, n_max: int, k: int = 2, free: bool = True, 
     t0 = time.perf_counter()
     for events in iter_traces(n_max, k, free):
         traces += 1
-        outs = lib.run_trace(Trace.trusted(events=events, **fields))  # the enumerator's events are valid
+        outs = lib.run_events(args, events, k, proto.n_ctx_train)  # the enumerator's events are valid
         held = held_tokens_of(events, cap)
         first_bad = None
         for i, (h, out) in enumerate(zip(held, outs)):

@@ -22,6 +22,7 @@ from .vocab import sha256_file, symbol_vocab_path
 from .binding import N_CTX_TRAIN_DEFAULT, TOKEN_DATA, Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
 from .build import BUILD_INFO, PINNED_VERSION  # noqa: F401 (PINNED_VERSION: read by callers)
 from .interface import Output, Outputs, Subject
+from .trace_driver import refuse_old_abi_crash, run_events as _run_events
 
 try:
     from . import _drive as _DRIVE  # the C call sequencer (dryz/subject/_drive.c), built by pip install
@@ -276,16 +277,21 @@ class LibLlama(Subject):
         """run_trace, flat: one call into _drive.run_trace (init_dry, then one library call per event; every
         sampler freed exactly once), or the same calls through ctypes (dryz.subject.trace_driver.run_events)
         when DRYZ_DRIVE=ctypes or the extension is not built."""
-        from .trace_driver import refuse_old_abi_crash, run_events
         args = trace.sampler_args()
         refuse_old_abi_crash(self, args, trace.n_ctx_train)
         if _DRIVE is None:
-            return Outputs.of(run_events(self, args, trace.events, trace.alphabet, trace.n_ctx_train))
+            return Outputs.of(_run_events(self, args, trace.events, trace.alphabet, trace.n_ctx_train))
         multiplier, base, allowed, last_n, breakers = args
         p = trace.program()
         return Outputs.of_buffers(*_DRIVE.run_trace(
             self.trace_addresses, self.vocab_address, self.abi, trace.n_ctx_train, multiplier, base, allowed,
             last_n, breakers, p.ops, p.tokens, p.counts, p.ids, p.logits, p.sizes, p.sorted))
+
+    def run_events(self, sampler_args, events, alphabet: int, n_ctx_train: int = N_CTX_TRAIN_DEFAULT) -> list[Output]:
+        """run_trace for events and a configuration known valid, without a Trace (the trace enumerator's millions
+        of traces of a few events each): the calls one by one through ctypes (dryz.subject.trace_driver), which
+        costs less than building the flat arrays for the C sequencer at that size."""
+        return _run_events(self, sampler_args, events, alphabet, n_ctx_train)
 
     @cached_property
     def trace_addresses(self) -> tuple[int, ...]:
