@@ -175,6 +175,7 @@ class Batch:
         self.initial = initial    # (C,) or (N, C) float32, None: every logit 0
         self.sorted_in, self.observed_sorted = sorted_in, observed_sorted  # (N,) bool or None: not judged
         self.one = H.shape[0] == 1  # a batch of one (a fuzz input): whole arrays, no row views
+        self._per_row = present is not None  # initial logits and sorted flags per history
         self.pa, self.pb = predict_both(H, cands, cfg, lengths)
 
     @_lazy
@@ -272,17 +273,19 @@ class Batch:
         return False if self.pa.ran[r] else self._sorted_in(r)
 
     def _sorted_in(self, r: int) -> bool:
-        return bool(self.sorted_in[r]) if np.ndim(self.sorted_in) else bool(self.sorted_in)
+        return bool(self.sorted_in[r]) if self._per_row else bool(self.sorted_in)
 
     def promises(self, r: int) -> list[str]:
         """The promises history r breaks (judged only where it agrees with the shipped model)."""
         if self.present is not None:  # the history's own candidates and initial logits
             m = self.present[r]
             out = _finite_penalty(self._initial(r)[m], self.observed[r][m], self.pa.penalized[r][m])
-        elif self.one:
-            out = _finite_penalty(self._initial(r), self.observed, self.pa.penalized)
         else:
-            out = _finite_penalty(self._initial(r), self.observed[r], self.pa.penalized[r])
+            initial = self.initial if self.initial is not None else self._initial_row()
+            if self.one:
+                out = _finite_penalty(initial, self.observed, self.pa.penalized)
+            else:
+                out = _finite_penalty(initial, self.observed[r], self.pa.penalized[r])
         if self.cfg.multi_token:
             out += self._restart_promise(r)
         if self.cfg.text is not None:
@@ -348,7 +351,7 @@ class Batch:
     def _initial(self, r: int) -> np.ndarray:
         """History r's initial logits (C,)."""
         i = self._initial_row()
-        return i[r] if i.ndim == 2 else i
+        return i[r] if self._per_row else i
 
     def _finite_suspects(self) -> np.ndarray:
         if np.isfinite(self.observed).all():  # the common case: nothing can have become infinite

@@ -339,7 +339,10 @@ def penalties(L: np.ndarray, cfg: Config) -> np.ndarray:
     mx = max_exponent(cfg.base)
     if mx > 0:
         exp = np.minimum(exp, mx)
-    distinct, inverse = np.unique(exp, return_inverse=True)  # one evaluation per distinct exponent
+    if exp.size <= 32:  # a case's few penalties (np.unique costs more than these few lookups)
+        flat = exp.ravel().tolist()
+        return np.array([penalty_at(cfg.multiplier, cfg.base, e) for e in flat], dtype=np.float32).reshape(exp.shape)
+    distinct, inverse = np.unique(exp, return_inverse=True)  # a batch's: one evaluation per distinct exponent
     table = np.array([penalty_at(cfg.multiplier, cfg.base, e) for e in distinct.tolist()], dtype=np.float32)
     return table[inverse].reshape(exp.shape)
 
