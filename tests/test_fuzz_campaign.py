@@ -201,3 +201,18 @@ def test_fork_server_runs_every_harness_process_as_its_fork(tmp_path, lib):
     finally:
         c.stop_forkserver(server)
     assert server[0].poll() is not None and not Path(env[ENV]).exists()
+
+
+def test_a_fork_server_that_cannot_start_is_no_server(tmp_path, lib):
+    """A server that dies while it prepares (here: a subject spec it cannot open) is not waited for: the campaign
+    falls back to launchers that run the harness themselves (no socket in their environment), and nothing is
+    left behind."""
+    from dryz.fuzz.campaign import Campaign
+    from dryz.fuzz.forkserver import ENV
+    c = Campaign(seconds=1, jobs=1, workdir=tmp_path / "w", artifacts=tmp_path / "w" / "a", target="traces",
+                 subject=lib)
+    said = []
+    c.log = said.append
+    env = dict(c.env(), DRYZ_SUBJECT="libllama:" + str(tmp_path / "no-such-libllama.so"))
+    assert c.start_forkserver(env) is None
+    assert ENV not in env and any("not ready" in m for m in said)

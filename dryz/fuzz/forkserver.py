@@ -22,7 +22,13 @@ Signals, as a launcher running the harness itself would see them: the child gets
 server started with (that of a process the campaign starts) and SIGTERM's default. A Ctrl-C reaches the child
 through the process group (the server and its children are in the campaign's group), so the launcher leaves
 SIGINT to it; a SIGTERM sent to the launcher (the campaign stopping libFuzzer) is forwarded to the child. The
-server ignores SIGINT (its children decide how a campaign ends) and on SIGTERM ends its children and exits.
+server ignores SIGINT (its children decide how a campaign ends) and on SIGTERM ends its children (SIGTERM, then
+SIGKILL to any left after a few seconds) and exits.
+
+Nothing outlives the campaign: the server ends itself as on SIGTERM when the process that started it (the
+campaign) is gone, and each child gets SIGKILL if the server dies before it (PR_SET_PDEATHSIG). The server only
+launches the harness's libFuzzer entry: it never judges anything itself (a subject in another process is
+dryz.subject.isolation's).
 """
 
 from __future__ import annotations
@@ -101,6 +107,7 @@ def _alive(pid: int) -> bool:
 def serve(path: str, prepare, run) -> None:
     """prepare(): everything a harness process does before libFuzzer starts (and any warming); run(argv): the
     harness's libFuzzer entry (never returns). Listens on `path` until SIGTERM."""
+    parent = os.getppid()  # the campaign: when it is gone, so is the server
     sigint = signal.getsignal(signal.SIGINT)  # what a process the campaign starts gets, restored in children
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     prepare()
@@ -110,12 +117,11 @@ def serve(path: str, prepare, run) -> None:
     children: dict[int, socket.socket] = {}
 
     def stop(signum, frame):
-        for pid in children:
-            _forward(pid, signal.SIGTERM)
         try:
             os.unlink(path)
         except OSError:
             pass
+        _end_children(children)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)
@@ -123,6 +129,8 @@ def serve(path: str, prepare, run) -> None:
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ)
     while True:
+        if os.getppid() != parent:  # the campaign is gone: end as on SIGTERM
+            stop(signal.SIGTERM, None)
         for _ in sel.select(timeout=0.05):
             conn, _ = listener.accept()
             pid = _fork_one(conn, listener, children, sigint, run)
@@ -142,6 +150,38 @@ def serve(path: str, prepare, run) -> None:
                 except OSError:
                     pass
                 conn.close()
+
+
+def _end_children(children, grace: float = 5.0) -> None:
+    """SIGTERM to every child, SIGKILL to those still running after `grace` seconds; every one reaped."""
+    import time
+    for pid in children:
+        _forward(pid, signal.SIGTERM)
+    left, deadline = set(children), time.monotonic() + grace
+    while left:
+        for pid in list(left):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                left.discard(pid)
+        if not left:
+            break
+        if time.monotonic() > deadline:
+            for pid in left:
+                _forward(pid, signal.SIGKILL)
+            deadline = float("inf")
+        time.sleep(0.02)
+
+
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: SIGKILL when the server (this process's parent) dies."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
 
 
 def _fork_one(conn, listener, children, sigint, run) -> int | None:
@@ -169,6 +209,7 @@ def _fork_one(conn, listener, children, sigint, run) -> int | None:
     # the child: the launcher's descriptors, directory, argv and signal dispositions, then the harness
     code = 1
     try:
+        _die_with_parent()
         listener.close()
         conn.close()
         for c in children.values():
