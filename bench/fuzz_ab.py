@@ -4,10 +4,13 @@ This VM's wall clock drifts by 15-30% between identical runs, more than most sin
 builds run in the same process on the same inputs, alternating in chunks of 100 inputs over 8 rounds, and
 each chunk keeps its best time, so a slow spell hits both builds alike.
 
-Usage: python bench/fuzz_ab.py X Y [--instrumented] [--band LO HI]
+Usage: python bench/fuzz_ab.py X Y [--instrumented] [--band LO HI] [--traces [--inputs N]]
   X, Y: a git revision of this repository (e.g. HEAD~3) or a directory holding a dryz/ package.
   --instrumented: each build instrumented as its fuzz harness instruments dryz (its instrument()).
   --band: histories LO..HI-1 tokens (default 0 257).
+  --traces: the trace target (dryz fuzz --traces: test_one_trace) on random inputs of 0..700 bytes (about 50
+  applies each), chunks of 20 inputs; --inputs: how many (default 600); --corpus DIR: the files of DIR instead
+  (e.g. what a campaign kept: its work directory's corpus/).
 Each build's call sequencer (dryz/subject/_drive.c, or dryz/_drive.c before 2026-12-02) is compiled for it with
 setuptools (as pip builds it).
 """
@@ -82,7 +85,7 @@ def build_drive(source: Path, into: Path, module: str) -> None:
     cmd.run()
 
 
-def load(name: str, instrumented: bool):
+def load(name: str, instrumented: bool, traces: bool = False):
     module = _first(name + ".fuzz.target", name + ".fuzzing")  # the fuzz target before/after 2026-12-03
     if instrumented:  # the harness's own instrument(), on this build's copies of the modules it names
         os.environ["DRYZ_INSTRUMENT"] = "0"  # importing an old harness must not instrument anything itself
@@ -90,7 +93,8 @@ def load(name: str, instrumented: bool):
             harness = importlib.import_module(name + ".fuzz.harness")
         except ImportError:
             harness = importlib.import_module(name + "_harness")
-        harness.instrument([importlib.import_module(m.replace("dryz", name, 1)) for m in harness.INSTRUMENTED])
+        names = harness.INSTRUMENTED_TRACES if traces else harness.INSTRUMENTED
+        harness.instrument([importlib.import_module(m.replace("dryz", name, 1)) for m in names])
     return module
 
 
@@ -100,6 +104,9 @@ def main():
     ap.add_argument("y")
     ap.add_argument("--instrumented", action="store_true")
     ap.add_argument("--band", nargs=2, type=int, default=(0, 257))
+    ap.add_argument("--traces", action="store_true")
+    ap.add_argument("--inputs", type=int, default=600)
+    ap.add_argument("--corpus")
     a = ap.parse_args()
     os.environ.setdefault("DRYZ_CORPUS", str(REPO / "corpus"))  # known classes, as the campaign reads them
     work = Path(tempfile.mkdtemp())
@@ -107,30 +114,44 @@ def main():
     materialize(a.y, work, "dryz_y")
     sys.path.insert(0, str(work))
     import numpy  # noqa: F401,F811  (before instrumentation, as in the harness)
-    builds = {"x": load("dryz_x", a.instrumented), "y": load("dryz_y", a.instrumented)}
-    decode = _first("dryz_x.fuzz.decode", "dryz_x.decode").decode
+    builds = {"x": load("dryz_x", a.instrumented, a.traces), "y": load("dryz_y", a.instrumented, a.traces)}
     rng = np.random.default_rng(0)
-    lo, hi = a.band
-    datas = [rng.integers(0, 256, int(rng.integers(0, 3000))).astype(np.uint8).tobytes() for _ in range(12000)]
-    datas = [d for d in datas if lo <= len(decode(d).history) < hi][:3000]
-    for b in builds.values():
+    if a.traces:
+        if a.corpus:
+            datas = [p.read_bytes() for p in sorted(Path(a.corpus).iterdir()) if p.is_file()]
+            what = f"trace inputs from {a.corpus}"
+        else:
+            datas = [rng.integers(0, 256, int(rng.integers(0, 701))).astype(np.uint8).tobytes()
+                     for _ in range(a.inputs)]
+            what = "trace inputs of 0..700 bytes"
+        run = {k: b.test_one_trace for k, b in builds.items()}
+        size = 20
+    else:
+        decode = _first("dryz_x.fuzz.decode", "dryz_x.decode").decode
+        lo, hi = a.band
+        datas = [rng.integers(0, 256, int(rng.integers(0, 3000))).astype(np.uint8).tobytes() for _ in range(12000)]
+        datas = [d for d in datas if lo <= len(decode(d).history) < hi][:3000]
+        run = {k: b.test_one_input for k, b in builds.items()}
+        size, what = 100, f"histories {lo}..{hi - 1}"
+    for k in builds:
         for d in datas:
-            b.test_one_input(d)
-    chunks = [datas[i:i + 100] for i in range(0, len(datas), 100)]
+            run[k](d)
+    chunks = [datas[i:i + size] for i in range(0, len(datas), size)]
     best = {k: [float("inf")] * len(chunks) for k in builds}
     for r in range(8):
-        order = list(builds.items()) if r % 2 else list(builds.items())[::-1]
+        order = list(builds) if r % 2 else list(builds)[::-1]
         for ci, chunk in enumerate(chunks):
-            for k, b in (order if ci % 2 else order[::-1]):
+            for k in (order if ci % 2 else order[::-1]):
+                f = run[k]
                 t = time.perf_counter()
                 for d in chunk:
-                    b.test_one_input(d)
+                    f(d)
                 best[k][ci] = min(best[k][ci], time.perf_counter() - t)
     shutil.rmtree(work)
     for k, spec in (("x", a.x), ("y", a.y)):
         total = sum(best[k])
         print(f"{spec:>24}: {len(datas) / total:6.0f} exec/s  {total / len(datas) * 1e6:6.1f} us/input  "
-              f"({len(datas)} inputs, histories {lo}..{hi - 1}{', instrumented' if a.instrumented else ''})")
+              f"({len(datas)} {what}{', instrumented' if a.instrumented else ''})")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import numpy as np
 from .case import Case, json_number, seed_parameters
 from .oracle.lengths import match_lengths_A, match_lengths_B
 from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_limits, restart_divergence
-from .oracle.shipped import (Config, Prediction, output_logits, output_logits_zero, rep_limits,
+from .oracle.shipped import (Config, Prediction, output_logits, output_logits_zero, ragged_rep, rep_limits,
                              shipped_lengths, shipped_lengths_each)
 from .config import case_config
 from .subject.protocol import Crash, Refused, Unrecoverable, Unsupported
@@ -107,9 +107,9 @@ def invert_deltas(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return L, bad
 
 
-def predict_both(H: np.ndarray, cands: np.ndarray, cfg: Config) -> tuple[Prediction, Prediction]:
+def predict_both(H: np.ndarray, cands: np.ndarray, cfg: Config, lengths=None) -> tuple[Prediction, Prediction]:
     """The shipped model on oracle A and on oracle B, with DRYZ_FAULT's planted reference error if set."""
-    pa, pb = shipped_lengths_each(H, cands, cfg, (match_lengths_A, match_lengths_B))
+    pa, pb = shipped_lengths_each(H, cands, cfg, (match_lengths_A, match_lengths_B), lengths=lengths)
     planted = fault()
     if planted == "off-by-one":
         pa, pb = _inject(pa), _inject(pb)
@@ -152,13 +152,21 @@ class Batch:
     is neither 0 nor 2^(L-1)), else the model's L where the bits agree and -1 where they differ."""
 
     def __init__(self, cfg: Config, H: np.ndarray, cands: np.ndarray, observed: np.ndarray,
-                 initial: np.ndarray | None = None, sorted_in: bool = False, observed_sorted=None):
+                 initial: np.ndarray | None = None, sorted_in=False, observed_sorted=None, lengths=None,
+                 present=None):
+        if lengths is not None and H.shape[0] == 1:  # one history: the batch of its own length
+            H, lengths = H[:, H.shape[1] - int(lengths[0]):].astype(np.uint8), None
+        if present is not None and cfg.text is not None:
+            raise ValueError("per-history candidate arrays are for the symbol vocabulary")
         self.cfg, self.H, self.cands = cfg, H, cands
+        self.lengths = lengths    # (N,) or None: every history is H's full width (see check_batch)
+        self.present = present    # (N, C) bool or None: every history has every candidate (see check_batch)
         self.observed = observed  # (N, C) float32, C order
-        self.initial = initial    # (C,) float32, None: every logit 0
+        self.initial = initial    # (C,) or (N, C) float32, None: every logit 0
         self.sorted_in, self.observed_sorted = sorted_in, observed_sorted  # (N,) bool or None: not judged
         self.one = H.shape[0] == 1  # a batch of one (a fuzz input): whole arrays, no row views
-        self.pa, self.pb = predict_both(H, cands, cfg)
+        self._per_row = present is not None  # initial logits and sorted flags per history
+        self.pa, self.pb = predict_both(H, cands, cfg, lengths)
 
     @_lazy
     def invertible(self) -> bool:
@@ -200,6 +208,8 @@ class Batch:
     def codes(self) -> np.ndarray:
         differ = np.not_equal(self.bits, _bits(self.expected))
         codes = np.where(self.oracles_differ, 2, np.where(differ, 1, 0)).astype(np.int8)
+        if self.present is not None:  # only each history's own candidates are compared
+            codes = np.where(self.present, codes, 0).astype(np.int8)
         if self.cfg.variants and codes.any():
             rows = list(self.declared)
             if rows:
@@ -210,21 +220,32 @@ class Batch:
     def declared(self) -> dict:
         """history -> the declared variant's class (dryz.oracle.deviations) for every history whose output
         differs from llama.cpp's model but matches, bit for bit (and in the sorted flag), the model of a
-        deviation the subject declares; those histories are not mismatches."""
+        deviation the subject declares; those histories are not mismatches. In a ragged batch each history is
+        its own (lengths, present: its own candidates, initial logits and sorted flag)."""
         if not self.cfg.variants:
             return {}
         differ = np.not_equal(self.bits, _bits(self.expected))
+        if self.present is not None:
+            differ &= self.present
         bad = np.nonzero(differ.any(axis=1) & ~self.oracles_differ.any(axis=1))[0]
         out: dict = {}
         for name, vcfg in self.cfg.variants:
             left = np.array([r for r in bad.tolist() if r not in out], dtype=np.int64)
             if not len(left):
                 break
-            pv = shipped_lengths(self.H[left], self.cands, vcfg)
-            exp = output_logits(self.initial, pv, vcfg) if self.initial is not None else output_logits_zero(pv, vcfg)
-            same = np.equal(self.bits[left], _bits(exp)).all(axis=1)
+            pv = shipped_lengths_each(self.H[left], self.cands, vcfg, (match_lengths_A,),
+                                      lengths=None if self.lengths is None else np.asarray(self.lengths)[left])[0]
+            initial = self.initial
+            if initial is not None and np.ndim(initial) == 2:
+                initial = initial[left]
+            exp = output_logits(initial, pv, vcfg) if initial is not None else output_logits_zero(pv, vcfg)
+            eq = np.equal(self.bits[left], _bits(exp))
+            if self.present is not None:
+                eq |= ~self.present[left]
+            same = eq.all(axis=1)
             if self.observed_sorted is not None:
-                want = np.logical_and(np.logical_not(pv.ran), self.sorted_in)
+                sorted_in = np.asarray(self.sorted_in)[left] if self._per_row else self.sorted_in
+                want = np.logical_and(np.logical_not(pv.ran), sorted_in)
                 same &= np.equal(np.asarray(self.observed_sorted)[left], want)
             for r in left[same].tolist():
                 out[r] = name
@@ -241,7 +262,8 @@ class Batch:
         """The library changed the logit."""
         if self.library_L is not None:
             return np.greater(self.library_L, 0)
-        return np.not_equal(self.bits, _bits(self.initial if self.initial is not None else 0.0))
+        changed = np.not_equal(self.bits, _bits(self.initial if self.initial is not None else 0.0))
+        return changed if self.present is None else changed & self.present
 
     @_lazy
     def flagged(self) -> np.ndarray:
@@ -253,18 +275,22 @@ class Batch:
         off = Prediction(pa.L + pa.penalized, pa.penalized, pa.ran)
         exp = output_logits_zero(off, self.cfg) if self.initial is None else output_logits(self.initial, off,
                                                                                            self.cfg)
-        return np.not_equal(self.bits, _bits(exp))
+        flagged = np.not_equal(self.bits, _bits(exp))
+        return flagged if self.present is None else flagged & self.present
 
     # -- per history ------------------------------------------------------------------------------------
     def row_status(self, r: int) -> str:
         """AGREE, MISMATCH or ORACLE_DISAGREEMENT for history r (before promises), bytes-compared: the fast
         path of a batch of one."""
         pa, pb = self.pa, self.pb
-        if self.one:
+        if self.one and self.present is None:
             La, Lb, Pa, Pb, obs, exp = pa.L, pb.L, pa.penalized, pb.penalized, self.observed, self.expected
         else:
             La, Lb, Pa, Pb = pa.L[r], pb.L[r], pa.penalized[r], pb.penalized[r]
             obs, exp = self.observed[r], self.expected[r]
+            if self.present is not None:  # the history's own candidates
+                m = self.present[r]
+                La, Lb, Pa, Pb, obs, exp = La[m], Lb[m], Pa[m], Pb[m], obs[m], exp[m]
         if La.tobytes() != Lb.tobytes() or Pa.tobytes() != Pb.tobytes():
             return ORACLE_DISAGREEMENT
         if obs.tobytes() != exp.tobytes() or (  # bit-exact (both float32, C order)
@@ -274,15 +300,22 @@ class Batch:
 
     def row_sorted(self, r: int) -> bool:
         """The sorted flag history r must leave: apply clears it when it reaches Step 4."""
-        return False if self.pa.ran[r] else bool(self.sorted_in)
+        return False if self.pa.ran[r] else self._sorted_in(r)
+
+    def _sorted_in(self, r: int) -> bool:
+        return bool(self.sorted_in[r]) if self._per_row else bool(self.sorted_in)
 
     def promises(self, r: int) -> list[str]:
         """The promises history r breaks (judged only where it agrees with the shipped model)."""
-        initial = self.initial if self.initial is not None else self._initial_row()
-        if self.one:
-            out = _finite_penalty(initial, self.observed, self.pa.penalized)
+        if self.present is not None:  # the history's own candidates and initial logits
+            m = self.present[r]
+            out = _finite_penalty(self._initial(r)[m], self.observed[r][m], self.pa.penalized[r][m])
         else:
-            out = _finite_penalty(initial, self.observed[r], self.pa.penalized[r])
+            initial = self.initial if self.initial is not None else self._initial_row()
+            if self.one:
+                out = _finite_penalty(initial, self.observed, self.pa.penalized)
+            else:
+                out = _finite_penalty(initial, self.observed[r], self.pa.penalized[r])
         if self.cfg.multi_token:
             out += self._restart_promise(r)
         if self.cfg.text is not None:
@@ -312,7 +345,7 @@ class Batch:
             dis = np.equal(codes, 2).any(axis=1)
             mis = np.equal(codes, 1).any(axis=1) & ~dis
         else:  # the common case: every case agrees with the model
-            dis = mis = np.zeros(N, dtype=bool)
+            dis, mis = np.zeros(N, dtype=bool), np.zeros(N, dtype=bool)  # two arrays: mis is updated below
         if self.observed_sorted is not None:
             mis |= ~dis & np.not_equal(np.asarray(self.observed_sorted), self.expected_sorted)
         suspect = self._finite_suspects()
@@ -350,21 +383,48 @@ class Batch:
         return out
 
     def _initial_row(self) -> np.ndarray:
+        """The initial logits, (C,) for every history or (N, C) one row each."""
         return self.initial if self.initial is not None else np.zeros(len(self.cands), dtype=np.float32)
+
+    def _initial(self, r: int) -> np.ndarray:
+        """History r's initial logits (C,)."""
+        i = self._initial_row()
+        return i[r] if self._per_row else i
 
     def _finite_suspects(self) -> np.ndarray:
         if np.isfinite(self.observed).all():  # the common case: nothing can have become infinite
             return np.zeros(self.H.shape[0], dtype=bool)
-        init = np.isfinite(self._initial_row())[None, :]
-        return (self.pa.penalized & init & ~np.isfinite(self.observed)).any(axis=1)
+        init = np.isfinite(self._initial_row())
+        suspect = self.pa.penalized & (init if init.ndim == 2 else init[None, :]) & ~np.isfinite(self.observed)
+        return (suspect if self.present is None else suspect & self.present).any(axis=1)
 
     def _restart_rows(self):
         cfg = self.cfg
         n = self.H.shape[1]
+        if self.lengths is not None:  # a ragged batch: the widest window, shorter ones after PAD
+            widths = self._widths
+            if not cfg.enabled or not np.greater(widths, cfg.allowed_length).any():
+                return None
+            return self.H[:, n - int(widths.max()):]
         w = cfg.window_length(n)
         if not cfg.enabled or w <= cfg.allowed_length:
             return None  # apply exits before Step 1 in both models
         return self.H[:, n - w:]
+
+    @_lazy
+    def _widths(self) -> np.ndarray:
+        """A ragged batch's window length per row."""
+        return np.minimum(np.asarray(self.lengths, dtype=np.int64), self.cfg.window_cap)
+
+    def _window(self, W: np.ndarray, r: int) -> np.ndarray:
+        """Row r's own window (without a ragged batch's PAD)."""
+        return W[r] if self.lengths is None else W[r, W.shape[1] - int(self._widths[r]):].astype(np.uint8)
+
+    def _history(self, r: int) -> np.ndarray:
+        """Row r's history as a batch of one."""
+        if self.lengths is None:
+            return self.H[r:r + 1]
+        return self.H[r:r + 1, self.H.shape[1] - int(self.lengths[r]):].astype(np.uint8)
 
     @_lazy
     def _promised(self):
@@ -373,11 +433,27 @@ class Batch:
             return None
         rep = self.pa.rep if self.pa.rep is not None else rep_limits(W, self.cfg.seqs)
         prom = promised_rep_limits(W, self.cfg.seqs)
+        if self.lengths is not None:  # rows past the early exits, each with its own window's default
+            prom = ragged_rep(prom, W.shape[1], self._widths)
+            return W, np.not_equal(rep, prom) & np.greater(self._widths, self.cfg.allowed_length)
         return W, np.not_equal(rep, prom)
 
     def _restart_suspects(self) -> np.ndarray:
         p = self._promised
         return np.zeros(self.H.shape[0], dtype=bool) if p is None else p[1]
+
+    @_lazy
+    def _promised_predictions(self):
+        """The promised model (Step 1 as promised, the rest as shipped) on every history whose shipped and
+        promised rep_limits differ, as one batch: ({history: its row}, Prediction)."""
+        rows = np.flatnonzero(self._promised[1])
+        at = {r: i for i, r in enumerate(rows.tolist())}
+        if len(rows) == 1:
+            return at, promised_lengths(self._history(int(rows[0])), self.cands, self.cfg, match_lengths_A)
+        if self.lengths is not None:
+            return at, shipped_lengths_each(self.H[rows], self.cands, self.cfg, (match_lengths_A,),
+                                            rep_fn=promised_rep_limits, lengths=self.lengths[rows])[0]
+        return at, promised_lengths(self.H[rows], self.cands, self.cfg, match_lengths_A)
 
     def _restart_promise(self, r: int) -> list[str]:
         """Step 1's promise: "the most recently completed restart sequence limits the repetition". Where the
@@ -387,14 +463,18 @@ class Batch:
         p = self._promised
         if p is None or not p[1][r]:
             return []  # the two models differ only through rep_limit: nothing to compare
-        H = self.H[r:r + 1]
-        pp = promised_lengths(H, self.cands, self.cfg, match_lengths_A)
-        promised = output_logits(self._initial_row(), pp, self.cfg)[0]
-        promised_sorted = False if pp.ran[0] else bool(self.sorted_in)
+        at, pred = self._promised_predictions
+        i = at[r]
+        pp = Prediction(pred.L[i:i + 1], pred.penalized[i:i + 1], pred.ran[i:i + 1])
+        promised = output_logits(self._initial(r), pp, self.cfg)[0]
+        observed = self.observed[r]
+        if self.present is not None:
+            promised, observed = promised[self.present[r]], observed[self.present[r]]
+        promised_sorted = False if pp.ran[0] else self._sorted_in(r)
         same_sorted = self.observed_sorted is None or bool(self.observed_sorted[r]) == promised_sorted
-        if _bits(self.observed[r]).tobytes() == _bits(promised).tobytes() and same_sorted:
+        if _bits(observed).tobytes() == _bits(promised).tobytes() and same_sorted:
             return []
-        return [restart_promise_class(p[0][r], self.cfg.seqs)]
+        return [restart_promise_class(self._window(p[0], r), self.cfg.seqs)]
 
 
     # -- the text-level promise over a real vocabulary -------------------------------------------------------
@@ -440,8 +520,8 @@ class Batch:
         window, prom, ship = x
         pp = shipped_lengths(self.H[r:r + 1], self.cands, self.cfg, match_lengths_A,
                              rep_fn=lambda W, seqs: np.array([prom], dtype=np.int64))
-        promised = output_logits(self._initial_row(), pp, self.cfg)[0]
-        promised_sorted = False if pp.ran[0] else bool(self.sorted_in)
+        promised = output_logits(self._initial(r), pp, self.cfg)[0]
+        promised_sorted = False if pp.ran[0] else self._sorted_in(r)
         same_sorted = self.observed_sorted is None or bool(self.observed_sorted[r]) == promised_sorted
         if _bits(self.observed[r]).tobytes() == _bits(promised).tobytes() and same_sorted:
             return []
@@ -455,11 +535,19 @@ class Batch:
 
 
 def check_batch(cfg: Config, H: np.ndarray, cands: np.ndarray, observed: np.ndarray, initial=None,
-                sorted_in: bool = False, observed_sorted=None) -> Batch:
+                sorted_in=False, observed_sorted=None, lengths=None, present=None) -> Batch:
     """The one verdict: what the library left for the histories H (N, n) and candidates cands (C,), judged
-    against both oracles, the shipped model bit for bit, the promises and the controls."""
+    against both oracles, the shipped model bit for bit, the promises and the controls.
+
+    Histories of different lengths and candidate arrays (a trace's applies), over the symbol vocabulary:
+    lengths (N,): row r's history is H[r, n - lengths[r]:], the entries before it lengths.PAD (H then a signed
+    integer array); every row is judged as in a batch of its own length (shipped_lengths_ragged; promises on
+    the row's own history). present (N, C) bool: row r's candidate array is the candidates present[r] (the
+    model's predictions for a candidate do not depend on the others), initial (N, C) their logits and
+    sorted_in (N,) its sorted flag; the classes (codes, odd_rows, row_class) judge only those, as a batch of
+    that array would (the order of an array's candidates changes no class)."""
     return Batch(cfg, H, cands, np.ascontiguousarray(observed, dtype=np.float32), initial, sorted_in,
-                 observed_sorted)
+                 observed_sorted, lengths, present)
 
 
 def promise_class(name: str) -> str:
@@ -677,7 +765,7 @@ def check_in(worker, case: Case) -> Verdict:
 
 def check_trace_op(subject, trace):
     """check_trace() as a call an isolation worker runs."""
-    from .oracle.trace_model import check_trace
+    from .trace_check import check_trace
     return check_trace(trace, subject)
 
 
@@ -686,10 +774,8 @@ def check_trace_in(worker, trace):
     died or hung on the trace."""
     out = worker.call(check_trace_op, trace)
     if isinstance(out, Crash):
-        from .oracle.trace_model import TraceVerdict
-        v = TraceVerdict(trace, CRASH, None, [])
-        v.crash = {"detail": out.detail, "signal": out.signal, "stderr": out.stderr}
-        return v
+        from .trace_check import TraceVerdict
+        return TraceVerdict.crashed(trace, out)
     return out
 
 

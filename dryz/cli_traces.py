@@ -133,8 +133,8 @@ def judge_trace(trace, kind: str, isolate: bool = True) -> tuple[int, dict]:
     """check_trace on the selected subject, in an isolation worker unless isolate is False: (exit code, the JSON
     dryz check prints). A trace that kills or hangs the subject's process is class crash (exit 1)."""
     from .check import check_trace_in
-    from .oracle.trace_model import check_trace
     from .subject.isolation import Worker
+    from .trace_check import check_trace
     lib = load_subject()
     if isolate:
         with Worker(lib.spec, lib) as w:
@@ -190,8 +190,8 @@ def minimize_cmd(path: str, trace, kind: str, corpus_dir) -> None:
     the same way (TraceVerdict.signature) on the same subject, and write it as a corpus entry."""
     from .check import fault
     from .corpus import USER_DIR, CorpusError, trace_entry_json, write_entry
-    from .oracle.trace_model import check_trace
     from .shrink import flatten, reduce_trace, trace_signature_in
+    from .trace_check import check_trace
     t0 = time.perf_counter()
     rc, out = judge_trace(trace, kind)
     klass = out["verdict"]["class"]

@@ -502,7 +502,7 @@ def _add_stats(mine: dict, stats: dict) -> None:
 
 def trace_signature_in(subject):
     """'Fails the same way' for a Trace judged on subject in this process (TraceVerdict.signature)."""
-    from .oracle.trace_model import check_trace
+    from .trace_check import check_trace
     return lambda trace: check_trace(trace, subject).signature()
 
 

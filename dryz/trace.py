@@ -1,6 +1,6 @@
 """The Trace: one DRY configuration plus a sequence of events on one sampler, as a generation loop or a server
-drives it. Judged after every apply (dryz/oracle/trace_model.py); run on the library by
-dryz/subject/trace_driver.py.
+drives it. Run on the library by LibLlama.run_trace (dryz/subject/_drive.c; dryz/subject/trace_driver.py through
+ctypes); its state modelled by dryz/oracle/trace_model.py; judged after every apply by dryz/trace_check.py.
 
 Events (tuples; the JSON form is the same with lists):
 
@@ -28,8 +28,10 @@ a Case ("-inf" for -inf). Everything dryz refuses is a TraceError with one line 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
+
+import numpy as np
 
 from .case import MAX_HISTORY, N_CTX_TRAIN, Case, CaseError, _logit_from_json, _logit_to_json
 from .params import DryParams, is_int as _is_int
@@ -106,6 +108,28 @@ class Trace:
     def with_events(self, events) -> "Trace":
         return replace(self, events=tuple(events))
 
+    @classmethod
+    def trusted(cls, program: "Program | None" = None, **kw) -> "Trace":
+        """A Trace from fields that are valid and in normal form by construction (dryz.fuzz.traces.decode_trace:
+        tuples, float32 multiplier and base, in-range tokens and arrays), without the validation every other
+        construction runs (most of a fuzz input's decoding time), with its Program if the constructor made it.
+        tests/test_traces.py checks the decoder's traces and Programs equal their validated construction's."""
+        t = object.__new__(cls)
+        for f in fields(cls):
+            object.__setattr__(t, f.name, kw[f.name] if f.name in kw else f.default)
+        if program is not None:  # the events' Program, as the constructor collected it
+            object.__setattr__(t, "_program", program)
+        return t
+
+    def program(self) -> "Program":
+        """The events as flat arrays (Program), made once per Trace: what the C sequencer runs and what the
+        verdict groups applies by."""
+        p = self.__dict__.get("_program")
+        if p is None:
+            p = Program.of(self)
+            object.__setattr__(self, "_program", p)
+        return p
+
     def spelled(self) -> str:
         """A compact human form: accepts as symbols, A apply, R reset, C clone, F free."""
         out = []
@@ -174,6 +198,91 @@ class Trace:
             return cls.from_json(json.loads(text))
         except json.JSONDecodeError as e:
             raise TraceError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+
+
+_OP_CODES = {"accept": b"a", "apply": b"p", "reset": b"r", "clone": b"c", "free": b"f"}
+
+
+@dataclass
+class Program:
+    """A Trace's events as flat arrays: one op byte per event (b'a' accept, b'p' apply, b'r' reset, b'c' clone,
+    b'f' free); every accepted token in order (int32) and each accept's count; every apply's candidate array
+    (ids int32, logits float32, concatenated; ("apply", None) is every symbol of the alphabet at logit 0),
+    its size, its start in the concatenation, its sorted flag; and per apply the index of its array among the
+    trace's distinct (array, sorted flag) pairs, `arrays` (the events' own tuples), in order of first use."""
+    ops: bytes
+    tokens: np.ndarray
+    counts: np.ndarray
+    ids: np.ndarray
+    logits: np.ndarray
+    sizes: np.ndarray
+    starts: np.ndarray
+    sorted: np.ndarray
+    array_of: np.ndarray
+    arrays: list
+
+    @classmethod
+    def of(cls, t: "Trace") -> "Program":
+        ops, tokens, counts, applies = [], [], [], []
+        code = _OP_CODES
+        for e in t.events:
+            name = e[0]
+            ops.append(code[name])
+            if name == "accept":
+                tokens += e[1]
+                counts.append(len(e[1]))
+            elif name == "apply":
+                applies.append(e)
+        return cls.of_parts(t.alphabet, b"".join(ops), tokens, counts, applies)
+
+    @classmethod
+    def of_parts(cls, alphabet: int, ops: bytes, tokens, counts, applies) -> "Program":
+        """The Program of events given as their op bytes, every accepted token, each accept's count and the
+        apply events in order (what Program.of collects; dryz.fuzz.traces.decode_trace collects them as it
+        decodes)."""
+        index, arrays, array_of = {}, [], []
+        for e in applies:
+            j = index.get(e)
+            if j is None:
+                j = index[e] = len(arrays)
+                arrays.append(e[1:])
+            array_of.append(j)
+        # the distinct arrays once, then every apply's gathered from them
+        d_ids, d_logits, d_sizes = [], [], []
+        for key in arrays:
+            if key[0] is None:
+                d_ids.append(np.arange(alphabet, dtype=np.int32))
+                d_logits.append(np.zeros(alphabet, dtype=np.float32))
+            else:
+                d_ids.append(np.array([c[0] for c in key[0]], dtype=np.int32))
+                d_logits.append(np.array([c[1] for c in key[0]], dtype=np.float32))
+            d_sizes.append(len(d_ids[-1]))
+        of = np.array(array_of, dtype=np.int64)
+        sizes_of = np.array(d_sizes, dtype=np.int32)
+        sizes = sizes_of[of]
+        starts = np.zeros(len(sizes), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        if arrays:
+            d_start = np.zeros(len(arrays), dtype=np.int64)
+            np.cumsum(sizes_of[:-1], out=d_start[1:])
+            gather = np.repeat(d_start[of] - starts, sizes) + np.arange(int(sizes.sum()))
+            ids, logits = np.concatenate(d_ids)[gather], np.concatenate(d_logits)[gather]
+            srt = np.array([len(key) == 2 and bool(key[1]) for key in arrays], dtype=bool)[of]
+        else:
+            ids, logits, srt = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32), np.zeros(0, dtype=bool)
+        return cls(bytes(ops), np.array(tokens, dtype=np.int32), np.array(counts, dtype=np.int32), ids, logits,
+                   sizes, starts, srt, of, arrays)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Program) and self.ops == other.ops and self.arrays == other.arrays and all(
+            np.array_equal(getattr(self, f), getattr(other, f)) and getattr(self, f).dtype == getattr(other, f).dtype
+            for f in ("tokens", "counts", "ids", "logits", "sizes", "starts", "sorted", "array_of"))
+
+    def array(self, j: int) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Array j of `arrays`: (ids, logits, sorted flag)."""
+        i = int(np.flatnonzero(np.equal(self.array_of, j))[0])
+        a, n = int(self.starts[i]), int(self.sizes[i])
+        return self.ids[a:a + n], self.logits[a:a + n], bool(self.sorted[i])
 
 
 def trace_of_case(case: Case) -> Trace:

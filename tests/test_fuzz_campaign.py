@@ -108,7 +108,8 @@ import atheris
 import numpy as np
 with atheris.instrument_imports(include=["dryz"]):   # all of dryz: a superset of what fuzz/dry_fuzz.py instruments
     from dryz.corpus import DEFAULT_DIR, entries, load_entry
-    from dryz.fuzz.target import test_one_input
+    from dryz.fuzz.target import test_one_input, test_one_trace
+    import dryz.fuzz.traces, dryz.oracle.trace_model, dryz.trace_check  # what the trace target imports on use
 original = atheris._trace_cmp
 found = collections.Counter()
 def traced(*args):
@@ -126,6 +127,13 @@ for data in inputs:
         test_one_input(data)
     except Exception:
         pass  # a known finding class raising is fine here; only the comparisons matter
+traces = [e.trace.dumps().encode() for e in map(load_entry, entries(DEFAULT_DIR)) if e.trace is not None]
+traces += [rng.integers(0, 256, int(rng.integers(0, 800))).astype(np.uint8).tobytes() for _ in range(300)]
+for data in traces:  # the trace target (dryz fuzz --traces)
+    try:
+        test_one_trace(data)
+    except Exception:
+        pass
 for site, n in found.items():
     print(site, n)
 '''
@@ -136,9 +144,75 @@ def test_instrumented_harness_compares_no_arrays():
     _trace_cmp, which leaks the result when it is not a bool (a numpy array): a campaign grew ~7 KB of memory
     per input until killed. fuzz/dry_fuzz.py traces branches only, but the per-input code still compares
     arrays with ufuncs, so that any atheris instrumentation of dryz is safe: here all of dryz is instrumented
-    with data-flow tracing, every comparison on the corpus and 1,500 random inputs is watched, and none may
-    yield a non-bool."""
+    with data-flow tracing, every comparison on the corpus and 1,500 random inputs (and the trace target on the
+    trace entries and 300 random inputs) is watched, and none may yield a non-bool."""
     p = subprocess.run([sys.executable, "-c", ARRAY_COMPARISON_SCAN], capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip() == "", "comparisons yielding non-bools (leaked by atheris):\n" + p.stdout
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out |= {int(x) for x in (task / "children").read_text().split()}
+    return out
+
+
+def test_fork_server_runs_every_harness_process_as_its_fork(tmp_path, lib):
+    """With the campaign's fork server the launcher's harness is a fork of the server (its descriptors, its
+    directory, its argv): the same output and exit code as the launcher running the harness itself, a SIGTERM to
+    the launcher reaches it, and stopping the server leaves no process behind."""
+    import signal
+    import time
+    from dryz.fuzz.campaign import Campaign
+    from dryz.fuzz.forkserver import ENV
+    c = Campaign(seconds=1, jobs=1, workdir=tmp_path / "w", artifacts=tmp_path / "w" / "a", target="traces",
+                 subject=lib)
+    c.log = lambda m: None
+    env = c.env()
+    assert env["DRYZ_SUBJECT"] == lib.spec  # the server opens the campaign's subject from its spec
+    server = c.start_forkserver(env)
+    assert server is not None and env[ENV]
+    pid = server[0].pid
+    try:
+        launcher = c.launcher()
+        alone = {k: v for k, v in env.items() if k != ENV}
+        for e in (env, alone):
+            p = subprocess.run([str(launcher), "-runs=20", "-seed=1"], env=e, capture_output=True, text=True,
+                               timeout=300, cwd=tmp_path)
+            assert p.returncode == 0 and "Done 20 runs" in p.stderr, p.stderr[-1000:]
+        ended = []
+        for e in (env, alone):  # SIGTERM to the launcher, as the campaign stops libFuzzer
+            q = subprocess.Popen([str(launcher), "-max_total_time=120"], env=e, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+            if e is env:
+                deadline = time.monotonic() + 60
+                while not _children(pid) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                (child,) = _children(pid)  # the harness runs as the server's fork, in the launcher's directory
+                assert Path(f"/proc/{child}/cwd").resolve() == tmp_path.resolve()
+            time.sleep(3)
+            q.send_signal(signal.SIGTERM)
+            _, err = q.communicate(timeout=60)
+            ended.append((q.returncode, "libFuzzer: run interrupted; exiting" in err))
+        assert ended[0] == ended[1] == (72, True)  # libFuzzer's interrupt exit, either way
+        assert not _children(pid)
+    finally:
+        c.stop_forkserver(server)
+    assert server[0].poll() is not None and not Path(env[ENV]).exists()
+
+
+def test_a_fork_server_that_cannot_start_is_no_server(tmp_path, lib):
+    """A server that dies while it prepares (here: a subject spec it cannot open) is not waited for: the campaign
+    falls back to launchers that run the harness themselves (no socket in their environment), and nothing is
+    left behind."""
+    from dryz.fuzz.campaign import Campaign
+    from dryz.fuzz.forkserver import ENV
+    c = Campaign(seconds=1, jobs=1, workdir=tmp_path / "w", artifacts=tmp_path / "w" / "a", target="traces",
+                 subject=lib)
+    said = []
+    c.log = said.append
+    env = dict(c.env(), DRYZ_SUBJECT="libllama:" + str(tmp_path / "no-such-libllama.so"))
+    assert c.start_forkserver(env) is None
+    assert ENV not in env and any("not ready" in m for m in said)

@@ -174,3 +174,67 @@ def test_progress_off_a_terminal_is_one_line_per_interval_with_an_eta():
         assert q.stream.getvalue() == ""
     finally:
         del os.environ["DRYZ_QUIET"]
+
+
+def _session(sid: int) -> set[int]:
+    """Every live process of a session (zombies are already gone as far as leftovers go)."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                fields = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":
+                out.add(int(d))
+    return out
+
+
+def _forkserver_job_running(sid: int) -> bool:
+    """The campaign's fork server (dryz.fuzz.forkserver) has forked a harness job."""
+    for pid in _session(sid):
+        try:
+            if b"dryz.fuzz.forkserver" not in open(f"/proc/{pid}/cmdline", "rb").read():
+                continue
+            kids = set()
+            for task in os.listdir(f"/proc/{pid}/task"):
+                kids |= set(open(f"/proc/{pid}/task/{task}/children").read().split())
+            if kids:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.mark.parametrize("sig", ["SIGINT to the group", "SIGTERM to dryz"])
+def test_fuzz_with_its_fork_server_leaves_no_process(tmp_path, sig):
+    """A trace campaign whose jobs run as forks of the fork server, stopped once a job runs: by Ctrl-C (SIGINT
+    to the process group) or by SIGTERM to the dryz process alone. dryz ends and no process of its session (libFuzzer,
+    launchers, the server, its forked jobs) is left."""
+    run = Run("fuzz", "--traces", "--time", "600", "--jobs", "1", "--workdir", "w", cwd=tmp_path)
+    t0 = time.monotonic()
+    while not _forkserver_job_running(run.pid):
+        if run.poll() is not None:
+            pytest.fail(f"the campaign ended before a job ran: {run.wait(60)[2][-2000:]}")
+        if time.monotonic() - t0 > 300:
+            os.killpg(run.pid, signal.SIGKILL)
+            pytest.fail("no fork-server job within 300 s")
+        time.sleep(0.1)
+    time.sleep(1.0)
+    if sig.startswith("SIGINT"):
+        os.killpg(run.pid, signal.SIGINT)
+    else:
+        os.kill(run.pid, signal.SIGTERM)
+    try:
+        rc, _, err = run.wait(timeout=ENDS_WITHIN)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        pytest.fail(f"the campaign did not end within {ENDS_WITHIN} s of {sig}")
+    assert rc == (130 if sig.startswith("SIGINT") else -signal.SIGTERM), (rc, err[-2000:])  # SIGTERM's own end
+    deadline = time.monotonic() + ENDS_WITHIN
+    while _session(run.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = _session(run.pid)
+    if left:
+        os.killpg(run.pid, signal.SIGKILL)
+    assert not left, [open(f"/proc/{p}/cmdline", "rb").read() for p in left if os.path.exists(f"/proc/{p}")]

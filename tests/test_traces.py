@@ -1,5 +1,6 @@
-"""Traces: the schema (dryz/trace.py), the driver (dryz/subject/trace_driver.py), the state model and verdict
-(dryz/oracle/trace_model.py), the enumerator, the fuzz decoder, the shrinker, and the planted
+"""Traces: the schema (dryz/trace.py), the drivers (LibLlama.run_trace: dryz/subject/_drive.c, and its ctypes
+form dryz/subject/trace_driver.py), the state model (dryz/oracle/trace_model.py), the verdict
+(dryz/trace_check.py), the enumerator, the fuzz decoder, the shrinker, and the planted
 reset-keeps-tokens bug (tests/patches/reset-keeps-tokens.diff: llama_sampler_dry_reset leaves the ring buffer
 as it was), which only a trace can show.
 """
@@ -17,11 +18,12 @@ import pytest
 
 from dryz.enumerate.traces import CONFIGS, count_traces, enumerate_traces, iter_traces
 from dryz.fuzz.traces import MAX_APPLIES, MAX_CLONES, MAX_EVENTS, MAX_TOKENS, decode_trace
-from dryz.oracle.trace_model import capacity, check_trace, equivalent_cases, held_tokens
+from dryz.oracle.trace_model import capacity, equivalent_cases, held_tokens
 from dryz.shrink import flatten, merge, shrink_trace
 from dryz.subject.trace_driver import run_trace
+from dryz.trace_check import check_trace
 from dryz.trace import MAX_CLONES as TRACE_MAX_CLONES
-from dryz.trace import TRACE_SCHEMA, Trace, TraceError
+from dryz.trace import TRACE_SCHEMA, Program, Trace, TraceError
 
 import conftest
 
@@ -276,6 +278,8 @@ def test_decoder_is_deterministic_valid_and_bounded():
         t = decode_trace(data)
         assert decode_trace(data) == t
         assert Trace.loads(t.dumps()) == t  # valid: it survives validation again
+        assert t.program() == Program.of(t)  # the Program the decoder collected is the events'
+        assert isinstance(t.events, tuple) and all(isinstance(e, tuple) for e in t.events)
         ev, tokens = t.size()
         assert ev <= MAX_EVENTS and tokens <= MAX_TOKENS and len(t.applies) <= MAX_APPLIES
         assert sum(e[0] == "clone" for e in t.events) <= MAX_CLONES
@@ -527,3 +531,222 @@ def test_fuzz_trace_target_and_campaign_switch(tmp_path, monkeypatch, lib):
     assert abi_confirmation_case().dumps() in {q.read_text() for q in (tmp_path / "cases" / "seeds").glob("*")}
     assert trace_of_case(abi_confirmation_case()).dumps() in {
         q.read_text() for q in (tmp_path / "traces" / "seeds").glob("*")}
+
+
+# -- the C sequencer: LibLlama.run_trace and run_many ------------------------------------------------------------
+
+
+def _same(a, b) -> bool:
+    return (a.ids == b.ids and a.size == b.size and a.sorted == b.sorted
+            and a.logits.astype("float32").tobytes() == b.logits.astype("float32").tobytes())
+
+
+def test_c_sequencer_equals_the_ctypes_calls(lib):
+    """LibLlama.run_trace (one call into _drive.run_trace) leaves what the ctypes driver's calls leave, apply by
+    apply, bit for bit; run_batch and run_many (fresh samplers, or clones of one that never accepted a token)
+    leave what run() leaves on every equivalent case."""
+    import numpy as np
+    rng = random.Random(11)
+    applies = 0
+    for _ in range(150):
+        t = decode_trace(rng.randbytes(rng.randint(0, 700)))
+        c_out, py_out = lib.run_trace(t), run_trace(t, lib)
+        assert len(c_out) == len(py_out) == len(t.applies)
+        assert all(_same(a, b) for a, b in zip(c_out, py_out))
+        cases = equivalent_cases(t)
+        fresh = [lib.run(c) for c in cases]
+        assert all(_same(a, b) for a, b in zip(lib.run_batch(cases), fresh))
+        p = t.program()
+        hist = np.array([x for c in cases for x in c.history], dtype=np.int32)
+        counts = np.array([len(c.history) for c in cases], dtype=np.int32)
+        for clone in (False, True):
+            got = lib.run_many(t.sampler_args(), t.n_ctx_train, hist, counts, p.ids, p.logits, p.sizes, p.sorted,
+                               clone=clone).outputs()
+            assert all(_same(a, b) for a, b in zip(got, fresh))
+        applies += len(cases)
+    assert applies > 3000
+
+
+class _CountingTraceCalls:
+    """llama_sampler_{init_dry,clone,accept,apply,reset,free} as ctypes callbacks that call the library's own and
+    count: every sampler made must be freed exactly once, none used after its free."""
+
+    def __init__(self, lib):
+        import ctypes
+        vp = ctypes.c_void_p
+        real = lib.trace_addresses
+        init_t = ctypes.CFUNCTYPE(vp, *lib.L.llama_sampler_init_dry.argtypes)
+        r_init, r_clone = init_t(real[0]), ctypes.CFUNCTYPE(vp, vp)(real[1])
+        r_accept = ctypes.CFUNCTYPE(None, vp, ctypes.c_int32)(real[2])
+        r_apply, r_reset = ctypes.CFUNCTYPE(None, vp, vp)(real[3]), ctypes.CFUNCTYPE(None, vp)(real[4])
+        r_free = ctypes.CFUNCTYPE(None, vp)(real[5])
+        self.live, self.freed, self.calls, self.bad = set(), [], {}, 0
+
+        def count(name):
+            self.calls[name] = self.calls.get(name, 0) + 1
+
+        def init(*a):
+            s = r_init(*a)
+            count("init")
+            self.live.add(s)
+            return s
+
+        def clone(s):
+            self.bad += s not in self.live
+            c = r_clone(s)
+            count("clone")
+            self.live.add(c)
+            return c
+
+        def accept(s, t):
+            self.bad += s not in self.live
+            count("accept")
+            r_accept(s, t)
+
+        def apply(s, arr):
+            self.bad += s not in self.live
+            count("apply")
+            r_apply(s, arr)
+
+        def reset(s):
+            self.bad += s not in self.live
+            count("reset")
+            r_reset(s)
+
+        def free(s):
+            self.bad += s not in self.live
+            self.live.discard(s)
+            self.freed.append(s)
+            count("free")
+            r_free(s)
+
+        self.cbs = [init_t(init), ctypes.CFUNCTYPE(vp, vp)(clone), ctypes.CFUNCTYPE(None, vp, ctypes.c_int32)(accept),
+                    ctypes.CFUNCTYPE(None, vp, vp)(apply), ctypes.CFUNCTYPE(None, vp)(reset),
+                    ctypes.CFUNCTYPE(None, vp)(free)]
+        self.fns = tuple(ctypes.cast(c, vp).value for c in self.cbs)
+
+
+@pytest.mark.parametrize("events,calls", [
+    ([("accept", [0, 1]), ("apply", None), ("clone",), ("clone",), ("apply", None), ("clone",), ("reset",),
+      ("apply", None), ("free",)], {"init": 1, "clone": 3, "accept": 2, "apply": 3, "reset": 1, "free": 4}),
+    ([("clone",), ("accept", [1]), ("apply", None)], {"init": 1, "clone": 1, "accept": 1, "apply": 1, "free": 2}),
+])
+def test_c_sequencer_frees_every_sampler_exactly_once(lib, events, calls):
+    from dryz.subject import libllama
+    if libllama._DRIVE is None:
+        pytest.skip("the C sequencer is not built")
+    t = T(events, breakers=("c",))
+    cnt = _CountingTraceCalls(lib)
+    p = t.program()
+    args = (cnt.fns, lib.vocab_address, lib.abi, t.n_ctx_train, *t.sampler_args()[:4], t.breakers, p.ops, p.tokens,
+            p.counts, p.ids, p.logits, p.sizes, p.sorted)
+    libllama._DRIVE.run_trace(*args)
+    assert cnt.calls == calls and not cnt.live and not cnt.bad
+    # events the arrays do not match, or a free before the end: refused before the library is called
+    for bad in ((b"pp",) + args[10:], (b"fp",) + args[10:], (p.ops,) + args[10:11] + (p.counts[:0],) + args[12:]):
+        cnt = _CountingTraceCalls(lib)
+        with pytest.raises(ValueError):
+            libllama._DRIVE.run_trace(cnt.fns, *args[1:9], *bad)
+        assert not cnt.calls
+
+
+# -- the verdict: one batch per candidate array, the same classes as check() apply by apply ------------------------
+
+
+def _reference_verdict(t, lib, outs):
+    """The definition check_trace computes, apply by apply: check() on the equivalent Case with the recorded
+    output, and a fresh sampler (run()) on that Case, bit-identical to it."""
+    from dryz.check import AGREE, MISMATCH, check
+    from dryz.trace_check import _Recorded, same_output
+    rows = []
+    for case, out in zip(equivalent_cases(t, lib.abi), outs):
+        v = check(case, lib=_Recorded(lib.abi, out))
+        fresh = same_output(lib.run(case), out)
+        klass = MISMATCH if v.status == AGREE and not fresh else v.klass
+        status = MISMATCH if v.status == AGREE and not fresh else v.status
+        rows.append((klass, status, fresh, v.to_json()))
+    return rows
+
+
+def test_check_trace_gives_every_apply_checks_class_and_the_fresh_control(lib):
+    """check_trace (dryz/trace_check.py: the trace in one call, its applies judged as one ragged batch per
+    candidate array, the fresh samplers in one call) against the definition, on random traces whose outputs
+    are the library's or altered the ways a broken library would alter them (a logit, the sorted flag, an id)."""
+    import numpy as np
+    from dryz.subject.protocol import Output
+    rng = random.Random(21)
+    classes = set()
+    # 'a' completes inside the restart sequence 'aab': the documented contained-restart limitation
+    contained = T([("accept", [1, 1, 0, 0, 1]), ("apply", None), ("accept", [1]), ("apply", None), ("clone",),
+                   ("accept", [0, 0, 1]), ("apply", None), ("apply", [(1, 0.5), (0, 0.0)], True)], alphabet=2,
+                  penalty_last_n=5, breakers=("aab", "a"), allowed_length=0)
+    for n in range(250):
+        t = contained if n == 0 else decode_trace(rng.randbytes(rng.randint(0, 800)))
+        outs = lib.run_trace(t)
+        for _ in range(rng.choice((0, 0, 1, 3))):
+            k = rng.randrange(len(outs))
+            o = outs[k]
+            how = rng.random()
+            if how < 0.5:
+                lg = o.logits.copy()
+                lg[rng.randrange(len(lg))] -= np.float32(rng.choice((1.0, 0.5, 1e30)))
+                outs[k] = Output(o.ids, lg, o.sorted, o.size)
+            elif how < 0.8:
+                outs[k] = Output(o.ids, o.logits, not o.sorted, o.size)
+            else:
+                outs[k] = Output(o.ids[::-1], o.logits[::-1].copy(), o.sorted, o.size)
+        v = check_trace(t, lib, outputs=outs)
+        ref = _reference_verdict(t, lib, outs)
+        assert [a.klass for a in v.applies] == [r[0] for r in ref], n
+        assert [a.status for a in v.applies] == [r[1] for r in ref], n
+        assert [a.fresh_equal for a in v.applies] == [r[2] for r in ref], n
+        bad = next((i for i, r in enumerate(ref) if r[1] != "agree"), None)
+        assert v.first_bad_apply == bad and v.status == ("agree" if bad is None else ref[bad][1])
+        assert v.klass == next((r[0] for r in ref if r[0] != "agree"), "agree")
+        if n % 25 == 0 or bad is not None:
+            assert [a.verdict.to_json() for a in v.applies] == [r[3] for r in ref]
+        classes |= {r[0] for r in ref}
+    assert {"agree", "mismatch", "promise-finite-penalty", "documented-contained-restart"} <= classes
+
+
+def test_held_spans_equal_the_ring_buffer_event_by_event():
+    from dryz.oracle.trace_model import held_spans, held_tokens_of
+    rng = random.Random(4)
+    for _ in range(400):
+        t = decode_trace(rng.randbytes(rng.randint(0, 900)))
+        for abi in (7, 8):
+            cap = capacity(t, abi)
+            assert held_tokens(t, abi) == held_tokens_of(t.events, cap)
+            s, e = held_spans(t.program().ops, t.program().counts, cap)
+            assert (len(s), len(e)) == (len(t.applies),) * 2
+
+
+def test_the_trace_model_runs_no_subject_and_imports_no_verdict():
+    """dryz/oracle/trace_model.py is a pure model: it imports neither dryz.check nor dryz.subject."""
+    import ast
+    import dryz.oracle.trace_model as m
+    tree = ast.parse(Path(m.__file__).read_text())
+    imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    assert not {x for x in imported if x.lstrip(".").split(".")[0] in ("check", "subject", "trace_check")}
+
+
+def test_a_traces_config_is_every_equivalent_cases():
+    from dryz.config import case_config
+    from dryz.trace_check import trace_config
+    rng = random.Random(9)
+    for _ in range(200):
+        t = decode_trace(rng.randbytes(rng.randint(0, 300)))
+        for abi in (7, 8):
+            assert all(case_config(c, abi) == trace_config(t, abi) for c in equivalent_cases(t, abi))
+
+
+def test_the_decoder_reads_bytes_as_it_always_did():
+    """A crash file of an earlier campaign decodes to the same trace: 600 random inputs, digest of their traces
+    as the decoder of 3c595ab (before the Program was collected while decoding) gave them."""
+    import hashlib
+    rng = random.Random(2026)
+    h = hashlib.sha256()
+    for _ in range(600):
+        h.update(decode_trace(rng.randbytes(rng.randint(0, rng.choice([60, 900, 4096])))).dumps().encode())
+    assert h.hexdigest() == "035b82bf4c913e0e791db1f79211b35b75b56f5b331e6a6ac64ba0a87b903ae8"

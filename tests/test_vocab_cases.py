@@ -204,8 +204,11 @@ def test_vocab_decoder_output_validates(bpe, mode, lib):
     d = VocabDecoder("llama-bpe", mode, lib)
     rng = np.random.default_rng(1)
     big = 0
+    configurations = set(d.configurations())  # what the fork server warms: every configuration decode gives
+    assert len(configurations) == {"default": 216, "dict": 15 * 8, "random": 9 * 8}[mode]
     for _ in range(300):
         c = d.decode(rng.integers(0, 256, int(rng.integers(0, 3000))).astype(np.uint8).tobytes())
+        assert (c.multiplier, c.base, c.allowed_length, c.penalty_last_n, c.breakers) in configurations
         again = Case.from_json(c.to_json())  # validates (float32 parameters, ids below the size, breakers)
         assert again == c and again.dumps() == c.dumps()
         assert c.vocab == "llama-bpe" and c.vocab_sha256 == bpe.ref.sha256 and c.alphabet == 128256

@@ -28,9 +28,10 @@ import sys
 import time
 
 from ..check import AGREE, check
-from ..oracle.trace_model import _Recorded, capacity, held_tokens_of, same_output
+from ..oracle.trace_model import capacity, held_tokens_of
 from ..subject.trace_driver import run_events
 from ..trace import Trace
+from ..trace_check import _Recorded, same_output
 
 # name: configuration (the seed sweep's, with a window the ring buffer wraps within a few events)
 CONFIGS = {
@@ -98,7 +99,7 @@ def run_config(name: str, cfg: dict, n_max: int, lib, k: int = 2, free: bool = T
     t0 = time.perf_counter()
     for events in iter_traces(n_max, k, free):
         traces += 1
-        outs = run_events(lib, args, events, k, proto.n_ctx_train)
+        outs = run_events(lib, args, events, k, proto.n_ctx_train)  # the enumerator's events are valid
         held = held_tokens_of(events, cap)
         first_bad = None
         for i, (h, out) in enumerate(zip(held, outs)):

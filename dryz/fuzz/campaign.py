@@ -12,19 +12,28 @@ import hashlib
 import json
 import os
 import re
+import selectors
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 # libFuzzer's fork mode re-executes argv[0]: a launcher script, written into the work directory, runs the
-# harness with this interpreter (works from an installed dryz, no checkout needed).
+# harness with this interpreter (works from an installed dryz, no checkout needed): as a fork of the campaign's
+# fork server when there is one (dryz/fuzz/forkserver.py), else itself.
 LAUNCHER = """#!{python}
-from dryz.fuzz.harness import main
-main()
+import sys
+from dryz.fuzz.forkserver import client
+if not client(sys.argv):
+    from dryz.fuzz.harness import main
+    main()
 """
+FORKSERVER_WAIT = 600  # seconds the server may take to get ready (a real vocabulary's samplers: ~15 s here)
 
 _STAT = re.compile(r"(cov|ft|corp|exec/s|rss):? ?(\d+)")
 _EXECS = re.compile(r"^#(\d+)")
@@ -65,6 +74,31 @@ def _stop_tree(pid: int) -> None:
         while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") and
                                                   "zombie" not in _state(p) for p in procs):
             time.sleep(0.1)
+
+
+class _Terminated(Exception):
+    """SIGTERM reached the campaign's process (see _sigterm_raises)."""
+
+
+class _sigterm_raises:
+    """While a campaign runs in the main thread: SIGTERM raises _Terminated, so the campaign stops libFuzzer,
+    its jobs and the fork server before this process ends (SIGTERM's default would leave them running)."""
+
+    def __enter__(self):
+        self.old = None
+        if threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGTERM, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the cleanup runs to its end
+        raise _Terminated()
+
+    def __exit__(self, kind, value, tb):
+        if self.old is not None and kind is not _Terminated:  # terminated: SIGTERM stays ignored (cleanup)
+            signal.signal(signal.SIGTERM, self.old)
+        return False
 
 
 def _state(pid: int) -> str:
@@ -261,35 +295,51 @@ class Campaign:
             self.log(f"native coverage: {stats.counters or 'NO inline counters reported'}")
         interrupted = False
         limited = threading.Event()
-        with open(log_path, "w") as logf:
-            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    errors="replace", cwd=self.workdir)
-            # libFuzzer's fork mode first runs the seeds in a child it restarts after every crash (reloading
-            # the subject, and a vocabulary): on a broken subject that alone can outlast -max_total_time.
-            # At the hard limit the campaign stops, as time running out stops it, and its crash files count.
-            watchdog = threading.Timer(self.hard_limit(), lambda: (limited.set(), _stop_tree(proc.pid)))
-            watchdog.daemon = True
-            watchdog.start()
-            try:
-                for line in proc.stdout:
-                    logf.write(line)
-                    if stats.update(line):
-                        now = time.monotonic()
-                        if now - last >= 5:
-                            last = now
-                            self.log(f"[{now - t0:6.0f}s] execs {stats.execs:,}  exec/s {stats.exec_per_s:,}  "
-                                     f"cov {stats.cov}  ft {stats.ft}  corpus {stats.corpus}")
-                rc = proc.wait()
-                watchdog.cancel()
-            except KeyboardInterrupt:
-                watchdog.cancel()
-                interrupted = True
+        server, proc, rc = None, None, 130
+        try:
+            with _sigterm_raises():
+                server = self.start_forkserver(env)  # (its start-up counts in the campaign's seconds)
+                with open(log_path, "w") as logf:
+                    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                            text=True, errors="replace", cwd=self.workdir)
+                    # libFuzzer's fork mode first runs the seeds in a child it restarts after every crash
+                    # (reloading the subject, and a vocabulary): on a broken subject that alone can outlast
+                    # -max_total_time. At the hard limit the campaign stops, as time running out stops it, and
+                    # its crash files count.
+                    watchdog = threading.Timer(self.hard_limit(), lambda: (limited.set(), _stop_tree(proc.pid)))
+                    watchdog.daemon = True
+                    watchdog.start()
+                    try:
+                        for line in proc.stdout:
+                            logf.write(line)
+                            if stats.update(line):
+                                now = time.monotonic()
+                                if now - last >= 5:
+                                    last = now
+                                    self.log(f"[{now - t0:6.0f}s] execs {stats.execs:,}  exec/s "
+                                             f"{stats.exec_per_s:,}  cov {stats.cov}  ft {stats.ft}  "
+                                             f"corpus {stats.corpus}")
+                        rc = proc.wait()
+                    finally:
+                        watchdog.cancel()
+        except KeyboardInterrupt:  # Ctrl-C (libFuzzer's whole group has it), or while the fork server got ready
+            interrupted = True
+            if proc is not None:
                 proc.terminate()
                 try:
                     rc = proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     rc = proc.wait()
+        except _Terminated:  # SIGTERM to this process only: libFuzzer and its jobs stopped, then the server
+            if proc is not None:
+                _stop_tree(proc.pid)
+            self.stop_forkserver(server)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # then end as SIGTERM ends a process
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise
+        finally:
+            self.stop_forkserver(server)
         if stats.execs == 0 and rc != 0 and not interrupted and not limited.is_set():
             tail = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
             raise CampaignError(f"libFuzzer did not run (exit {rc}): {tail[-1] if tail else 'no output'} "
@@ -312,6 +362,64 @@ class Campaign:
     def hard_limit(self) -> float:
         """Seconds after which dryz stops libFuzzer itself: --time plus a quarter, at least 30 s more."""
         return self.seconds + max(30.0, 0.25 * self.seconds)
+
+    def start_forkserver(self, env: dict):
+        """Start the fork server (dryz/fuzz/forkserver.py) with the campaign's environment and put its socket in
+        env, so that every harness process libFuzzer starts is a fork of it. None when DRYZ_FUZZ_FORKSERVER=0 or
+        the server does not get ready (the harness processes then start on their own, as without it)."""
+        from .forkserver import ENV, READY
+        env.pop(ENV, None)
+        if os.environ.get("DRYZ_FUZZ_FORKSERVER", "1") == "0":
+            return None
+        folder = Path(tempfile.mkdtemp(prefix="dryz-fs-"))  # a short path: a Unix socket's is at most 107 bytes
+        sock = folder / "s"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = self.workdir / "forkserver.log"  # the server's own messages (the jobs write to libFuzzer's logs)
+        t = time.monotonic()
+        with open(log, "w") as errf:
+            proc = subprocess.Popen([sys.executable, "-m", "dryz.fuzz.forkserver", str(sock)], env=env,
+                                    stdout=subprocess.PIPE, stderr=errf, stdin=subprocess.DEVNULL, text=True,
+                                    cwd=self.workdir)
+        server = (proc, folder)
+        ready = False
+        try:  # the server prints READY once it listens (nothing else); a server that dies or hangs is no server
+            deadline = time.monotonic() + min(FORKSERVER_WAIT, self.hard_limit())
+            with selectors.DefaultSelector() as sel:
+                sel.register(proc.stdout, selectors.EVENT_READ)
+                while not ready and time.monotonic() < deadline:
+                    if not sel.select(timeout=min(1.0, max(0.0, deadline - time.monotonic()))):
+                        continue
+                    line = proc.stdout.readline()
+                    if not line:
+                        break
+                    ready = line.strip() == READY
+        except BaseException:  # a Ctrl-C (or SIGTERM) while it gets ready
+            self.stop_forkserver(server)
+            raise
+        if not ready:
+            self.stop_forkserver(server)
+            self.log(f"fork server: not ready (see {log}); every harness process starts on its own")
+            return None
+        env[ENV] = str(sock)
+        self.log(f"fork server: ready in {time.monotonic() - t:.1f} s (the harness prepared once; every job and "
+                 "merge a fork of it)")
+        return server
+
+    @staticmethod
+    def stop_forkserver(server) -> None:
+        if server is None:
+            return
+        proc, folder = server
+        if proc.poll() is None:
+            proc.terminate()  # it ends its children and exits
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
     def probe_counters(self, env) -> str:
         """Fork mode's parent does not print the modules it loaded: ask a one-off, non-fork process."""
@@ -354,7 +462,7 @@ def recheck_op(subject, data: bytes, target: str, vocab, breakers):
     from ..subject.protocol import Unsupported
     try:
         if target == "traces":
-            from ..oracle.trace_model import check_trace
+            from ..trace_check import check_trace
             from .traces import decode_trace
             return check_trace(decode_trace(data), subject).klass, None
         from .target import input_decoder

@@ -122,6 +122,30 @@ class VocabDecoder:
                                                {t for b in s for t in v.tokenize(b, parse_special=True)}),
                                         dtype=np.int64) for s in self.sets]
 
+    def configurations(self):
+        """Every (multiplier, base, allowed_length, penalty_last_n, breakers) decode() can give."""
+        for breakers in self.sets:
+            if len(self.sets) == 1:
+                params = [(m, b, a, n) for m in PARAM_MULTIPLIERS for b in PARAM_BASES for a in PARAM_ALLOWED
+                          for n in PARAM_LAST_N]
+            else:
+                params = PARAM_SETS
+            for m, b, a, n in params:
+                yield m, b, a, n, breakers
+
+    def warm(self, judge) -> int:
+        """judge(case) on one short case of every configuration: its sampler, restart sequences and text model
+        made before fuzzing (what the first inputs of each configuration would do). Returns how many."""
+        n = 0
+        h = tuple(int(t) for t in self.snippets[0][:4])
+        cands = tuple((t, 0.0) for t in sorted(set(h)))
+        for m, b, a, last_n, breakers in self.configurations():
+            judge(Case(history=h, alphabet=self.n, penalty_last_n=last_n, breakers=breakers, multiplier=m, base=b,
+                       allowed_length=a, candidates=cands, vocab=self.name, vocab_sha256=self.sha,
+                       skip_validation=True))
+            n += 1
+        return n
+
     def decode(self, data: bytes) -> Case:
         if data[:1] == b"{":
             try:

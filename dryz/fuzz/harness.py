@@ -31,12 +31,29 @@ def instrument(modules) -> None:
             f.__code__ = atheris.patch_code(f.__code__, trace_dataflow=False)
 
 
-def main():
+def prepare():
+    """Everything before libFuzzer starts: the coverage instrumentation, the subject and the decoder."""
     if os.environ.get("DRYZ_INSTRUMENT", "1") != "0":  # 0: no Python coverage (for benchmarks)
         names = INSTRUMENTED_TRACES if os.environ.get("DRYZ_FUZZ_TARGET") == "traces" else INSTRUMENTED
         extra = ("dryz.oracle.seqindex",) if os.environ.get("DRYZ_FUZZ_VOCAB") else ()  # real-vocabulary Step 1
         instrument([importlib.import_module(name) for name in names + extra])
-    from dryz.fuzz.target import entry_point, load_subject
+    from dryz.fuzz.target import load_subject
     load_subject()  # libllama loaded before libFuzzer starts: its native counters are registered and reported
-    atheris.Setup(sys.argv, entry_point())
+
+
+def warm():
+    """What the first inputs would do (dryz.fuzz.target.warm): for the fork server, done once for every job."""
+    from dryz.fuzz.target import warm
+    warm()
+
+
+def run(argv):
+    """libFuzzer with these flags on the target the campaign asked for (never returns)."""
+    from dryz.fuzz.target import entry_point
+    atheris.Setup(argv, entry_point())
     atheris.Fuzz()
+
+
+def main():
+    prepare()
+    run(sys.argv)

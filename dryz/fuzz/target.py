@@ -70,6 +70,18 @@ def _subject():
     return SUBJECT
 
 
+def warm() -> None:
+    """Do once what a process's first inputs would do: import what the target imports on first use and, over a
+    real vocabulary, initialize every configuration's sampler, restart sequences and text model
+    (decode_vocab.VocabDecoder.warm). The fork server (forkserver.py) runs this before it forks any job."""
+    if VOCAB is not None:
+        decode.__self__.warm(lambda case: check(case, _subject()))
+    elif entry_point() is test_one_trace:
+        test_one_trace(b"\x00\x01\x00\x00\x00\x00")
+    else:
+        test_one_input(b"")
+
+
 def test_one_input(data: bytes) -> None:
     case = decode(data)
     try:
@@ -82,8 +94,8 @@ def test_one_input(data: bytes) -> None:
 
 def test_one_trace(data: bytes) -> None:
     """The trace target (dryz fuzz --traces): bytes -> Trace (dryz.fuzz.traces.decode_trace) -> check_trace."""
-    from ..oracle.trace_model import check_trace
     from ..subject import SubjectError
+    from ..trace_check import check_trace
     from .traces import decode_trace
     trace = decode_trace(data)
     try:

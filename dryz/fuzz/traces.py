@@ -34,7 +34,7 @@ import time
 
 from ..case import f32
 from ..subject.symbols import MAX_ALPHABET, SYMBOLS
-from ..trace import Trace, TraceError
+from ..trace import Program, Trace, TraceError
 
 MAX_EVENTS = 512
 MAX_TOKENS = 2048
@@ -76,6 +76,17 @@ class _Reader:
         return b
 
 
+_APPLY_ALL = ("apply", None)
+_MOD = {}  # k -> bytes.translate table b -> b % k
+
+
+def _mod(k: int) -> bytes:
+    t = _MOD.get(k)
+    if t is None:
+        t = _MOD[k] = bytes(b % k for b in range(256))
+    return t
+
+
 def decode_trace(data: bytes) -> Trace:
     if data[:1] == b"{":
         try:
@@ -100,51 +111,74 @@ def decode_trace(data: bytes) -> Trace:
     multiplier, base = (_float(r), _float(r)) if r.byte() % 4 == 3 else (1.0, 2.0)
     events: list = []
     tokens = applies = clones = 0
+    # the Program's parts, collected on the way (trace.Program.of_parts)
+    ops, toks_all, counts, apply_events = bytearray(), [], [], []
+    mod = _mod(k)
 
     def tok_run(n: int) -> tuple:
         if r.byte() % 2:  # periodic: a short period repeated, long matches a generation loop would make
-            period = tuple(b % k for b in r.take(r.int_in(1, 6))) or (0,)
-            return tuple(period[i % len(period)] for i in range(n))
-        raw = tuple(b % k for b in r.take(n))
+            period = tuple(r.take(r.int_in(1, 6)).translate(mod)) or (0,)
+            return (period * (n // len(period) + 1))[:n]
+        raw = tuple(r.take(n).translate(mod))
         return raw + (0,) * (n - len(raw))
 
     while r.left() > 0 and len(events) < MAX_EVENTS - 2:
         op = r.byte() % 16
-        if op < 5:  # generate: R rounds of apply then accept one token
+        if op < 5:  # generate: R rounds of apply then accept one token, while the budgets allow
             rounds = r.int_in(1, 32)
             toks = tok_run(rounds)
-            for t in toks:
-                if applies >= MAX_APPLIES or tokens >= MAX_TOKENS or len(events) >= MAX_EVENTS - 3:
-                    break
-                events.append(("apply", None))
-                events.append(("accept", (t,)))
-                applies += 1
-                tokens += 1
+            room = MAX_EVENTS - 3 - len(events)
+            take = min(len(toks), MAX_APPLIES - applies, MAX_TOKENS - tokens, (room + 1) // 2 if room > 0 else 0)
+            if take > 0:
+                toks = toks[:take]
+                events += [e for t in toks for e in (_APPLY_ALL, ("accept", (t,)))]
+                ops += b"pa" * take
+                toks_all += toks
+                counts += [1] * take
+                apply_events += [_APPLY_ALL] * take
+                applies += take
+                tokens += take
         elif op < 8:  # a prompt
             n = min(r.int_in(1, 64), MAX_TOKENS - tokens)
             if n > 0:
-                events.append(("accept", tok_run(n)))
+                run = tok_run(n)
+                events.append(("accept", run))
+                ops += b"a"
+                toks_all += run
+                counts.append(n)
                 tokens += n
         elif op < 11:
             if applies < MAX_APPLIES:
-                events.append(_apply(r, k))
+                e = _apply(r, k)
+                events.append(e)
+                ops += b"p"
+                apply_events.append(e)
                 applies += 1
         elif op < 13:
             events.append(("reset",))
+            ops += b"r"
         elif op < 15:
             if clones < MAX_CLONES:
                 events.append(("clone",))
+                ops += b"c"
                 clones += 1
         else:
             if applies == 0:
-                events.append(("apply", None))
+                events.append(_APPLY_ALL)
+                ops += b"p"
+                apply_events.append(_APPLY_ALL)
                 applies += 1
             events.append(("free",))
+            ops += b"f"
             break
     if applies == 0:
-        events.append(("apply", None))
-    return Trace(events=tuple(events), alphabet=k, penalty_last_n=last_n, breakers=breakers, multiplier=multiplier,
-                 base=base, allowed_length=allowed)
+        events.append(_APPLY_ALL)
+        ops += b"p"
+        apply_events.append(_APPLY_ALL)
+    # Valid and in normal form by construction (tests/test_traces.py validates the decoder's traces again)
+    return Trace.trusted(events=tuple(events), alphabet=k, penalty_last_n=last_n, breakers=breakers,
+                         multiplier=multiplier, base=base, allowed_length=allowed,
+                         program=Program.of_parts(k, ops, toks_all, counts, apply_events))
 
 
 def _apply(r: _Reader, k: int) -> tuple:
@@ -174,7 +208,7 @@ def _float(r: _Reader) -> float:
 def smoke(lib, seconds: float = 20.0, seed: int = 0, max_len: int = 512, control: bool = True, log=print) -> dict:
     """Random byte strings (length uniform in 0..max_len) through decode_trace and check_trace until `seconds`
     pass. Returns the counts and exec/s; any trace that does not agree is kept (JSON)."""
-    from ..oracle.trace_model import check_trace
+    from ..trace_check import check_trace
     rng = random.Random(seed)
     n = applies = events = 0
     bad = []

@@ -4,7 +4,10 @@
      M_z is the maximum over the positions holding z.
   B  extended-string: the longest suffix of w + [z] that occurs inside w; M_z is its length minus one.
 
-Both are vectorised over batches of equal-length windows. The shipped model (shipped.py) clamps them.
+Both are vectorised over batches of equal-length windows, in three layouts computing the same function: one
+window (the fuzz target's batch of one), up to ROWS_MAX windows as rows (a trace's applies: all positions of all
+rows in a few array operations), and larger batches as columns (the enumerator's: one array operation per
+position, over every window). The shipped model (shipped.py) clamps them.
 
 Code that runs per fuzz input (the one-window paths) compares numpy arrays with ufuncs (np.not_equal, ...),
 never with ==, != or <: atheris 3.0 instruments every comparison operator and leaks its result when that is
@@ -14,8 +17,18 @@ an array (a campaign's memory grew ~7 KB per input); tests/test_fuzz_campaign.py
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from .idbytes import all_bytes, bytes_or_none
+
+ROWS_MAX = 256  # batches up to this many windows take the row layouts; larger ones the column layouts
+# Token ids are non-negative. In a ragged batch (shipped.shipped_lengths_ragged) a window shorter than the
+# batch's is right-aligned after PAD entries, which equal no token: the position-keyed match stops at a PAD
+# (it meets the window's first token's predecessor first), and no occurrence of a suffix of w + [z] can
+# extend into one (its tokens would have to equal the window's). Both batch layouts compute every window's M
+# as they do for the window alone; the one-window layouts never see PAD.
+PAD = -1
+CHUNK = 512  # positions (A) or occurrences (B) compared in full at a time, in the row layouts
 
 # -- oracle A ------------------------------------------------------------------------------------
 
@@ -31,6 +44,8 @@ def match_lengths_A(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     N, w = W.shape
     if N == 1:
         return _match_lengths_A_single(W[0], cands)[None, :]
+    if N <= ROWS_MAX:
+        return _match_lengths_A_rows(W, cands)
     T = _columns(W)
     M = np.zeros((len(cands), N), dtype=np.int64)
     for j in range(1, w):
@@ -46,6 +61,85 @@ def match_lengths_A(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
             holds = T[j] == z
             np.maximum(M[ci], np.where(holds, Z, 0), out=M[ci])
     return M.T.copy()
+
+
+def _reversed_padded(W: np.ndarray) -> np.ndarray:
+    """P (N, 2w): each window reversed, then w sentinels (-1, unequal to every id) that stop every comparison."""
+    N, w = W.shape
+    if W.dtype == np.uint8:
+        P = np.full((N, 2 * w), -1, dtype=np.int16)
+    else:
+        if np.count_nonzero(np.less(W, PAD)):
+            raise ValueError("token ids must be non-negative")
+        P = np.full((N, 2 * w), -1, dtype=np.int64)
+    P[:, :w] = W[:, ::-1]
+    return P
+
+
+def _match_lengths_A_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
+    """The position-keyed matching for a batch of windows (the layout of _match_lengths_A_single, one row per
+    window). With R a window reversed, the tokens before position j = w - s read backwards are R[s:], so Z_j is
+    the common prefix of R[s:] and R: the first mismatch in a row of comparisons, which the sentinels after R
+    bound by j. Every position is compared 8 columns wide; the positions holding a candidate with no mismatch
+    within 8 are then compared in full, nearest the end first, CHUNK at a time, skipping a position that cannot
+    raise its token's maximum (Z <= w - s): in a periodic window the first full repeat decides its token. M_z:
+    the largest Z over the positions holding z (the token at position j = w - s is R[s - 1])."""
+    N, w = W.shape
+    c = np.asarray(cands)
+    C = len(c)
+    if w < 2 or not C:
+        return np.zeros((N, C), dtype=np.int64)
+    P = _reversed_padded(W)
+    R = P[:, :w]
+    step = P.itemsize
+
+    def rows(width: int) -> np.ndarray:        # [n, s - 1] holds P[n, s:s + width]: a view, no copy
+        return as_strided(P[:, 1:], shape=(N, w - 1, width), strides=(P.strides[0], step, step), writeable=False)
+
+    width = min(8, w)
+    E = np.not_equal(rows(width), R[:, None, :width])
+    Z = E.argmax(axis=2)
+    idx = candidate_index(R[:, :w - 1], c)     # the candidate at position s - 1 of each row, or -1
+    holds = np.greater_equal(idx, 0)
+    later = holds & np.logical_not(np.take_along_axis(E, Z[:, :, None], axis=2)[:, :, 0]) if w > width else None
+    best = np.zeros(N * C, dtype=np.int64)
+    n_i, s_i = np.nonzero(holds if later is None else holds & np.logical_not(later))
+    np.maximum.at(best, n_i * C + idx[n_i, s_i], Z[n_i, s_i])
+    if later is not None and later.any():  # no mismatch within 8: in full, nearest the end first
+        n_i, s_i = np.nonzero(later)
+        order = np.argsort(s_i, kind="stable")
+        n_i, s_i = n_i[order], s_i[order]
+        key = n_i * C + idx[n_i, s_i]
+        bound = own_widths(W)[n_i] - 1 - s_i   # Z <= j, j counted from the window's own first token
+        while len(n_i):
+            if len(n_i) > CHUNK:
+                can = np.greater(bound, best[key])
+                n_i, s_i, key, bound = n_i[can], s_i[can], key[can], bound[can]
+            nb, sb, kb = n_i[:CHUNK], s_i[:CHUNK], key[:CHUNK]
+            np.maximum.at(best, kb, np.not_equal(rows(w)[nb, sb], R[nb]).argmax(axis=1))
+            n_i, s_i, key, bound = n_i[CHUNK:], s_i[CHUNK:], key[CHUNK:], bound[CHUNK:]
+    return best.reshape(N, C)
+
+
+def own_widths(W: np.ndarray) -> np.ndarray:
+    """Each window's own length (its entries after any PAD)."""
+    return W.shape[1] - np.count_nonzero(np.equal(W, PAD), axis=1) if W.dtype != np.uint8 else \
+        np.full(W.shape[0], W.shape[1], dtype=np.int64)
+
+
+def candidate_index(T: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Per entry of T (ids, or PAD): the index of its id in the candidates c (distinct ids), else -1."""
+    if not T.size:
+        return np.zeros(T.shape, dtype=np.int64)
+    top = max(int(T.max()), int(c.max()))
+    if top < 1 << 16:  # a table over the ids (PAD and any id outside c map to -1)
+        table = np.full(top + 2, -1, dtype=np.int64)
+        table[c.astype(np.int64) + 1] = np.arange(len(c))
+        return table[T.astype(np.int64) + 1]
+    order = np.argsort(c)
+    sc = c[order].astype(np.int64)
+    pos = np.minimum(np.searchsorted(sc, T), len(sc) - 1)
+    return np.where(np.equal(sc[pos], T), order[pos], -1)
 
 
 def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
@@ -107,6 +201,8 @@ def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
         return M.T.copy()
     if N == 1:
         return _match_lengths_B_bytes(W[0], cands)[None, :]
+    if N <= ROWS_MAX:
+        return _match_lengths_B_rows(W, cands)
     T = _columns(W)
     for ci, z in enumerate(cands):
         # occ[i]: the suffix of length m of the extended string W + [z] occurs in W starting at i.
@@ -124,6 +220,62 @@ def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
             found += alive                             # monotone: a longer suffix occurs only if shorter ones do
         M[ci] = np.maximum(found - 1, 0)
     return M.T.copy()
+
+
+def _match_lengths_B_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
+    """The extended-string search of the column layout for a batch of windows and every candidate at once,
+    keeping only the occurrences that exist: each is (window n, candidate z, start i) of the current suffix of
+    W[n] + [z], which ends at the position p holding z. Length 1: every p with W[n, p] = z. Growing the suffix
+    by W[n, w - m] to the left, an occurrence at i survives, at i - 1, when W[n, i - 1] is that token. Every
+    occurrence grows 4 steps; those still alive then grow to their end CHUNK at a time, the latest-ending first
+    (in stretches of 8 and 64 steps, each occurrence stopping at its first mismatch), skipping an occurrence
+    that cannot exceed the longest found for its window and candidate (it can grow to p + 1 at most). found:
+    the longest length that occurs."""
+    N, w = W.shape
+    c = np.asarray(cands)
+    C = len(c)
+    found = np.zeros(N * C, dtype=np.int64)
+    if w == 0 or not C:
+        return found.reshape(N, C)
+    idx = candidate_index(W, c)
+    n_i, p_i = np.nonzero(np.greater_equal(idx, 0))
+    pair = n_i * C + idx[n_i, p_i]
+    found[pair] = 1
+    # W with w PAD columns before it: the tokens left of an occurrence, read as PAD before the window's start
+    Wl = np.concatenate([np.full((N, w), PAD, dtype=np.int16 if W.dtype == np.uint8 else np.int64), W],
+                        axis=1).ravel()  # row n at n * 2w, its window at n * 2w + w
+
+    def grow(n_i, p_i, pair, m, stretches):
+        """Grow the occurrences (all of length m, ending at p_i) through the stretches; found updated. Returns
+        the ones alive after the last stretch."""
+        for stretch in stretches:
+            L = min(stretch, w - m)
+            if not len(pair) or L <= 0:
+                break
+            i = np.arange(L)
+            row = n_i * (2 * w) + w
+            # step m + i compares W[start - 1 - i] with W[w - m - i] (start = p - m + 1)
+            E = np.not_equal(Wl[(row + p_i - m)[:, None] - i], Wl[(row + w - m)[:, None] - i])
+            first = E.argmax(axis=1)
+            stop = E[np.arange(len(first)), first]
+            np.maximum.at(found, pair, np.where(stop, m + first, m + L))
+            go = np.logical_not(stop)
+            n_i, p_i, pair, m = n_i[go], p_i[go], pair[go], m + L
+        return n_i, p_i, pair, m
+
+    n_i, p_i, pair, m = grow(n_i, p_i, pair, 1, (1, 3))
+    if len(pair) > CHUNK:
+        order = np.argsort(-p_i, kind="stable")
+        n_i, p_i, pair = n_i[order], p_i[order], pair[order]
+    # the longest an occurrence ending at p can grow: to its window's own first token
+    reach = p_i + 1 - (w - own_widths(W))[n_i]
+    while len(pair) and m < w:
+        if len(pair) > CHUNK:
+            can = np.greater(reach, found[pair])
+            n_i, p_i, pair, reach = n_i[can], p_i[can], pair[can], reach[can]
+        grow(n_i[:CHUNK], p_i[:CHUNK], pair[:CHUNK], m, (8, 64, w))
+        n_i, p_i, pair, reach = n_i[CHUNK:], p_i[CHUNK:], pair[CHUNK:], reach[CHUNK:]
+    return np.maximum(found - 1, 0).reshape(N, C)
 
 
 def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:

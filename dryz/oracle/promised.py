@@ -9,8 +9,9 @@ import numpy as np
 
 from .idbytes import bytes_or_none
 from .lengths import match_lengths_A
+from .lengths import ROWS_MAX
 from .seqindex import RestartSeqs
-from .shipped import Config, Prediction, _completes, _sequence_bytes, shipped_lengths
+from .shipped import Config, Prediction, _completes, _sequence_bytes, occurrences, shipped_lengths
 
 # -- Step 1 as promised ----------------------------------------------------------------------------------
 # The source promises that the most recently *completed* restart sequence limits the repetition. The shipped
@@ -62,6 +63,14 @@ def promised_rep_limits(W: np.ndarray, seqs) -> np.ndarray:
         one = _promised_rep_limit_single(W[0], seqs)
         if one is not None:
             return np.array([one], dtype=np.int64)
+    if N <= ROWS_MAX:  # each sequence's occurrence nearest the end leaves the fewest tokens after it
+        for head, tail in seqs:
+            hit = occurrences(W, head, tail)
+            p = hit.shape[1]
+            if p:
+                last = p - 1 - hit[:, ::-1].argmax(axis=1)
+                rep = np.where(hit.any(axis=1), np.minimum(rep, w - 1 - last - len(tail)), rep)
+        return rep
     kmax = max(len(t) for _, t in seqs)
     for i in range(w):
         if i - kmax >= rep.max():

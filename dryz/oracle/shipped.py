@@ -17,7 +17,7 @@ import numpy as np
 
 from ..case import f32
 from .idbytes import all_bytes, bytes_or_none, cached_when_hashable
-from .lengths import match_lengths_A
+from .lengths import ROWS_MAX, candidate_index, match_lengths_A
 from .seqindex import RestartSeqs, restart_scan  # noqa: F401 (restart_scan: Step 1 over one window)
 
 # -- rep_limit (Step 1) and the configuration model -----------------------------------------
@@ -40,6 +40,8 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
         seqs = seqs.restricted(set(np.unique(W).tolist()))
         if not seqs:
             return rep
+    if N <= ROWS_MAX:
+        return _rep_limits_rows(W, seqs)
     done = np.zeros(N, dtype=bool)
     for i in range(w):
         longest = np.full(N, -1, dtype=np.int64)
@@ -55,6 +57,36 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
         if done.all():
             break
     return rep
+
+
+def _rep_limits_rows(W: np.ndarray, seqs) -> np.ndarray:
+    """rep_limits for a batch of windows, every head position at once: per position the longest tail of a
+    sequence completing there (-1: none), then per window the position nearest the end that has one."""
+    N, w = W.shape
+    if not w:
+        return np.zeros(N, dtype=np.int64)
+    longest = np.full((N, w), -1, dtype=np.int64)
+    for head, tail in seqs:
+        hit = occurrences(W, head, tail)
+        p = hit.shape[1]
+        if p:
+            np.maximum(longest[:, :p], np.where(hit, len(tail), -1), out=longest[:, :p])
+    some = np.greater_equal(longest, 0)
+    p0 = w - 1 - some[:, ::-1].argmax(axis=1)
+    return np.where(some.any(axis=1), (w - 1 - p0) - longest[np.arange(N), p0], w)
+
+
+def occurrences(W: np.ndarray, head: int, tail: tuple) -> np.ndarray:
+    """(N, w - k), k = len(tail): the restart sequence has its head at position p of the window and its tail
+    after it (every complete occurrence; empty when the tail does not fit)."""
+    N, w = W.shape
+    k = len(tail)
+    if k >= w:
+        return np.zeros((N, 0), dtype=bool)
+    hit = np.equal(W[:, :w - k], head)
+    for off, t in enumerate(tail):
+        hit &= np.equal(W[:, 1 + off:w - k + 1 + off], t)
+    return hit
 
 
 def _completes(W: np.ndarray, i: int, head: int, tail: tuple) -> np.ndarray:
@@ -151,9 +183,14 @@ def shipped_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_
     return shipped_lengths_each(H, cands, cfg, (oracle,), rep_fn)[0]
 
 
-def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles, rep_fn=None) -> list:
+def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles, rep_fn=None,
+                         lengths=None) -> list:
     """shipped_lengths for several oracles at once: the configuration part (window, rep_limit, presence,
-    breaker candidates) is computed once and each oracle's M is clamped by it. [Prediction, ...]"""
+    breaker candidates) is computed once and each oracle's M is clamped by it. [Prediction, ...]
+
+    lengths: a ragged batch (shipped_lengths_ragged): row r's history is its last lengths[r] entries."""
+    if lengths is not None:
+        return shipped_lengths_ragged(H, cands, cfg, oracles, rep_fn, lengths)
     N, n = H.shape
     C = len(cands)
     w = cfg.window_length(n)
@@ -166,7 +203,7 @@ def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles,
         return _shipped_lengths_single(W, cands, cfg, oracles, rep)
     ran = rep >= cfg.allowed_length
     # Step 3 only looks at tokens that follow some position, i.e. W[1:], and keeps lengths >= allowed.
-    present = (W[:, 1:, None] == cands[None, None, :]).any(axis=1)
+    present = np.equal(W[:, 1:, None], cands[None, None, :]).any(axis=1)
     heads = cfg.single_token_breakers()
     breaker = np.array([c in heads for c in cands.tolist()], dtype=bool)
     eligible = ran[:, None] & present & ~breaker[None, :]
@@ -174,9 +211,55 @@ def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles,
     cap = rep[:, None] if cfg.match_cap is None else np.minimum(rep, cfg.match_cap)[:, None]
     for oracle in oracles:
         L = np.minimum(oracle(W, cands), cap)
-        penalized = eligible & (L >= cfg.allowed_length)
+        penalized = eligible & np.greater_equal(L, cfg.allowed_length)
         out.append(Prediction(np.where(penalized, L, 0), penalized, ran, rep))
     return out
+
+
+def shipped_lengths_ragged(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles, rep_fn, lengths) -> list:
+    """shipped_lengths_each for histories of different lengths, each row computed as in a batch of its own
+    length: row r's history is H[r, n - lengths[r]:], right-aligned, the entries before it PAD (-1, equal to no
+    token: the match lengths of both oracles end at a window's first token, lengths.py). Per row: its window
+    (the last min(length, cap) tokens), the early exits on that window, rep_limit from the padded window (an
+    occurrence of a restart sequence lies inside the window, its distance from the end unchanged; none: that
+    window's length), presence after the window's first token, then the clamping of every oracle. A row that
+    exits early predicts nothing (as an exiting batch does) and keeps its rep_limit, which nothing reads."""
+    if cfg.text is not None or isinstance(cfg.seqs, RestartSeqs):
+        raise ValueError("ragged batches are for the symbol vocabulary")
+    N, n = H.shape
+    if N == 1:  # one history: the batch of its own length (the one-window layouts never see PAD)
+        return shipped_lengths_each(H[:, n - int(lengths[0]):].astype(np.uint8), cands, cfg, oracles, rep_fn)
+    C = len(cands)
+    widths = np.minimum(np.asarray(lengths, dtype=np.int64), cfg.window_cap)
+    w = int(widths.max()) if N else 0
+    live = np.greater(widths, cfg.allowed_length)  # past the early exits (window_cap is 0 when DRY is off)
+    if not cfg.enabled or not live.any():
+        return [Prediction(np.zeros((N, C), dtype=np.int64), np.zeros((N, C), dtype=bool), np.zeros(N, dtype=bool))
+                for _ in oracles]
+    W = H[:, n - w:]
+    rep = ragged_rep((rep_fn or rep_limits)(W, cfg.seqs), w, widths)
+    ran = live & np.greater_equal(rep, cfg.allowed_length)
+    # Step 3 only looks at tokens that follow some position: the columns after each window's first token.
+    idx = candidate_index(W, np.asarray(cands))
+    n_i, col = np.nonzero(np.greater_equal(idx, 0) & np.greater(np.arange(w)[None, :], (w - widths)[:, None]))
+    present = np.zeros((N, C), dtype=bool)
+    present[n_i, idx[n_i, col]] = True
+    heads = cfg.single_token_heads if cfg.exempt_breakers else ()
+    breaker = np.isin(cands, np.array(heads, dtype=np.int64)) if heads else np.zeros(C, dtype=bool)
+    eligible = ran[:, None] & present & ~breaker[None, :]
+    out = []
+    cap = rep[:, None] if cfg.match_cap is None else np.minimum(rep, cfg.match_cap)[:, None]
+    for oracle in oracles:
+        L = np.minimum(oracle(W, cands), cap)
+        penalized = eligible & np.greater_equal(L, cfg.allowed_length)
+        out.append(Prediction(np.where(penalized, L, 0), penalized, ran, rep))
+    return out
+
+
+def ragged_rep(rep: np.ndarray, w: int, widths: np.ndarray) -> np.ndarray:
+    """Step 1's rep_limit of padded windows (width w) for windows of these widths: a found occurrence's value
+    (at most w - 1) stands; none found (w) is the row's own window length."""
+    return np.where(np.equal(rep, w), widths, rep)
 
 
 def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracles, rep: np.ndarray) -> list:
@@ -267,11 +350,15 @@ def penalties(L: np.ndarray, cfg: Config) -> np.ndarray:
     mx = max_exponent(cfg.base)
     if mx > 0:
         exp = np.minimum(exp, mx)
-    flat = exp.ravel().tolist()
-    table = {e: penalty_at(cfg.multiplier, cfg.base, e) for e in set(flat)}
-    return np.array([table[e] for e in flat], dtype=np.float32).reshape(exp.shape)
+    if exp.size <= 32:  # a case's few penalties (np.unique costs more than these few lookups)
+        flat = exp.ravel().tolist()
+        return np.array([penalty_at(cfg.multiplier, cfg.base, e) for e in flat], dtype=np.float32).reshape(exp.shape)
+    distinct, inverse = np.unique(exp, return_inverse=True)  # a batch's: one evaluation per distinct exponent
+    table = np.array([penalty_at(cfg.multiplier, cfg.base, e) for e in distinct.tolist()], dtype=np.float32)
+    return table[inverse].reshape(exp.shape)
 
 
+@lru_cache(maxsize=1 << 16)
 def penalty_at(multiplier: float, base: float, exponent: int) -> float:
     """Step 4's float penalty for one (already clamped) exponent: multiplier * pow(double(base), exponent) in
     double (a Python float product is the C double product), rounded to float as the C conversion does (inf

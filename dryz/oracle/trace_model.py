@@ -1,4 +1,5 @@
-"""The sampler's state across a trace, and the verdict on a trace.
+"""The sampler's state across a trace: which tokens the ring buffer holds at every apply (a pure model: it runs no
+subject; dryz/trace_check.py judges a trace with it).
 
 Read from llama-sampler.cpp (llama-cpp-python 0.3.36, vendored llama.cpp 0c1e570), struct llama_sampler_dry:
 
@@ -23,22 +24,23 @@ Read from llama-sampler.cpp (llama-cpp-python 0.3.36, vendored llama.cpp 0c1e570
 Hence, at every apply the sampler is equivalent to a fresh sampler of the same configuration that accepted
 exactly the tokens the buffer holds: the last `capacity` tokens accepted on this sampler's lineage since the
 most recent reset (a clone inherits its original's tokens). That fresh sampler with the apply's candidate array
-is the "equivalent single Case"; its expected output is the single-case oracle's (dryz.check.check), and the
-library's output at that apply is compared with it by check() itself.
+is the "equivalent single Case".
+
+No event acts on a clone's original after the clone (Trace: every later event acts on the clone), so one
+sequence of tokens describes the current sampler: every token accepted, in order; a reset moves the start of
+what the buffer can hold to the end of that sequence; a clone changes nothing the model sees. At an apply the
+buffer holds tokens[max(last reset, end - capacity) : end] (held_spans: a few array operations per trace,
+whatever its length; held_tokens_of keeps the event-by-event ring buffer it is checked against).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..case import Case, f32
-from ..check import AGREE, MISMATCH, Verdict, check
 from ..trace import Trace
-
-CONTROL_DIFFERS = "fresh sampler's output differs from the trace's"
 
 
 def capacity(trace: Trace, abi: int = 7) -> int:
@@ -55,13 +57,35 @@ def capacity(trace: Trace, abi: int = 7) -> int:
     return last_n
 
 
+def held_spans(ops: bytes, counts: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per apply, in order, (start, end) into the trace's accepted tokens (Program.tokens): the ring buffer holds
+    tokens[start:end]. ops: one byte per event (Program.ops); counts: each accept's token count."""
+    op = np.frombuffer(ops, dtype=np.uint8)
+    added = np.zeros(len(op), dtype=np.int64)
+    added[np.equal(op, ord("a"))] = counts
+    seen = np.cumsum(added)                          # tokens accepted up to and including each event
+    applies = np.equal(op, ord("p"))
+    ends = seen[applies]
+    if not cap:                                      # the empty sampler holds nothing
+        return ends, ends
+    resets = np.equal(op, ord("r"))
+    if resets.any():                                 # where the buffer was last emptied, as of each event
+        start = np.maximum.accumulate(np.where(resets, seen, 0))[applies]
+    else:
+        start = np.zeros(len(ends), dtype=np.int64)
+    return np.maximum(start, ends - cap), ends
+
+
 def held_tokens(trace: Trace, abi: int = 7) -> list[tuple[int, ...]]:
     """Per apply, in order: the tokens the current sampler's ring buffer holds, oldest first."""
-    return held_tokens_of(trace.events, capacity(trace, abi))
+    p = trace.program()
+    toks = p.tokens.tolist()
+    return [tuple(toks[a:b]) for a, b in zip(*held_spans(p.ops, p.counts, capacity(trace, abi)))]
 
 
 def held_tokens_of(events, cap: int) -> list[tuple[int, ...]]:
-    """held_tokens for valid events and a ring buffer capacity (the enumerator calls it directly)."""
+    """held_tokens event by event, a ring buffer per sampler (the enumerator calls it directly; held_spans is
+    checked against it)."""
     cur: deque = deque(maxlen=cap)
     kept: list[deque] = []  # the originals a clone left behind (never observed again; kept to mirror the driver)
     out = []
@@ -81,126 +105,12 @@ def held_tokens_of(events, cap: int) -> list[tuple[int, ...]]:
     return out
 
 
+def equivalent_case(trace: Trace, held, apply_event) -> Case:
+    """The single Case (fresh sampler, history, candidate array) an apply is equivalent to."""
+    return trace.config_case(history=held, candidates=apply_event[1],
+                             sorted_flag=len(apply_event) == 3 and apply_event[2])
+
+
 def equivalent_cases(trace: Trace, abi: int = 7) -> list[Case]:
-    """Per apply: the single Case (fresh sampler, history, candidate array) the sampler is equivalent to."""
-    held = held_tokens(trace, abi)
-    cases = []
-    for h, i in zip(held, trace.applies):
-        e = trace.events[i]
-        cases.append(trace.config_case(history=h, candidates=e[1], sorted_flag=len(e) == 3 and e[2]))
-    return cases
-
-
-# -- the verdict ------------------------------------------------------------------------------------------
-
-
-class _Recorded:
-    """A subject whose run() returns an output already observed (the trace's, at one apply): check() then
-    compares that output with the oracles exactly as it compares a fresh run's."""
-
-    from ..subject.protocol import Capabilities
-    caps = Capabilities()
-
-    def __init__(self, abi: int, output):
-        self.abi, self.output = abi, output
-
-    def run(self, case):
-        return self.output
-
-    def served(self, case):
-        return None
-
-
-def same_output(a, b) -> bool:
-    """Bit-identical outputs: ids, size, logits (float32 bits) and the sorted flag."""
-    return (a.ids == b.ids and a.size == b.size and a.sorted == b.sorted
-            and np.asarray(a.logits, dtype=np.float32).tobytes() == np.asarray(b.logits, dtype=np.float32).tobytes())
-
-
-@dataclass
-class ApplyVerdict:
-    index: int          # which apply (0-based)
-    event: int          # its index in trace.events
-    case: Case          # the equivalent single Case
-    verdict: Verdict    # check(case) on the trace's output at this apply
-    fresh_equal: bool | None = None  # the control: a fresh sampler on `case` gave the identical output
-
-    @property
-    def status(self) -> str:
-        if self.verdict.status == AGREE and self.fresh_equal is False:
-            return MISMATCH
-        return self.verdict.status
-
-    @property
-    def klass(self) -> str:
-        """check()'s class at this apply (a broken promise included); mismatch when only the control differed."""
-        if self.verdict.status == AGREE and self.fresh_equal is False:
-            return MISMATCH
-        return self.verdict.klass
-
-    def to_json(self) -> dict:
-        return {"apply": self.index, "event": self.event, "status": self.status, "class": self.klass,
-                "fresh_equal": self.fresh_equal, "case": self.case.to_json(), "verdict": self.verdict.to_json()}
-
-
-@dataclass
-class TraceVerdict:
-    trace: Trace
-    status: str
-    first_bad_apply: int | None
-    applies: list[ApplyVerdict] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == AGREE
-
-    @property
-    def klass(self) -> str:
-        """The trace's class, what a corpus entry's `expect` records: the first apply whose class is not agree
-        (a mismatch, an oracle self-disagreement, a broken promise, a documented limitation), else agree; crash
-        when the subject's process died on the trace (dryz.check.check_trace_in)."""
-        if self.status == "crash":
-            return "crash"
-        return next((a.klass for a in self.applies if a.klass != AGREE), AGREE)
-
-    def signature(self) -> tuple:
-        """'Fails the same way' for the minimizer: the status and, at the first bad apply, check()'s
-        signature (class and per-candidate directions) and whether the fresh control differed."""
-        if self.first_bad_apply is None:
-            return (self.status,)
-        a = self.applies[self.first_bad_apply]
-        return (self.status, a.verdict.signature(), a.fresh_equal)
-
-    def to_json(self) -> dict:
-        return {"class": self.klass, "status": self.status, "first_bad_apply": self.first_bad_apply,
-                "trace": self.trace.to_json(),
-                "applies": [a.to_json() for a in self.applies]}
-
-
-
-
-def check_trace(trace: Trace, lib, control: bool = True, outputs=None) -> TraceVerdict:
-    """Run the trace on the library (or judge `outputs`, one per apply, already observed) and judge every
-    apply with dryz.check.check on its equivalent Case. With `control`, every apply's equivalent Case is also
-    run on a fresh sampler (one init_dry, the history accepted, one apply: dryz's single-case path) and the
-    two outputs must be bit-identical. The trace's status is the first bad apply's (agree when none)."""
-    if outputs is None:
-        from ..subject.trace_driver import run_trace
-        outputs = run_trace(trace, lib)
-    cases = equivalent_cases(trace, lib.abi)
-    if len(outputs) != len(cases):
-        raise ValueError(f"{len(outputs)} outputs for {len(cases)} applies")
-    applies = []
-    first = None
-    for i, (case, out, ev) in enumerate(zip(cases, outputs, trace.applies)):
-        v = check(case, lib=_Recorded(lib.abi, out))
-        a = ApplyVerdict(i, ev, case, v)
-        if control:
-            a.fresh_equal = same_output(lib.run(case), out)
-            if a.fresh_equal is False and v.status == AGREE:
-                v.detail = (v.detail + "; " if v.detail else "") + CONTROL_DIFFERS
-        applies.append(a)
-        if first is None and a.status != AGREE:
-            first = i
-    status = AGREE if first is None else applies[first].status
-    return TraceVerdict(trace, status, first, applies)
+    """Per apply: the single Case the sampler is equivalent to."""
+    return [equivalent_case(trace, h, trace.events[i]) for h, i in zip(held_tokens(trace, abi), trace.applies)]

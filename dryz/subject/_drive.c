@@ -39,6 +39,7 @@ typedef void *(*init_dry8_fn)(const void *, int32_t, float, float, int32_t, int3
 typedef void (*accept_fn)(void *, int32_t);
 typedef void (*apply_fn)(void *, void *);
 typedef void (*free_fn)(void *);
+typedef void *(*clone_fn)(void *);
 
 /* run(init_dry, accept, apply, free, vocab, abi, n_ctx_train, multiplier, base, allowed_length, penalty_last_n,
  *     breakers, history, ids, logits, sorted) -> (ids bytes, logits bytes, sorted)
@@ -51,41 +52,82 @@ typedef void (*free_fn)(void *);
  * afterwards, read through the data pointer and size the sampler left: ids as int32 bytes, logits as float32
  * bytes, and the sorted flag. breakers: a sequence of str (passed as UTF-8); history and ids: sequences of
  * int; logits: a sequence of float. */
-static PyObject *drive_run(PyObject *self, PyObject *args) {
-    unsigned long long f_init, f_accept, f_apply, f_free, vocab;
+/* The call sequence of one fresh run (run(), run_many()): init_dry with the configuration, every token of the
+ * history accepted, one apply on the candidate array, the sampler freed. The array is read back by out_append.
+ * Returns 0, or -1 when init_dry returned NULL (nothing was called then). */
+typedef struct {
+    unsigned long long init, accept, apply, free, vocab;
+    int abi, n_ctx_train, allowed, last_n;
     float multiplier, base;
-    int abi, n_ctx_train, allowed, last_n, sorted_flag;
+    const char **texts;
+    Py_ssize_t nb;
+} fresh_cfg;
+
+static void *fresh_init(const fresh_cfg *c) {
+    if (c->abi == 8)
+        return ((init_dry8_fn)(uintptr_t)c->init)((const void *)(uintptr_t)c->vocab, c->n_ctx_train, c->multiplier,
+                                                  c->base, c->allowed, c->last_n, c->nb ? c->texts : NULL,
+                                                  (size_t)c->nb);
+    return ((init_dry_fn)(uintptr_t)c->init)((const void *)(uintptr_t)c->vocab, c->multiplier, c->base, c->allowed,
+                                             c->last_n, c->nb ? c->texts : NULL, (size_t)c->nb);
+}
+
+static int fresh_one(const fresh_cfg *c, const int32_t *tokens, Py_ssize_t nh, token_data_array *arr) {
+    void *s = fresh_init(c);
+    if (!s)
+        return -1;
+    accept_fn accept = (accept_fn)(uintptr_t)c->accept;
+    for (Py_ssize_t i = 0; i < nh; ++i)
+        accept(s, tokens[i]);
+    ((apply_fn)(uintptr_t)c->apply)(s, arr);
+    ((free_fn)(uintptr_t)c->free)(s);
+    return 0;
+}
+
+/* Breaker strings as UTF-8 pointers (valid while `breakers`, a PySequence_Fast, lives). NULL on error. */
+static const char **breaker_texts(PyObject *breakers, Py_ssize_t *nb) {
+    *nb = PySequence_Fast_GET_SIZE(breakers);
+    const char **texts = malloc((*nb ? *nb : 1) * sizeof(const char *));
+    if (!texts) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < *nb; ++i)
+        if (!(texts[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(breakers, i)))) {
+            free(texts);
+            return NULL;
+        }
+    return texts;
+}
+
+static PyObject *drive_run(PyObject *self, PyObject *args) {
+    fresh_cfg c;
+    int sorted_flag;
     PyObject *breakers_o, *history_o, *ids_o, *logits_o;
-    if (!PyArg_ParseTuple(args, "KKKKKiiffiiOOOOp", &f_init, &f_accept, &f_apply, &f_free, &vocab, &abi,
-                          &n_ctx_train, &multiplier, &base, &allowed, &last_n, &breakers_o, &history_o, &ids_o,
-                          &logits_o, &sorted_flag))
+    if (!PyArg_ParseTuple(args, "KKKKKiiffiiOOOOp", &c.init, &c.accept, &c.apply, &c.free, &c.vocab, &c.abi,
+                          &c.n_ctx_train, &c.multiplier, &c.base, &c.allowed, &c.last_n, &breakers_o, &history_o,
+                          &ids_o, &logits_o, &sorted_flag))
         return NULL;
 
     PyObject *breakers = NULL, *history = NULL, *ids = NULL, *logits = NULL, *result = NULL;
     token_data *data = NULL;
-    void *s = NULL;
-    const char **texts = NULL;
+    int32_t *tokens = NULL;
+    c.texts = NULL;
 
     if (!(breakers = PySequence_Fast(breakers_o, "breakers must be a sequence")) ||
         !(history = PySequence_Fast(history_o, "history must be a sequence")) ||
         !(ids = PySequence_Fast(ids_o, "ids must be a sequence")) ||
         !(logits = PySequence_Fast(logits_o, "logits must be a sequence")))
         goto done;
-    Py_ssize_t nb = PySequence_Fast_GET_SIZE(breakers), nh = PySequence_Fast_GET_SIZE(history);
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(ids);
-    if (!(texts = malloc((nb ? nb : 1) * sizeof(const char *)))) {
-        PyErr_NoMemory();
+    Py_ssize_t nh = PySequence_Fast_GET_SIZE(history), n = PySequence_Fast_GET_SIZE(ids);
+    if (!(c.texts = breaker_texts(breakers, &c.nb)))
         goto done;
-    }
     if (PySequence_Fast_GET_SIZE(logits) != n) {
         PyErr_SetString(PyExc_ValueError, "ids and logits differ in length");
         goto done;
     }
-    for (Py_ssize_t i = 0; i < nb; ++i)
-        if (!(texts[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(breakers, i))))
-            goto done;
-    /* The token array: filled (and every conversion checked) before the library is called. */
-    if (!(data = malloc((n ? n : 1) * sizeof(token_data)))) {
+    /* The token array and the history: filled (and every conversion checked) before the library is called. */
+    if (!(data = malloc((n ? n : 1) * sizeof(token_data))) || !(tokens = malloc((nh ? nh : 1) * sizeof(int32_t)))) {
         PyErr_NoMemory();
         goto done;
     }
@@ -96,37 +138,16 @@ static PyObject *drive_run(PyObject *self, PyObject *args) {
             goto done;
         data[i].id = (int32_t)id, data[i].logit = (float)lg, data[i].p = 0.0f;
     }
-    int32_t *tokens = malloc((nh ? nh : 1) * sizeof(int32_t));
-    if (!tokens) {
-        PyErr_NoMemory();
-        goto done;
-    }
     for (Py_ssize_t i = 0; i < nh; ++i) {
         tokens[i] = (int32_t)PyLong_AsLong(PySequence_Fast_GET_ITEM(history, i));
-        if (PyErr_Occurred()) {
-            free(tokens);
+        if (PyErr_Occurred())
             goto done;
-        }
     }
-
-    if (abi == 8)
-        s = ((init_dry8_fn)(uintptr_t)f_init)((const void *)(uintptr_t)vocab, n_ctx_train, multiplier, base,
-                                              allowed, last_n, nb ? texts : NULL, (size_t)nb);
-    else
-        s = ((init_dry_fn)(uintptr_t)f_init)((const void *)(uintptr_t)vocab, multiplier, base, allowed, last_n,
-                                             nb ? texts : NULL, (size_t)nb);
-    if (!s) {
-        free(tokens);
+    token_data_array arr = {data, (size_t)n, -1, sorted_flag != 0};
+    if (fresh_one(&c, tokens, nh, &arr) < 0) {
         PyErr_SetString(PyExc_RuntimeError, "llama_sampler_init_dry returned NULL");
         goto done;
     }
-    accept_fn accept = (accept_fn)(uintptr_t)f_accept;
-    for (Py_ssize_t i = 0; i < nh; ++i)
-        accept(s, tokens[i]);
-    free(tokens);
-    token_data_array arr = {data, (size_t)n, -1, sorted_flag != 0};
-    ((apply_fn)(uintptr_t)f_apply)(s, &arr);
-    ((free_fn)(uintptr_t)f_free)(s);
 
     /* What the sampler left, through the pointer and size it left (DRY never changes them). */
     PyObject *out_ids = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)arr.size * 4);
@@ -143,12 +164,343 @@ static PyObject *drive_run(PyObject *self, PyObject *args) {
     }
 
 done:
-    free(texts);
+    free(c.texts);
     free(data);
+    free(tokens);
     Py_XDECREF(breakers);
     Py_XDECREF(history);
     Py_XDECREF(ids);
     Py_XDECREF(logits);
+    return result;
+}
+
+/* ---- many applies in one call: run_many (fresh samplers) and run_trace (one sampler's events) -------------
+ *
+ * Both take their inputs as flat buffers (bytes or any buffer): int32 tokens, int32 candidate ids, float32
+ * logits, one int32 size per apply and one byte (sorted flag) per apply; and return what each apply left, flat:
+ * (ids int32 bytes, logits float32 bytes, sizes int32 bytes, sorted bytes), read through the data pointer and
+ * size the sampler left (as run() reads them). */
+
+typedef struct {
+    int32_t *ids;
+    float *logits;
+    size_t len, cap;
+    int32_t *sizes;
+    char *sorted;
+    size_t n;
+} outbuf_t;
+
+static int out_append(outbuf_t *o, const token_data_array *arr) {
+    if (o->len + arr->size > o->cap) {
+        size_t cap = (o->len + arr->size) * 2 + 16;
+        int32_t *ids = realloc(o->ids, cap * sizeof(int32_t));
+        if (!ids)
+            return -1;
+        o->ids = ids;
+        float *logits = realloc(o->logits, cap * sizeof(float));
+        if (!logits)
+            return -1;
+        o->logits = logits, o->cap = cap;
+    }
+    for (size_t i = 0; i < arr->size; ++i)
+        o->ids[o->len + i] = arr->data[i].id, o->logits[o->len + i] = arr->data[i].logit;
+    o->len += arr->size;
+    o->sizes[o->n] = (int32_t)arr->size;
+    o->sorted[o->n] = arr->sorted ? 1 : 0;
+    o->n++;
+    return 0;
+}
+
+static PyObject *out_result(outbuf_t *o) {
+    return Py_BuildValue("(y#y#y#y#)", (const char *)o->ids, (Py_ssize_t)(o->len * 4), (const char *)o->logits,
+                         (Py_ssize_t)(o->len * 4), (const char *)o->sizes, (Py_ssize_t)(o->n * 4), o->sorted,
+                         (Py_ssize_t)o->n);
+}
+
+static void out_free(outbuf_t *o) {
+    free(o->ids);
+    free(o->logits);
+    free(o->sizes);
+    free(o->sorted);
+}
+
+/* The candidate arrays of n applies: sizes (int32 per apply) over ids and logits; checked to add up. */
+typedef struct {
+    Py_buffer tok, cnt, ids, logits, sizes, sorted;
+    int have;
+} flat_in;
+
+static void flat_release(flat_in *f) {
+    Py_buffer *b[6] = {&f->tok, &f->cnt, &f->ids, &f->logits, &f->sizes, &f->sorted};
+    for (int i = 0; i < f->have; ++i)
+        PyBuffer_Release(b[i]);
+    f->have = 0;
+}
+
+static int flat_get(flat_in *f, PyObject *tok, PyObject *cnt, PyObject *ids, PyObject *logits, PyObject *sizes,
+                    PyObject *sorted) {
+    PyObject *o[6] = {tok, cnt, ids, logits, sizes, sorted};
+    Py_buffer *b[6] = {&f->tok, &f->cnt, &f->ids, &f->logits, &f->sizes, &f->sorted};
+    f->have = 0;
+    for (int i = 0; i < 6; ++i) {
+        if (PyObject_GetBuffer(o[i], b[i], PyBUF_SIMPLE) < 0)
+            return -1;
+        f->have++;
+    }
+    for (int i = 0; i < 5; ++i)
+        if (b[i]->len % 4) {
+            PyErr_SetString(PyExc_ValueError, "tokens, counts, ids, logits and sizes must be 4-byte items");
+            return -1;
+        }
+    Py_ssize_t napply = f->sizes.len / 4, total = 0;
+    const int32_t *sz = f->sizes.buf;
+    for (Py_ssize_t i = 0; i < napply; ++i) {
+        if (sz[i] < 0) {
+            PyErr_SetString(PyExc_ValueError, "a negative candidate count");
+            return -1;
+        }
+        total += sz[i];
+    }
+    if (f->sorted.len != napply || total != f->ids.len / 4 || f->ids.len != f->logits.len) {
+        PyErr_SetString(PyExc_ValueError, "candidate arrays: sizes, ids, logits and sorted flags do not add up");
+        return -1;
+    }
+    const int32_t *cn = f->cnt.buf;
+    total = 0;
+    for (Py_ssize_t i = 0; i < f->cnt.len / 4; ++i) {
+        if (cn[i] < 0) {
+            PyErr_SetString(PyExc_ValueError, "a negative token count");
+            return -1;
+        }
+        total += cn[i];
+    }
+    if (total != f->tok.len / 4) {
+        PyErr_SetString(PyExc_ValueError, "token counts do not add up to the tokens given");
+        return -1;
+    }
+    return 0;
+}
+
+/* The largest candidate array (a scratch array of that size is filled per apply). */
+static Py_ssize_t flat_max_size(const flat_in *f) {
+    Py_ssize_t m = 1;
+    const int32_t *sz = f->sizes.buf;
+    for (Py_ssize_t i = 0; i < f->sizes.len / 4; ++i)
+        if (sz[i] > m)
+            m = sz[i];
+    return m;
+}
+
+static void fill(token_data *d, const int32_t *ids, const float *logits, int32_t n) {
+    for (int32_t i = 0; i < n; ++i)
+        d[i].id = ids[i], d[i].logit = logits[i], d[i].p = 0.0f;
+}
+
+/* run_many(fns, vocab, abi, n_ctx_train, multiplier, base, allowed_length, penalty_last_n, breakers,
+ *          tokens, counts, ids, logits, sizes, sorted[, clone]) -> (ids, logits, sizes, sorted)
+ *
+ * fns: (init_dry, accept, apply, free, clone). Case i: a fresh sampler (init_dry with the configuration, as run()
+ * makes it), the next counts[i] tokens accepted, one apply on the next sizes[i] candidates, freed: run()'s
+ * sequence (fresh_one) for each case, all with one configuration. With clone true, one sampler is made by
+ * init_dry first and never accepts a token, and each case runs on llama_sampler_clone of it instead (run_clone's
+ * sequence: the clone copies the parameters, the processed breakers and the empty state); it is freed last. */
+static PyObject *drive_run_many(PyObject *self, PyObject *args) {
+    fresh_cfg c;
+    unsigned long long f_clone;
+    int use_clone = 0;
+    void *proto = NULL;
+    PyObject *breakers_o, *tok_o, *cnt_o, *ids_o, *logits_o, *sizes_o, *sorted_o;
+    if (!PyArg_ParseTuple(args, "(KKKKK)KiiffiiOOOOOOO|p", &c.init, &c.accept, &c.apply, &c.free, &f_clone,
+                          &c.vocab, &c.abi, &c.n_ctx_train, &c.multiplier, &c.base, &c.allowed, &c.last_n,
+                          &breakers_o, &tok_o, &cnt_o, &ids_o, &logits_o, &sizes_o, &sorted_o, &use_clone))
+        return NULL;
+    flat_in f = {0};
+    outbuf_t o = {0};
+    PyObject *breakers = NULL, *result = NULL;
+    token_data *scratch = NULL;
+    c.texts = NULL;
+    if (flat_get(&f, tok_o, cnt_o, ids_o, logits_o, sizes_o, sorted_o) < 0)
+        goto done;
+    Py_ssize_t ncase = f.sizes.len / 4;
+    if (f.cnt.len / 4 != ncase) {
+        PyErr_SetString(PyExc_ValueError, "run_many: one token count per case");
+        goto done;
+    }
+    if (!(breakers = PySequence_Fast(breakers_o, "breakers must be a sequence")) ||
+        !(c.texts = breaker_texts(breakers, &c.nb)))
+        goto done;
+    if (!(scratch = malloc(flat_max_size(&f) * sizeof(token_data))) ||
+        !(o.sizes = malloc((ncase ? ncase : 1) * sizeof(int32_t))) || !(o.sorted = malloc(ncase ? ncase : 1))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int32_t *tok = f.tok.buf, *cnt = f.cnt.buf, *ids = f.ids.buf, *sz = f.sizes.buf;
+    const float *lg = f.logits.buf;
+    const char *srt = f.sorted.buf;
+    if (use_clone && !(proto = fresh_init(&c))) {
+        PyErr_SetString(PyExc_RuntimeError, "llama_sampler_init_dry returned NULL");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < ncase; ++i) {
+        fill(scratch, ids, lg, sz[i]);
+        token_data_array arr = {scratch, (size_t)sz[i], -1, srt[i] != 0};
+        if (use_clone) {
+            void *s = ((clone_fn)(uintptr_t)f_clone)(proto);
+            if (!s) {
+                PyErr_SetString(PyExc_RuntimeError, "llama_sampler_clone returned NULL");
+                goto done;
+            }
+            accept_fn accept = (accept_fn)(uintptr_t)c.accept;
+            for (int32_t k = 0; k < cnt[i]; ++k)
+                accept(s, tok[k]);
+            ((apply_fn)(uintptr_t)c.apply)(s, &arr);
+            ((free_fn)(uintptr_t)c.free)(s);
+        } else if (fresh_one(&c, tok, cnt[i], &arr) < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "llama_sampler_init_dry returned NULL");
+            goto done;
+        }
+        if (out_append(&o, &arr) < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        tok += cnt[i], ids += sz[i], lg += sz[i];
+    }
+    result = out_result(&o);
+done:
+    if (proto)
+        ((free_fn)(uintptr_t)c.free)(proto);
+    flat_release(&f);
+    out_free(&o);
+    free(scratch);
+    free(c.texts);
+    Py_XDECREF(breakers);
+    return result;
+}
+
+/* run_trace(fns, vocab, abi, n_ctx_train, multiplier, base, allowed_length, penalty_last_n, breakers, ops,
+ *           tokens, counts, ids, logits, sizes, sorted) -> (ids, logits, sizes, sorted)
+ *
+ * fns: (init_dry, clone, accept, apply, reset, free). One sampler made by init_dry (as run() makes it), then one
+ * event per byte of ops, in order: 'a' accept the next counts[j] tokens (j: the accept's number), 'p' apply to the
+ * next candidate array (its size from sizes, its sorted flag from sorted), 'r' reset, 'c' clone and continue on
+ * the clone (the original kept alive, untouched), 'f' free the current sampler (only as the last event).
+ * Afterwards the current sampler (unless freed) and then the kept originals, newest first, are freed: every
+ * sampler made is freed exactly once, also on an error (clone returning NULL, a bad op). */
+#define TRACE_MAX_SAMPLERS 1024
+
+static PyObject *drive_run_trace(PyObject *self, PyObject *args) {
+    fresh_cfg c;
+    unsigned long long f_clone, f_reset;
+    PyObject *breakers_o, *ops_o, *tok_o, *cnt_o, *ids_o, *logits_o, *sizes_o, *sorted_o;
+    if (!PyArg_ParseTuple(args, "(KKKKKK)KiiffiiOOOOOOOO", &c.init, &f_clone, &c.accept, &c.apply, &f_reset,
+                          &c.free, &c.vocab, &c.abi, &c.n_ctx_train, &c.multiplier, &c.base, &c.allowed,
+                          &c.last_n, &breakers_o, &ops_o, &tok_o, &cnt_o, &ids_o, &logits_o, &sizes_o, &sorted_o))
+        return NULL;
+    flat_in f = {0};
+    outbuf_t o = {0};
+    Py_buffer ops = {0};
+    int have_ops = 0;
+    PyObject *breakers = NULL, *result = NULL;
+    token_data *scratch = NULL;
+    void *live[TRACE_MAX_SAMPLERS];
+    int nlive = 0, cur_freed = 0;
+    c.texts = NULL;
+    if (flat_get(&f, tok_o, cnt_o, ids_o, logits_o, sizes_o, sorted_o) < 0)
+        goto done;
+    if (PyObject_GetBuffer(ops_o, &ops, PyBUF_SIMPLE) < 0)
+        goto done;
+    have_ops = 1;
+    /* The events, checked before the library is called: counts and arrays match the ops, free only last. */
+    const char *op = ops.buf;
+    Py_ssize_t nops = ops.len, n_acc = 0, n_app = 0, n_clone = 0;
+    for (Py_ssize_t i = 0; i < nops; ++i) {
+        switch (op[i]) {
+        case 'a': n_acc++; break;
+        case 'p': n_app++; break;
+        case 'c': n_clone++; break;
+        case 'r': break;
+        case 'f':
+            if (i == nops - 1)
+                break;
+            /* fall through */
+        default:
+            PyErr_SetString(PyExc_ValueError, "run_trace: bad event (free only as the last event)");
+            goto done;
+        }
+    }
+    if (n_acc != f.cnt.len / 4 || n_app != f.sizes.len / 4 || n_clone >= TRACE_MAX_SAMPLERS) {
+        PyErr_SetString(PyExc_ValueError, "run_trace: the events do not match the token counts and arrays");
+        goto done;
+    }
+    if (!(breakers = PySequence_Fast(breakers_o, "breakers must be a sequence")) ||
+        !(c.texts = breaker_texts(breakers, &c.nb)))
+        goto done;
+    if (!(scratch = malloc(flat_max_size(&f) * sizeof(token_data))) ||
+        !(o.sizes = malloc((n_app ? n_app : 1) * sizeof(int32_t))) || !(o.sorted = malloc(n_app ? n_app : 1))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    void *s = fresh_init(&c);
+    if (!s) {
+        PyErr_SetString(PyExc_RuntimeError, "llama_sampler_init_dry returned NULL");
+        goto done;
+    }
+    live[nlive++] = s;
+    accept_fn accept = (accept_fn)(uintptr_t)c.accept;
+    apply_fn apply = (apply_fn)(uintptr_t)c.apply;
+    const int32_t *tok = f.tok.buf, *cnt = f.cnt.buf, *ids = f.ids.buf, *sz = f.sizes.buf;
+    const float *lg = f.logits.buf;
+    const char *srt = f.sorted.buf;
+    for (Py_ssize_t i = 0; i < nops; ++i) {
+        void *cur = live[nlive - 1];
+        switch (op[i]) {
+        case 'a':
+            for (int32_t k = 0; k < *cnt; ++k)
+                accept(cur, tok[k]);
+            tok += *cnt++;
+            break;
+        case 'p': {
+            fill(scratch, ids, lg, *sz);
+            token_data_array arr = {scratch, (size_t)*sz, -1, *srt != 0};
+            apply(cur, &arr);
+            if (out_append(&o, &arr) < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            ids += *sz, lg += *sz, srt++, sz++;
+            break;
+        }
+        case 'r':
+            ((void (*)(void *))(uintptr_t)f_reset)(cur);
+            break;
+        case 'c': {
+            void *k = ((clone_fn)(uintptr_t)f_clone)(cur);
+            if (!k) {
+                PyErr_SetString(PyExc_RuntimeError, "llama_sampler_clone returned NULL");
+                goto done;
+            }
+            live[nlive++] = k;
+            break;
+        }
+        case 'f':
+            cur_freed = 1; /* marked first: a free that fails is never retried */
+            ((free_fn)(uintptr_t)c.free)(cur);
+            break;
+        }
+    }
+    result = out_result(&o);
+done:
+    /* the current sampler (unless a free event freed it), then the kept originals, newest first */
+    for (int i = nlive - 1; i >= 0; --i)
+        if (!(i == nlive - 1 && cur_freed))
+            ((free_fn)(uintptr_t)c.free)(live[i]);
+    if (have_ops)
+        PyBuffer_Release(&ops);
+    flat_release(&f);
+    out_free(&o);
+    free(scratch);
+    free(c.texts);
+    Py_XDECREF(breakers);
     return result;
 }
 
@@ -261,8 +613,6 @@ done:
  * The GIL is released while the library runs and taken back for emit, for allocations, and every check_every
  * histories for PyErr_CheckSignals (a KeyboardInterrupt stops the walk there). On any error every live
  * sampler is freed before returning NULL (with the error set aside meanwhile). */
-
-typedef void *(*clone_fn)(void *);
 
 typedef struct {
     PyObject *H, *L;     /* the batch being filled (bytearrays of cap rows), or NULL */
@@ -612,6 +962,8 @@ static PyObject *drive_layout(PyObject *self, PyObject *noargs) {
 static PyMethodDef methods[] = {
     {"run", drive_run, METH_VARARGS, "init a DRY sampler, accept the history, apply once to a candidate array, free"},
     {"run_clone", drive_run_clone, METH_VARARGS, "clone an initialized sampler, accept the history, apply once, free"},
+    {"run_many", drive_run_many, METH_VARARGS, "run() for many cases of one configuration: fresh samplers, flat buffers"},
+    {"run_trace", drive_run_trace, METH_VARARGS, "one sampler through a trace's events; every apply's output, flat"},
     {"walk", drive_walk, METH_VARARGS, "walk a history tree depth-first with llama_sampler_clone, output in batches"},
     {"layout", drive_layout, METH_NOARGS, "the llama.h struct layout this module assumes"},
     {NULL, NULL, 0, NULL},

@@ -22,7 +22,8 @@ from .cache import sha256_file
 from .symbol_vocab import symbol_vocab_path
 from .binding import N_CTX_TRAIN_DEFAULT, TOKEN_DATA, Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
 from .build import BUILD_INFO, PINNED_VERSION  # noqa: F401 (PINNED_VERSION: read by callers)
-from .protocol import Capabilities, Output, Subject
+from .protocol import Capabilities, Output, Outputs, Subject
+from .trace_driver import refuse_old_abi_crash, run_events as _run_events
 
 try:
     from . import _drive as _DRIVE  # the C call sequencer (dryz/subject/_drive.c), built by pip install
@@ -195,9 +196,6 @@ class LibLlama(Subject):
         return self.new_sampler(case.multiplier, case.base, case.allowed_length, case.penalty_last_n,
                                 case.breakers, n_ctx_train=case.n_ctx_train)
 
-    def run_batch(self, cases) -> list[Output]:
-        return [self.run(c) for c in cases]
-
     def run(self, case) -> Output:
         """A new sampler for the case's configuration (llama_sampler_init_dry), the whole history accepted,
         one apply on the case's candidate array, the sampler freed. The sequence runs in dryz.subject._drive
@@ -216,6 +214,86 @@ class LibLlama(Subject):
                                               case.logits, case.sorted)
         return Output(tuple(array.array("i", ids)), np.frombuffer(logits, dtype=np.float32), sorted_flag,
                       len(ids) // 4)
+
+    # -- many applies per call -----------------------------------------------------------------------
+    def run_batch(self, cases) -> list[Output]:
+        """run() of every case, in order: the symbol vocabulary's cases of one configuration in one call into
+        dryz.subject._drive (run_many: run()'s own sequence per case), the rest one by one."""
+        cases = list(cases)
+        out: list = [None] * len(cases)
+        groups: dict = {}
+        for i, c in enumerate(cases):
+            if c.vocab is None and _DRIVE is not None:
+                groups.setdefault((c.multiplier, c.base, c.allowed_length, c.penalty_last_n, tuple(c.breakers),
+                                   c.n_ctx_train), []).append(i)
+            else:
+                out[i] = self.run(c)
+        for key, rows in groups.items():
+            sel = [cases[i] for i in rows]
+            hist = [t for c in sel for t in c.history]
+            ids = [t for c in sel for t in c.ids]
+            logits = [x for c in sel for x in c.logits]
+            got = self.run_many(key[:5], key[5], np.array(hist, dtype=np.int32),
+                                np.array([len(c.history) for c in sel], dtype=np.int32), np.array(ids, dtype=np.int32),
+                                np.array(logits, dtype=np.float32), np.array([len(c.ids) for c in sel], dtype=np.int32),
+                                np.array([c.sorted for c in sel], dtype=np.bool_))
+            for i, o in zip(rows, got.outputs()):
+                out[i] = o
+        return out
+
+    def run_many(self, sampler_args, n_ctx_train, tokens, counts, ids, logits, sizes, sorted_flags,
+                 clone: bool = False) -> Outputs:
+        """Fresh samplers of one configuration (sampler_args: multiplier, base, allowed_length, penalty_last_n,
+        breakers), flat: case i accepts the next counts[i] tokens and applies to the next sizes[i] candidates.
+        One call into _drive.run_many: each case on a new sampler from init_dry, as run() makes it, or with
+        `clone` on llama_sampler_clone of one sampler made by init_dry that never accepts a token (the clone
+        copies the parameters, the processed breakers and the empty state: run_vocab's fresh sampler; init_dry
+        processes the breakers again each time, ~11 us per breaker on the symbol vocabulary)."""
+        multiplier, base, allowed, last_n, breakers = sampler_args
+        if _DRIVE is None:
+            outs, t, c = [], 0, 0
+            proto = self.new_sampler(multiplier, base, allowed, last_n, breakers, n_ctx_train=n_ctx_train) \
+                if clone else None
+            try:
+                for n, k, s in zip(counts.tolist(), sizes.tolist(), sorted_flags.tolist()):
+                    smpl = self.clone(proto) if clone else self.new_sampler(
+                        multiplier, base, allowed, last_n, breakers, n_ctx_train=n_ctx_train)
+                    case = _Flat(tokens[t:t + n].tolist(), tuple(ids[c:c + k].tolist()), logits[c:c + k].tolist(),
+                                 s)
+                    outs.append(self._accept_apply_free(smpl, case))
+                    t, c = t + n, c + k
+            finally:
+                if proto is not None:
+                    self.free(proto)
+            return Outputs.of(outs)
+        return Outputs.of_buffers(*_DRIVE.run_many(
+            self.addresses + (self.clone_address,), self.vocab_address, self.abi, n_ctx_train, multiplier, base,
+            allowed, last_n, tuple(breakers), tokens, counts, ids, logits, sizes,
+            np.asarray(sorted_flags, dtype=np.bool_), clone))
+
+    def run_trace(self, trace) -> list[Output]:
+        """One sampler through the trace's events: the Output of every apply, in order (run_trace_flat's)."""
+        return self.run_trace_flat(trace).outputs()
+
+    def run_trace_flat(self, trace) -> Outputs:
+        """run_trace, flat: one call into _drive.run_trace (init_dry, then one library call per event; every
+        sampler freed exactly once), or the same calls through ctypes (dryz.subject.trace_driver.run_events)
+        when DRYZ_DRIVE=ctypes or the extension is not built."""
+        args = trace.sampler_args()
+        refuse_old_abi_crash(self, args, trace.n_ctx_train)
+        if _DRIVE is None:
+            return Outputs.of(_run_events(self, args, trace.events, trace.alphabet, trace.n_ctx_train))
+        multiplier, base, allowed, last_n, breakers = args
+        p = trace.program()
+        return Outputs.of_buffers(*_DRIVE.run_trace(
+            self.trace_addresses, self.vocab_address, self.abi, trace.n_ctx_train, multiplier, base, allowed,
+            last_n, breakers, p.ops, p.tokens, p.counts, p.ids, p.logits, p.sizes, p.sorted))
+
+    @cached_property
+    def trace_addresses(self) -> tuple[int, ...]:
+        """llama_sampler_{init_dry,clone,accept,apply,reset,free} (for _drive.run_trace)."""
+        return tuple(self.L.address("llama_sampler_" + n) for n in ("init_dry", "clone", "accept", "apply", "reset",
+                                                                    "free"))
 
     # Initialized samplers per (vocabulary, parameters, breakers): init_dry processes the breakers over the whole
     # vocabulary (30-80 ms on 128k-262k tokens); a clone copies them. At most this many are kept (LRU).
@@ -333,6 +411,13 @@ class LibLlama(Subject):
         if n not in bufs:
             bufs[n] = CandidateBuffer(self.L, n)
         return bufs[n]
+
+
+class _Flat:
+    """The fields of a case _accept_apply_free reads (the ctypes path of run_many)."""
+
+    def __init__(self, history, ids, logits, sorted_flag):
+        self.history, self.ids, self.logits, self.sorted = history, ids, logits, sorted_flag
 
 
 class CandidateBuffer:

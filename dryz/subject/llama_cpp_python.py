@@ -144,10 +144,6 @@ class LlamaCppPython(Subject):
         finally:
             self.free(s)
 
-    def run_trace(self, trace) -> list[Output]:
-        from .trace_driver import run_events
-        return run_events(self, trace.sampler_args(), trace.events, trace.alphabet, trace.n_ctx_train)
-
 
 class _VocabOnly:
     """What LlamaSampler.add_dry reads of its model argument: .vocab."""

@@ -30,6 +30,46 @@ class Output:
     size: int
 
 
+@dataclass
+class Outputs:
+    """What many applies left, flat (the C sequencer's form): every apply's ids (int32) and logits (float32)
+    concatenated, each apply's size (int32), start in the concatenation (int64) and sorted flag (bool)."""
+    ids: np.ndarray
+    logits: np.ndarray
+    sizes: np.ndarray
+    sorted: np.ndarray
+    starts: np.ndarray
+
+    @classmethod
+    def of_buffers(cls, ids: bytes, logits: bytes, sizes: bytes, sorted_flags: bytes) -> "Outputs":
+        sz = np.frombuffer(sizes, dtype=np.int32)
+        starts = np.zeros(len(sz), dtype=np.int64)
+        np.cumsum(sz[:-1], out=starts[1:])
+        return cls(np.frombuffer(ids, dtype=np.int32), np.frombuffer(logits, dtype=np.float32), sz,
+                   np.frombuffer(sorted_flags, dtype=np.bool_), starts)
+
+    @classmethod
+    def of(cls, outs) -> "Outputs":
+        """The flat form of a list of Output (a sorted flag of None, from a subject without one, reads False)."""
+        sizes = np.array([len(o.ids) for o in outs], dtype=np.int32)
+        starts = np.zeros(len(outs), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        ids = np.array([t for o in outs for t in o.ids], dtype=np.int32)
+        logits = (np.concatenate([np.asarray(o.logits, dtype=np.float32).reshape(-1) for o in outs]) if outs
+                  else np.zeros(0, dtype=np.float32))
+        return cls(ids, logits, sizes, np.array([bool(o.sorted) for o in outs], dtype=np.bool_), starts)
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def output(self, i: int) -> Output:
+        a, n = int(self.starts[i]), int(self.sizes[i])
+        return Output(tuple(self.ids[a:a + n].tolist()), self.logits[a:a + n].copy(), bool(self.sorted[i]), n)
+
+    def outputs(self) -> list[Output]:
+        return [self.output(i) for i in range(len(self))]
+
+
 @dataclass(frozen=True)
 class Crash:
     """The subject failed on this input instead of answering: its process died (a signal, an abort), hung, or
@@ -127,9 +167,62 @@ class Subject:
     def run(self, case):
         return self.run_batch([case])[0]
 
+    # -- traces: one sampler through a sequence of calls (dryz.trace) ------------------------------------------
+    # The per-event sampler calls a subject that runs traces exposes (caps.calls has reset, clone and free):
+    # new_sampler(multiplier, base, allowed_length, penalty_last_n, breakers, n_ctx_train=) -> sampler,
+    # accept(s, token), apply_once(s, ids, logits, sorted_flag) -> Output, reset(s), clone(s) -> sampler, free(s).
+    SAMPLER_CALLS = ("new_sampler", "accept", "apply_once", "reset", "clone", "free")
+
+    def runs_traces(self) -> str | None:
+        """Why this subject cannot run a trace, or None."""
+        missing = {"reset", "clone", "free"} - set(self.caps.calls)
+        if missing:
+            return f"{self.kind} subjects expose no {', '.join(sorted(missing))} call"
+        if not all(callable(getattr(self, n, None)) for n in self.SAMPLER_CALLS):
+            return f"{self.kind} subjects do not run traces"
+        return None
+
     def run_trace(self, trace) -> list:
-        """The Output of every apply of a trace of calls on one sampler (dryz.trace), or a Crash."""
-        raise NotImplementedError(f"{self.kind} subjects do not run traces")
+        """The Output of every apply of a trace of calls on one sampler (dryz.trace), or a Crash. Generic form:
+        the trace's events as this subject's own per-event sampler calls (SAMPLER_CALLS), sequenced by
+        dryz.subject.trace_driver; a subject with a faster native form (libllama: one call into _drive.c)
+        overrides run_trace_flat."""
+        why = self.runs_traces()
+        if why is not None:
+            raise Unsupported(why)
+        from .trace_driver import refuse_old_abi_crash, run_events
+        refuse_old_abi_crash(self, trace.sampler_args(), trace.n_ctx_train)
+        return run_events(self, trace.sampler_args(), trace.events, trace.alphabet, trace.n_ctx_train)
+
+    def run_trace_flat(self, trace):
+        """run_trace's answer, flat (Outputs), or a Crash: what dryz.trace_check judges."""
+        out = self.run_trace(trace)
+        return out if isinstance(out, Crash) else Outputs.of(out)
+
+    def run_many(self, sampler_args, n_ctx_train, tokens, counts, ids, logits, sizes, sorted_flags,
+                 clone: bool = False):
+        """Fresh samplers of one configuration of the symbol vocabulary (sampler_args: multiplier, base,
+        allowed_length, penalty_last_n, breakers), flat: case i accepts the next counts[i] tokens and applies
+        to the next sizes[i] candidates (ids, float32 logits) with its sorted flag. Outputs, or the first Crash.
+        Generic form: the cases through run_batch (run()'s own sequence: a new sampler per case; `clone`, a
+        clone of one never-used sampler per case, is the native form's choice, which leaves the same)."""
+        from ..case import Case
+        from .symbols import MAX_ALPHABET
+        multiplier, base, allowed, last_n, breakers = sampler_args
+        toks, ids_, lg = np.asarray(tokens).tolist(), np.asarray(ids).tolist(), np.asarray(logits, np.float32)
+        cases, t, c = [], 0, 0
+        for n, k, s in zip(np.asarray(counts).tolist(), np.asarray(sizes).tolist(), np.asarray(sorted_flags).tolist()):
+            cases.append(Case(history=tuple(toks[t:t + n]), alphabet=MAX_ALPHABET, penalty_last_n=last_n,
+                              breakers=tuple(breakers), multiplier=multiplier, base=base, allowed_length=allowed,
+                              candidates=tuple(zip(ids_[c:c + k], lg[c:c + k].tolist())), sorted=bool(s),
+                              n_ctx_train=n_ctx_train))
+            t, c = t + n, c + k
+        outs: list = []
+        step = max(1, self.caps.batch)
+        for i in range(0, len(cases), step):
+            outs.extend(self.run_batch(cases[i:i + step]))
+        crash = next((o for o in outs if isinstance(o, Crash)), None)
+        return crash if crash is not None else Outputs.of(outs)
 
     def walk(self, tree, max_len: int, params, sink, prefixes=((),)) -> int:
         """Every history of a tree (dryz.subject.walker: radix, labels, children(m), cands(m)) below the

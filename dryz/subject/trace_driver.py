@@ -1,5 +1,7 @@
-"""Run a Trace on the real library: one llama_sampler_init_dry, then the trace's events as libllama calls, the
-candidate array read back after every apply.
+"""A Trace on the real library through ctypes: one llama_sampler_init_dry, then the trace's events as libllama
+calls, the candidate array read back after every apply: Subject.run_trace's generic form. LibLlama runs the same
+calls in C (dryz/subject/_drive.c, run_trace) and uses this sequencer when DRYZ_DRIVE=ctypes or the extension is
+not built.
 
 Only libllama's own functions run the sampler (llama_sampler_init_dry, _accept, _apply, _reset, _clone, _free,
 all bound by dryz/subject/binding.py); this module sequences them from Python through ctypes.
@@ -17,8 +19,17 @@ from .protocol import Output
 
 
 def run_trace(trace, lib) -> list[Output]:
-    """The Output of every apply of the trace, in order."""
+    """The Output of every apply of the trace, in order, through the per-event sampler calls of `lib` (any
+    subject with Subject.SAMPLER_CALLS; Subject.run_trace's generic form)."""
     return run_events(lib, trace.sampler_args(), trace.events, trace.alphabet, trace.n_ctx_train)
+
+
+def refuse_old_abi_crash(lib, sampler_args, n_ctx_train: int) -> None:
+    multiplier, base, allowed, last_n, breakers = sampler_args
+    if lib.abi == 8 and _crashes_on_old_abi(multiplier, base, last_n, n_ctx_train):
+        raise SubjectError("on the 8-argument init_dry this configuration makes a sampler with a ring buffer of "
+                           "capacity <= 0, which throws on the first accept (run it as a single case, in its own "
+                           "process, to see the crash)")
 
 
 _ALL: dict[int, tuple] = {}
@@ -33,10 +44,7 @@ def _every_symbol(k: int) -> tuple:
 def run_events(lib, sampler_args, events, alphabet: int, n_ctx_train: int = 4096) -> list[Output]:
     """run_trace's body for a configuration and events that are valid (the enumerator calls it directly)."""
     multiplier, base, allowed, last_n, breakers = sampler_args
-    if lib.abi == 8 and _crashes_on_old_abi(multiplier, base, last_n, n_ctx_train):
-        raise SubjectError("on the 8-argument init_dry this configuration makes a sampler with a ring buffer of "
-                           "capacity <= 0, which throws on the first accept (run it as a single case, in its own "
-                           "process, to see the crash)")
+    refuse_old_abi_crash(lib, sampler_args, n_ctx_train)
     accept, apply_once, reset, clone, free = lib.accept, lib.apply_once, lib.reset, lib.clone, lib.free
     outs: list[Output] = []
     kept: list = []
