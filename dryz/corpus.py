@@ -338,12 +338,17 @@ def _replay_http(e: Entry, subject) -> str:
     """A served-* witness's class: on a llama-server subject, its stored request sent again (the server's answer
     judged by the served model); on any other, the stored response against the served model (pure: the
     witness still shows what llama-server's request layer does)."""
-    send = getattr(subject, "replay_http", None)
-    if send is not None:
-        return send(e.case, e.data["http"])
     from .check import model_logits
     from .oracle.served import replay_http
-    return replay_http(e.case, e.data["http"], model_logits, _SYMBOL_TEXTS if e.case.vocab is None else None)[0]
+    http = e.data["http"]
+    resend = getattr(subject, "resend", None)
+    if resend is not None:
+        from .subject.server import ServerDied
+        try:
+            http = resend(e.case, http)
+        except ServerDied as err:
+            return f"crash ({err})"
+    return replay_http(e.case, http, model_logits, _SYMBOL_TEXTS if e.case.vocab is None else None)[0]
 
 
 def served_witness_entries(subject) -> list[dict]:

@@ -435,16 +435,11 @@ class ServerSubject(Subject):
         from ..oracle.served import served_outcome
         return served_outcome(case, self._vocab(case).texts if case.vocab is not None else symbol_texts())
 
-    def replay_http(self, case, http: dict) -> str:
-        """A served-* witness's stored request sent again, unchanged: the answer's class by the served model."""
-        from ..check import model_logits
-        from ..oracle.served import replay_http
-        try:
-            status, body = self.send(http["request"], case)
-        except ServerDied as e:
-            return f"crash ({e})"
-        fresh = dict(http, response={"status": status, "body": body})
-        return replay_http(case, fresh, model_logits, symbol_texts() if case.vocab is None else None)[0]
+    def resend(self, case, http: dict) -> dict:
+        """A served-* witness's stored request sent again, unchanged: the witness with the fresh response in
+        place of the stored one (judged by the caller: corpus.py), or a ServerDied."""
+        status, body = self.send(http["request"], case)
+        return dict(http, response={"status": status, "body": body})
 
     def label(self) -> str:
         return f"llama-server {self.version['version']} ({self.binary})"
