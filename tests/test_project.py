@@ -27,3 +27,41 @@ def test_top_level_layout():
         assert (ROOT / name).exists(), name
     assert "MIT License" in (ROOT / "LICENSE").read_text()
     assert 'llama-cpp-python==0.3.36' in (ROOT / "pyproject.toml").read_text()
+
+
+def _imports(path: Path) -> set[str]:
+    """The dryz modules a file imports (absolute names), read from its code: module-level and inside functions."""
+    import ast
+    pkg = path.relative_to(ROOT).with_suffix("").parts
+    here = pkg[:-1] if pkg[-1] != "__init__" else pkg[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[:len(here) - node.level + 1]
+                mod = ".".join(base + ((node.module,) if node.module else ()))
+            else:
+                mod = node.module or ""
+            out.add(mod)
+            out.update(f"{mod}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return {m for m in out if m.startswith("dryz")}
+
+
+def test_oracles_and_subjects_never_import_the_verdict_path():
+    """dryz/oracle/ (pure models) and dryz/subject/ (what is audited) sit below dryz.check: neither imports it,
+    nor a mode, the corpus or the command line."""
+    above = ("dryz.check", "dryz.trace_check", "dryz.corpus", "dryz.cli", "dryz.enumerate", "dryz.fuzz",
+             "dryz.shrink", "dryz.matrix", "dryz.gate", "dryz.differential", "dryz.explain", "dryz.report")
+    bad = {}
+    for layer in ("oracle", "subject"):
+        for p in sorted((ROOT / "dryz" / layer).rglob("*.py")):
+            up = sorted(m for m in _imports(p) if m.startswith(above) and not m.startswith("dryz.check_"))
+            if up:
+                bad[str(p.relative_to(ROOT))] = up
+    assert not bad, bad
+
+
+def test_cli_is_arguments_and_printing():
+    assert len((ROOT / "dryz" / "cli.py").read_text().splitlines()) <= 900
