@@ -9,8 +9,8 @@ import click
 
 from . import __version__
 
-from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail as _fail, load_case_file, load_subject, on_vocab,
-                     parse_json_file, quiet_mode, read as _read, say, spelled, vocab_filter)
+from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail as _fail, load_case_file, load_subject, load_trace_file,
+                     on_vocab, parse_json_file, quiet_mode, read as _read, say, spelled, vocab_filter)
 
 
 def say_subject(lib) -> None:
@@ -150,7 +150,7 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
                json_path, workers, progress, resume_path, vocab, tokens, breakers, trace_events):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
     _writable(json_path)
-    from .cli_traces import validate_traces_option
+    from .enumerate.selection import validate_traces_option
     validate_traces_option(trace_events, shard, resume_path)
     if vocab is not None:
         if trace_events is not None:
@@ -198,8 +198,19 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         if client is not None:
             client.close()
     if trace_events is not None:
-        from .cli_traces import add_traces
-        result = add_traces(result, trace_events, json_path)
+        from .enumerate.selection import TRACE_ALPHABET
+        from .enumerate.traces import TraceSpaceInterrupted, add_to_certificate
+        from .output import write_json
+        try:
+            result = add_to_certificate(result, trace_events, load_subject(), TRACE_ALPHABET)
+        except TraceSpaceInterrupted:  # the history space's certificate is marked interrupted, not a certificate
+            write_json(json_path, result)
+            click.echo(f"dryz exhaustive: INTERRUPTED in the trace space; {json_path} is marked interrupted (not a "
+                       "certificate)", err=True)
+            sys.exit(130)
+        except ValueError as e:
+            _fail(str(e))
+        write_json(json_path, result)
     _print_certificate(result, json_path)
 
 
@@ -251,7 +262,7 @@ def _print_certificate(result, json_path):
     if result.get("merged_from"):
         click.echo(f"merged    {len(result['merged_from'])} shards of {result['shards']}")
     if result.get("traces"):
-        from .cli_traces import traces_text
+        from .output import traces_text
         click.echo(traces_text(result["traces"]))
     click.echo(f"results   {json_path}")
     from .case import Case
@@ -308,6 +319,16 @@ def judge(case, kind: str, isolate: bool = True) -> tuple[int, dict]:
     return (EXIT_FINDING if is_finding(v.klass) else EXIT_OK), out
 
 
+def judge_trace_json(trace, kind: str, isolate: bool = True) -> tuple[int, dict]:
+    """(exit code, the check JSON) of a trace on the selected subject (trace_check.judge_trace)."""
+    from .check import is_finding
+    from .trace_check import judge_trace, trace_verdict_json
+    lib = load_subject()
+    v = judge_trace(trace, lib, isolate)
+    out = {"input": kind, "trace": trace.to_json(), "verdict": trace_verdict_json(v), "subject": lib.identity}
+    return (EXIT_FINDING if is_finding(v.klass) else EXIT_OK), out
+
+
 @cli.command()
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
@@ -319,11 +340,13 @@ def explain(path, read_as, color, vocab, as_trace):
     the matched suffix, L by each oracle and by the library, the expected and observed logit. (dryz check gives
     the same verdict as JSON, for machines.)"""
     from .explain import explain as render
-    from .output import subject_line
-    from .cli_traces import explain_cmd, load_trace_file
+    from .output import subject_line, trace_explain_text
+    color = color if color is not None else sys.stdout.isatty()
     t = load_trace_file(path, read_as, as_trace)
     if t is not None:
-        explain_cmd(path, *t, color if color is not None else sys.stdout.isatty())
+        rc, out = judge_trace_json(*t)
+        click.echo(trace_explain_text(path, t[1], t[0], out["verdict"], out.get("subject") or {}, color))
+        sys.exit(rc)
     case, kind = load_case_file(path, read_as, vocab)
     case = on_vocab(case, vocab)
     rc, out = judge(case, kind)
@@ -334,8 +357,7 @@ def explain(path, read_as, color, vocab, as_trace):
         sys.exit(rc)
     v["abi"] = ident.get("init_dry_abi", 7)
     click.echo(f"dryz explain: {path} ({kind})")
-    click.echo(render(case, v, subject_line(ident), color if color is not None else sys.stdout.isatty(),
-                      lib=load_subject() if case.vocab is not None else None))
+    click.echo(render(case, v, subject_line(ident), color, lib=load_subject() if case.vocab is not None else None))
     sys.exit(rc)
 
 
@@ -352,13 +374,12 @@ def check_cmd(path, read_as, isolate, vocab, as_trace):
     """Judge one case (Case JSON, corpus entry or crash file); print the verdict as JSON."""
     import json
 
-    from .cli_traces import check_cmd as check_trace_cmd, load_trace_file
     t = load_trace_file(path, read_as, as_trace)
     if t is not None:
-        check_trace_cmd(*t, isolate)
-    case, kind = load_case_file(path, read_as, vocab)
-    case = on_vocab(case, vocab)
-    rc, out = judge(case, kind, isolate)
+        rc, out = judge_trace_json(*t, isolate)
+    else:
+        case, kind = load_case_file(path, read_as, vocab)
+        rc, out = judge(on_vocab(case, vocab), kind, isolate)
     click.echo(json.dumps(out, indent=2))
     sys.exit(rc)
 
@@ -378,11 +399,9 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
     from .check import fault
     from .corpus import USER_DIR, CorpusError, crash_entry, entry_json, write_entry
     from .shrink import NothingToMinimize, minimize_case
-    from .cli_traces import load_trace_file, minimize_cmd
     t = load_trace_file(path, read_as, as_trace)
     if t is not None:
-        minimize_cmd(path, *t, corpus_dir)
-        return
+        return minimize_trace_file(path, *t, corpus_dir)
     case, kind = load_case_file(path, read_as, vocab)
     case = on_vocab(case, vocab)
     lib = load_subject()
@@ -406,6 +425,40 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
     click.echo(f"reproducer: {len(m.case.history)} tokens {spelled(m.case)!r}, shortest: {m.shortest}, "
                f"{m.calls} predicate calls, {m.seconds:.1f} s")
     click.echo(f"written: {out}")
+
+
+def minimize_trace_file(path: str, trace, kind: str, corpus_dir) -> None:
+    """minimize for a trace: shrunk by shrink.minimize_trace on the selected subject, written as a corpus entry."""
+    from .check import fault
+    from .corpus import USER_DIR, CorpusError, trace_entry_json, write_entry
+    from .shrink import flatten, minimize_trace
+    from .trace_check import check_trace
+    rc, out = judge_trace_json(trace, kind)
+    klass = out["verdict"]["class"]
+    if klass == "crash":
+        _fail(f"{path}: the trace crashes the library ({out['verdict']['detail']}); minimizing a crashing trace is "
+              "not supported (dryz check shows it)")
+    if klass == "agree":
+        _fail(f"{path} (read as a {kind}): the trace agrees with the oracles; nothing to minimize")
+    lib = load_subject()
+    first = check_trace(trace, lib)
+    ev, toks = trace.size()
+    click.echo(f"minimizing {path} ({kind}): class {first.klass}, {ev} events, {toks} tokens")
+    m = minimize_trace(trace, first, lib, log=lambda msg: say(f"  {msg}"))
+    provenance = {"found_by": "minimize", "minimized_from": str(path), "input_kind": kind, "original_events": ev,
+                  "original_tokens": toks, "predicate_calls": m.calls,
+                  "one_token_events": len(flatten(m.trace).events), "passes": m.passes,
+                  "seconds": round(m.seconds, 2), "fault": fault()}
+    data = trace_entry_json(m.trace, m.verdict, expect=m.verdict.klass, shortest=m.shortest, provenance=provenance,
+                            subject=lib.identity)
+    try:
+        written = write_entry(corpus_dir or USER_DIR, data)
+    except CorpusError as e:
+        _fail(str(e))
+    click.echo("passes    " + "  ".join(f"{n} {p['wins']}/{p['runs']} ({p['calls']} calls)" for n, p in m.passes.items()))
+    click.echo(f"reproducer: {m.trace.spelled()!r} ({len(m.trace.events)} events, {len(flatten(m.trace).events)} "
+               f"with one token per accept), shortest: {m.shortest}, {m.calls} predicate calls, {m.seconds:.1f} s")
+    click.echo(f"written: {written}")
 
 
 @cli.command()

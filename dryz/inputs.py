@@ -1,7 +1,7 @@
 """What every command shares about its inputs and errors: the exit codes, the one-line error (exit 2), reading a
-file, parsing JSON with a one-line reason, opening the selected subject, one case from a file (Case JSON, corpus
-entry or fuzz input, on --vocab). cli.py (argument parsing) and the command helpers (cli_traces.py) both import
-it; it imports neither."""
+file, parsing JSON with a one-line reason, opening the selected subject, one case or trace from a file (Case or
+trace JSON, corpus entry, or fuzz input; a case on --vocab). cli.py and the modules it calls import it; it
+imports none of them."""
 
 from __future__ import annotations
 
@@ -208,3 +208,35 @@ def vocab_filter(vocab, lib):
 def spelled(case) -> str:
     from .vocab_cases import history_text
     return history_text(case)
+
+
+def load_trace_file(path: str, read_as: str = "auto", as_trace: bool = False):
+    """(Trace, kind) when the file is a trace (trace JSON, a trace corpus entry, or with as_trace fuzz bytes for
+    decode_trace), else None (the file is for the Case reader). as_trace: anything else is an error."""
+    from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
+    from .trace import TRACE_SCHEMA, Trace, TraceError
+    raw = read(path)
+    # Fuzz bytes only with --as bytes or for a libFuzzer crash file's name; anything else is JSON (bad JSON, or
+    # JSON in another encoding, is one line from parse_json_file, never bytes by default).
+    if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
+        if not as_trace:
+            return None  # a case fuzz input: the Case reader decodes it
+        from .fuzz.traces import decode_trace
+        try:
+            return decode_trace(raw), "trace fuzz input"
+        except TraceError as e:
+            fail(f"{path}: decodes to an invalid trace: {e}")
+    data = parse_json_file(path, raw)
+    if isinstance(data, dict) and data.get("schema") == TRACE_SCHEMA:
+        try:
+            return Trace.from_json(data), "trace JSON"
+        except TraceError as e:
+            fail(f"{path}: {e}")
+    if isinstance(data, dict) and data.get("schema") == CORPUS_SCHEMA and "trace" in data and "case" not in data:
+        try:
+            return validate_entry(data, path), "trace corpus entry"
+        except CorpusError as e:
+            fail(str(e))
+    if as_trace:
+        fail(f"{path}: not a trace (a {TRACE_SCHEMA} object or a corpus entry with a trace)")
+    return None

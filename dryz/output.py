@@ -159,6 +159,55 @@ def certificate_text(r: dict) -> str:
     return "\n".join(lines)
 
 
+def traces_text(tr: dict) -> str:
+    from .subject.symbols import SYMBOLS
+    k = tr["alphabet"]
+    accepts = ", ".join(f"accept {SYMBOLS[i]}" for i in range(k))
+    lines = [f"traces    every trace of 1..{tr['n_max']} events over {{{accepts}, apply, reset, clone}}"
+             f"{' (+ free last)' if tr['free'] else ''}, every symbol a candidate at each apply"]
+    for c in tr["configs"]:
+        brk = f" breakers={c['breakers']}" if c["breakers"] else ""
+        extra = f" allowed={c['allowed_length']}" if c["allowed_length"] != 1 else ""
+        lines.append(f"  {c['config']:<9} last_n={c['penalty_last_n']:<3}{brk}{extra}  traces {c['traces']:>9,} "
+                     f"(closed form {c['expected_traces']:,})  applies {c['applies']:>9,}  "
+                     f"disagreements {c['disagreements']:,}  control differences {c['control_differences']}")
+    lines.append(f"  {'total':<9} {'':<10} traces {tr['traces']:>9,}  applies {tr['applies']:,}  "
+                 f"disagreements {tr['disagreements']:,}  wall {tr['wall_seconds']:.2f} s")
+    for c in tr["configs"]:
+        if c["examples"]:
+            ex = c["examples"][0]
+            lines.append(f"  witness ({c['config']}): {ex['status']} at apply {ex['first_bad_apply']}: "
+                         f"{ex['spelled']}")
+    return "\n".join(lines)
+
+
+def trace_explain_text(path: str, kind: str, trace, v: dict, ident: dict, color: bool) -> str:
+    """dryz explain of a trace: per apply, the tokens the sampler holds, the equivalent single case and its
+    verdict; then dryz explain's table of the first apply that does not agree in full."""
+    from .case import Case
+    from .explain import explain as render
+    brk = f", breakers {list(trace.breakers)}" if trace.breakers else ""
+    lines = [f"dryz explain: {path} ({kind})", f"trace     {trace.spelled()}",
+             f"config    alphabet {trace.alphabet}, penalty_last_n {trace.penalty_last_n}, allowed_length "
+             f"{trace.allowed_length}, multiplier {trace.multiplier:g}, base {trace.base:g}{brk}"]
+    if v["class"] == "crash":
+        return "\n".join(lines + [f"class crash: {v['detail']}\n{v.get('stderr', '')}"])
+    first = v["first_bad_apply"]
+    lines += [f"subject   {subject_line(ident)}",
+              f"class     {v['class']}" + ("" if first is None else f" (first apply that disagrees: {first})")]
+    for a in v["applies"]:
+        case = Case.from_json(a["case"])
+        fresh = {True: "identical", False: "DIFFERS", None: "not run"}[a["fresh_equal"]]
+        lines.append(f"apply {a['apply']} (event {a['event']}): holds {case.symbols!r:<12} class {a['class']:<14} "
+                     f"fresh sampler {fresh}  equivalent case {case.dumps()}")
+    shown = next((a for a in v["applies"] if a["class"] != "agree"), None)
+    if shown is not None:
+        av = dict(shown["verdict"], abi=ident.get("init_dry_abi", 7))
+        lines += [f"\napply {shown['apply']}, its equivalent case:",
+                  render(Case.from_json(shown["case"]), av, subject_line(ident), color)]
+    return "\n".join(lines)
+
+
 class ClosedPipeSafe:
     """stdout that drops what it cannot write once the reader has gone (dryz check ... | head): the command's
     own exit code stands (click would otherwise turn the EPIPE into exit 1, the findings code)."""

@@ -528,3 +528,26 @@ def shrink_trace(trace, predicate, stats: dict | None = None, log=None):
         stats.update(calls=calls, proved_shortest=status == "proven", before=trace.size(), after=t.size(),
                      after_one_token_events=len(flatten(t).events), passes=r.stats)
     return t
+
+
+@dataclass
+class MinimizedTrace:
+    trace: object          # the shortest trace found (Trace, note cleared)
+    verdict: object        # its TraceVerdict on the subject
+    shortest: str
+    calls: int
+    passes: dict           # pass name -> {"runs", "wins", "calls"}
+    seconds: float
+
+
+def minimize_trace(trace, first, subject, log=None) -> MinimizedTrace:
+    """Shrink a trace whose verdict `first` does not agree (events, tokens, arrays, configuration) to a
+    shortest one that fails the same way (TraceVerdict.signature) on the same subject."""
+    import time
+    from .trace_check import check_trace
+    t0 = time.perf_counter()
+    small, shortest, calls, stats = reduce_trace(trace, first.signature(), trace_signature_in(subject), log=log)
+    small = replace(small, note="")
+    passes = {name: {"runs": s.runs, "wins": s.wins, "calls": s.calls} for name, s in stats.items()}
+    return MinimizedTrace(small, check_trace(small, subject), shortest, calls, passes,
+                          time.perf_counter() - t0)

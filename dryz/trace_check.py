@@ -317,3 +317,23 @@ def _control(trace: Trace, p, starts, ends, out: Outputs, lib):
     if differ.any():
         same &= np.equal(np.add.reduceat(differ, out.starts), 0)
     return same.tolist()
+
+
+def trace_verdict_json(v) -> dict:
+    out = {"class": v.klass, "status": v.status, "first_bad_apply": v.first_bad_apply,
+           "applies": [a.to_json() for a in v.applies]}
+    crash = getattr(v, "crash", None)
+    if crash:
+        out.update(crash)
+    return out
+
+
+def judge_trace(trace: Trace, lib, isolate: bool = True):
+    """check_trace on the subject, in an isolation worker unless isolate is False: a trace that kills or hangs
+    the subject's process is class crash."""
+    if not isolate:
+        return check_trace(trace, lib)
+    from .check import check_trace_in
+    from .subject.isolation import Worker
+    with Worker(lib.spec, lib) as w:
+        return check_trace_in(w, trace)

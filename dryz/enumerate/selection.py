@@ -149,3 +149,16 @@ def select_vocab_space(lib, vocab, tokens, breakers, max_length, configs, parame
         except ValueError as e:
             fail(f"--config {n}: {e}")
     return v, ids, strings, specs, total_h
+
+
+TRACE_ALPHABET = 2   # the trace space's alphabet (dryz/enumerate/traces.py's default)
+MAX_TRACE_EVENTS = 9  # --traces N: 1..9 (N=9: 2,492,781 traces per configuration, ~28 times N=7)
+
+
+def validate_traces_option(n, shard, resume_path) -> None:
+    if n is None:
+        return
+    if not 1 <= n <= MAX_TRACE_EVENTS:
+        fail(f"--traces must be in 1..{MAX_TRACE_EVENTS} events, got {n}")
+    if shard is not None or resume_path is not None:
+        fail("--traces runs with a whole, fresh space (not with --shard or --resume)")

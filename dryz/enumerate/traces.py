@@ -147,6 +147,31 @@ def enumerate_traces(n_max: int, lib, k: int = 2, configs=None, free: bool = Tru
             "wall_seconds": round(sum(r["wall_seconds"] for r in runs), 3)}
 
 
+class TraceSpaceInterrupted(Exception):
+    """Ctrl-C in the trace space of `exhaustive --traces`: the certificate it was added to is marked interrupted."""
+
+
+def add_to_certificate(result: dict, n: int, lib, alphabet: int = 2) -> dict:
+    """Run every trace of 1..n events (every configuration) on the certificate's subject, put its counts in
+    result["traces"] and judge the certificate again. Ctrl-C: result marked interrupted (not a certificate, not
+    resumable), TraceSpaceInterrupted raised."""
+    from . import certificate as cert
+    from ..subject.protocol import same_subject
+    if not same_subject(lib.identity, result["subject"]):
+        raise ValueError("the trace space would run on another subject than the certificate's")
+    try:
+        r = enumerate_traces(n, lib, alphabet)
+    except KeyboardInterrupt:
+        result["verdict"] = "interrupted"
+        result["interrupted"] = {"note": "the history space finished; the trace space (--traces) was interrupted: "
+                                         "not a certificate, and not resumable (run the command again)"}
+        raise TraceSpaceInterrupted() from None
+    result["traces"] = cert.traces_json(r)
+    result["verdict"], result["checks"] = cert.judge(result)
+    result["wall_seconds"] = round(result["wall_seconds"] + r["wall_seconds"], 3)
+    return result
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dryz.enumerate.traces", description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=5, help="at most this many events per trace (default 5)")
