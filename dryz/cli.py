@@ -225,18 +225,9 @@ def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, w
     bar = Progress(total_h * len(specs), "histories", enabled=progress)
     result, results = certificate(lib, v, ids, max_length, specs, strings, bar)
     bar.close()
-    pieces = v.pieces()
     write_json(json_path, result)
-    shown = ", ".join(f"{t}={pieces[t].decode('utf-8', errors='replace')!r}" for t in ids)
-    click.echo(f"dryz exhaustive --vocab {v.ref.name}: every history of length 1..{max_length} over {len(ids)} "
-               f"tokens ({shown}), breakers {strings}")
-    for r in results:
-        classes = "  ".join(f"{k} {c:,}" for k, c in sorted(r.history_classes.items())) or "every history agrees"
-        click.echo(f"{r.config.name:<24} histories {r.histories:>10,}  cases {r.cases:>11,}  mismatches {r.mismatches}  "
-                   f"oracle disagreements {r.oracle_disagreements}  off-by-one flagged {r.off_by_one_flagged:,}  "
-                   f"{classes}")
-        for k, e in r.examples:
-            click.echo(f"  {k}: {e.dumps()}")
+    from .output import vocab_certificate_text
+    click.echo(vocab_certificate_text(result, results, v.pieces()))
     click.echo(f"verdict   {result['verdict']}\nresults   {json_path}")
     if not any(r.off_by_one_flagged for r in results):
         click.echo("dryz: error: the off-by-one control flagged nothing: the harness is in doubt", err=True)
@@ -245,36 +236,8 @@ def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, w
 
 
 def _print_certificate(result, json_path):
-    from .output import certificate_text
-    text = certificate_text(result)
-    if result["space"]["alphabet"] == "all":
-        text = text.replace(" over all symbols, every symbol a candidate",
-                            " over every alphabet size (one history per equality pattern)")
-    click.echo(text)
-    if result["space"].get("enumeration") == "canonical":
-        for c in result["configs"]:
-            click.echo(f"canonical {c['name']:<9} histories {c['canonical_histories']:>11,}  cases "
-                       f"{c['canonical_cases']:>11,}  fresh-symbol violations {c['fresh_violations']}")
-    if result.get("shard"):
-        s = result["shard"]
-        click.echo(f"shard     {s['index']}/{s['count']}: {len(s['tasks'])} of {s['total_tasks']} slices "
-                   "(counts are judged by dryz merge)")
-    if result.get("merged_from"):
-        click.echo(f"merged    {len(result['merged_from'])} shards of {result['shards']}")
-    if result.get("traces"):
-        from .output import traces_text
-        click.echo(traces_text(result["traces"]))
-    click.echo(f"results   {json_path}")
-    from .case import Case
-    for c in result["configs"]:
-        for ex in c["examples"]:
-            click.echo(f"{ex['kind']} ({c['name']}): {Case.from_json(ex['case']).dumps()}")
-    for ex in result["controls"]["periodic"].get("findings", []):
-        click.echo(f"{ex['kind']} (periodic control, the library misses its closed form): "
-                   f"{Case.from_json(ex['case']).dumps()}")
-    for ex in (result["controls"].get("abi_confirmation") or {}).get("findings", []):
-        click.echo(f"{ex['kind']} (ABI confirmation control, the library misses logit -1): "
-                   f"{Case.from_json(ex['case']).dumps()}")
+    from .output import certificate_report
+    click.echo(certificate_report(result, json_path))
     if result["verdict"] == "void":
         failed = ", ".join(k for k, ok in result["checks"].items() if not ok)
         click.echo(f"dryz: error: the harness is in doubt, the run is void: failed {failed}", err=True)
@@ -478,19 +441,9 @@ def replay(directory, vocab):
         rows = replay_dir(d, lib, select=vocab_filter(vocab, lib) if vocab else None)
     except CorpusError as e:
         _fail(str(e))
+    from .output import replay_text
+    click.echo(replay_text(rows, here))
     bad = [r for r in rows if not r.ok]
-    for r in rows:
-        made_on = (r.subject or {}).get("libllama_sha256")
-        where = "" if not made_on or made_on == here.get("libllama_sha256") else \
-            f" (recorded on libllama {made_on[:12]}, {(r.subject or {}).get('llama_cpp_python') or '?'})"
-        if r.error:
-            click.echo(f"INVALID {r.path}: {r.error}")
-        elif r.ok:
-            click.echo(f"ok      {r.path.name}: {r.expect}")
-        else:
-            click.echo(f"CHANGED {r.path}: expected {r.expect}, now {r.got}{where}")
-    click.echo(f"replayed {len(rows)} entries: {len(rows) - len(bad)} as expected, "
-               f"{sum(1 for r in bad if not r.error)} changed, {sum(1 for r in rows if r.error)} invalid")
     if any(r.error for r in rows):
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDING if bad else EXIT_OK)
@@ -580,20 +533,8 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
         if isinstance(e, NativeBuildError):
             _fail(f"native build: {e}")
         raise
-    click.echo(f"summary: {'traces: ' if traces else ''}{summary['execs']:,} execs in {summary['seconds']} s, "
-               f"cov {summary['cov']}, "
-               f"ft {summary['ft']}, corpus {summary['corpus']}, findings {len(summary['findings'])}")
-    if summary["counters"]:
-        click.echo(f"coverage counters: {summary['counters']}")
-    if summary.get("stopped_at_hard_limit"):
-        click.echo(f"note: libFuzzer outlasted --time {seconds} (its seed pass restarts after every crash); dryz "
-                   f"stopped it at {camp.hard_limit():.0f} s")
-    for f in summary["findings"]:
-        if f["klass"].startswith("not re-checked"):
-            click.echo(f"finding: {f['file']} ({f['klass']})")
-            continue
-        again = {True: "reproduces", False: "does NOT reproduce", None: "not re-checked"}[f["reproduces"]]
-        click.echo(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
+    from .output import fuzz_summary_text
+    click.echo(fuzz_summary_text(summary, traces, seconds, camp.hard_limit()))
     camp.complete(summary, confirmation, sampler)
     write_json(work / "summary.json", summary)  # beside the log: what dryz report reads
     if json_path:
@@ -639,20 +580,15 @@ def restarts(alphabet, max_length, json_path, vocabs, check, seconds):
         _fail(f"--alphabet must be in 3..8 (the configurations use a, b, c), got {alphabet}")
     if not 1 <= max_length <= 10:
         _fail(f"--max-length must be in 1..10, got {max_length}")
-    from .output import Progress, fmt_seconds
-    total = len(CONFIGS) * sum(alphabet ** n for n in range(1, max_length + 1))
-    if not quiet_mode():
-        click.echo(f"restarts: {len(CONFIGS)} configurations x {total // len(CONFIGS):,} histories "
-                   f"= {total:,} (roughly {fmt_seconds(total / 60_000)} at ~60,000 histories/s here)", err=True)
-    bar = Progress(total, "histories")
-    results = sweep(load_subject(), k=alphabet, max_len=max_length, configs=CONFIGS, progress=bar)
-    bar.close()
     from .check import is_finding
-    bad = False
-    for r in results:
-        counts = "  ".join(f"{k} {v:,}" for k, v in r.to_json()["counts"].items())
-        click.echo(f"{r.name:<22} breakers={list(r.breakers)!s:<18} histories {r.histories:,}  {counts}")
-        bad |= any(is_finding(k) for k in r.counts)
+    from .output import Progress, restarts_text
+    total = len(CONFIGS) * sum(alphabet ** n for n in range(1, max_length + 1))
+    say_subject(lib := load_subject())
+    bar = Progress(total, "histories")
+    results = sweep(lib, k=alphabet, max_len=max_length, configs=CONFIGS, progress=bar)
+    bar.close()
+    click.echo(restarts_text(results))
+    bad = any(is_finding(k) for r in results for k in r.counts)
     if json_path:
         write_json(json_path, {"alphabet": alphabet, "max_length": max_length,
                                "configs": [r.to_json() for r in results]})
@@ -674,17 +610,13 @@ def restarts_vocab(vocabs, check, seconds, json_path):
             resolve_vocab(n)
     except VocabUnavailable as e:
         _fail(f"--vocab: {e}")
-    click.echo(f"dryz restarts --vocab: {', '.join(names)}\nsubject   {lib.label()}\n          libllama "
-               f"{lib.identity['libllama_path']}\n          sha256 {lib.identity['libllama_sha256']}")
+    click.echo(f"dryz restarts --vocab: {', '.join(names)}")
+    say_subject(lib)
     checks = ("construction", "promise") if check == "both" else (check,)
     try:
         result = run(lib, names, checks, seconds, log=click.echo)
     except VocabUnavailable as e:
         _fail(str(e))
-    for f in result["findings"]:
-        import json
-        click.echo(f"finding ({f['vocab']}, {f['check']}): {f['klass']}: {f['detail'][:300]}\n  case: "
-                   f"{json.dumps(f['case'])}")
     click.echo(summary_text(result))
     if json_path:
         write_json(json_path, result)
@@ -782,14 +714,8 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
         _fail(str(e))
     click.echo(f"new       {r['new']['subject']}\n          {r['new']['spec']}\nbase      {r['base']['subject']}\n"
                f"          {r['base']['spec']}")
-    click.echo(f"compared  {r['compared']:,} of {r['cases']:,} cases in {r['compare_seconds']} s: "
-               + (", ".join(f"{k} {v:,}" for k, v in r["counts"].items()) or "no differences"))
-    for d in r["differences"]:
-        c = d["case"]
-        click.echo(f"{d['class']}: {d['history']!r} window {c['penalty_last_n']} n_ctx_train "
-                   f"{c.get('n_ctx_train', 4096)} allowed_length {c['allowed_length']} breakers {c['breakers']} "
-                   f"(shortest {d['shortest']}); base {d['reference'].get('klass') or d['reference'].get('detail')}, "
-                   f"new {d['other'].get('klass') or d['other'].get('detail')}")
+    from .output import compare_text
+    click.echo(compare_text(r))
     if json_path:
         write_json(json_path, r)
     if r["counts"].get("error"):

@@ -208,6 +208,111 @@ def trace_explain_text(path: str, kind: str, trace, v: dict, ident: dict, color:
     return "\n".join(lines)
 
 
+def certificate_report(result: dict, json_path) -> str:
+    """What `dryz exhaustive` and `dryz merge` print: the certificate, the canonical counts, the shard, the trace
+    space, where the results are, and every finding's case."""
+    from .case import Case
+    text = certificate_text(result)
+    if result["space"]["alphabet"] == "all":
+        text = text.replace(" over all symbols, every symbol a candidate",
+                            " over every alphabet size (one history per equality pattern)")
+    lines = [text]
+    if result["space"].get("enumeration") == "canonical":
+        lines += [f"canonical {c['name']:<9} histories {c['canonical_histories']:>11,}  cases "
+                  f"{c['canonical_cases']:>11,}  fresh-symbol violations {c['fresh_violations']}"
+                  for c in result["configs"]]
+    if result.get("shard"):
+        s = result["shard"]
+        lines.append(f"shard     {s['index']}/{s['count']}: {len(s['tasks'])} of {s['total_tasks']} slices "
+                     "(counts are judged by dryz merge)")
+    if result.get("merged_from"):
+        lines.append(f"merged    {len(result['merged_from'])} shards of {result['shards']}")
+    if result.get("traces"):
+        lines.append(traces_text(result["traces"]))
+    lines.append(f"results   {json_path}")
+    lines += [f"{ex['kind']} ({c['name']}): {Case.from_json(ex['case']).dumps()}"
+              for c in result["configs"] for ex in c["examples"]]
+    lines += [f"{ex['kind']} (periodic control, the library misses its closed form): "
+              f"{Case.from_json(ex['case']).dumps()}" for ex in result["controls"]["periodic"].get("findings", [])]
+    lines += [f"{ex['kind']} (ABI confirmation control, the library misses logit -1): "
+              f"{Case.from_json(ex['case']).dumps()}"
+              for ex in (result["controls"].get("abi_confirmation") or {}).get("findings", [])]
+    return "\n".join(lines)
+
+
+def vocab_certificate_text(result: dict, results: list, pieces) -> str:
+    """What `dryz exhaustive --vocab` prints before its verdict: the space and per configuration the counts."""
+    ids = [t["id"] for t in result["tokens"]]
+    shown = ", ".join(f"{t}={pieces[t].decode('utf-8', errors='replace')!r}" for t in ids)
+    lines = [f"dryz exhaustive --vocab {result['vocab']['name']}: every history of length 1..{result['max_length']} "
+             f"over {len(ids)} tokens ({shown}), breakers {result['breakers']}"]
+    for r in results:
+        classes = "  ".join(f"{k} {c:,}" for k, c in sorted(r.history_classes.items())) or "every history agrees"
+        lines.append(f"{r.config.name:<24} histories {r.histories:>10,}  cases {r.cases:>11,}  mismatches "
+                     f"{r.mismatches}  oracle disagreements {r.oracle_disagreements}  off-by-one flagged "
+                     f"{r.off_by_one_flagged:,}  {classes}")
+        lines += [f"  {k}: {e.dumps()}" for k, e in r.examples]
+    return "\n".join(lines)
+
+
+def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: float) -> str:
+    """What `dryz fuzz` prints after its campaign: the figures, and every finding with its re-check."""
+    lines = [f"summary: {'traces: ' if traces else ''}{summary['execs']:,} execs in {summary['seconds']} s, "
+             f"cov {summary['cov']}, ft {summary['ft']}, corpus {summary['corpus']}, "
+             f"findings {len(summary['findings'])}"]
+    if summary["counters"]:
+        lines.append(f"coverage counters: {summary['counters']}")
+    if summary.get("stopped_at_hard_limit"):
+        lines.append(f"note: libFuzzer outlasted --time {seconds} (its seed pass restarts after every crash); dryz "
+                     f"stopped it at {hard_limit:.0f} s")
+    for f in summary["findings"]:
+        if f["klass"].startswith("not re-checked"):
+            lines.append(f"finding: {f['file']} ({f['klass']})")
+            continue
+        again = {True: "reproduces", False: "does NOT reproduce", None: "not re-checked"}[f["reproduces"]]
+        lines.append(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
+    return "\n".join(lines)
+
+
+def replay_text(rows, here: dict) -> str:
+    """What `dryz replay` prints: one line per entry (ok, CHANGED with where it was recorded, INVALID), then the
+    counts."""
+    lines = []
+    for r in rows:
+        made_on = (r.subject or {}).get("libllama_sha256")
+        where = "" if not made_on or made_on == here.get("libllama_sha256") else \
+            f" (recorded on libllama {made_on[:12]}, {(r.subject or {}).get('llama_cpp_python') or '?'})"
+        if r.error:
+            lines.append(f"INVALID {r.path}: {r.error}")
+        elif r.ok:
+            lines.append(f"ok      {r.path.name}: {r.expect}")
+        else:
+            lines.append(f"CHANGED {r.path}: expected {r.expect}, now {r.got}{where}")
+    bad = [r for r in rows if not r.ok]
+    lines.append(f"replayed {len(rows)} entries: {len(rows) - len(bad)} as expected, "
+                 f"{sum(1 for r in bad if not r.error)} changed, {sum(1 for r in rows if r.error)} invalid")
+    return "\n".join(lines)
+
+
+def compare_text(r: dict) -> str:
+    """What `dryz compare` prints after the subjects: the counts, then each difference's minimized witness."""
+    lines = [f"compared  {r['compared']:,} of {r['cases']:,} cases in {r['compare_seconds']} s: "
+             + (", ".join(f"{k} {v:,}" for k, v in r["counts"].items()) or "no differences")]
+    for d in r["differences"]:
+        c = d["case"]
+        lines.append(f"{d['class']}: {d['history']!r} window {c['penalty_last_n']} n_ctx_train "
+                     f"{c.get('n_ctx_train', 4096)} allowed_length {c['allowed_length']} breakers {c['breakers']} "
+                     f"(shortest {d['shortest']}); base {d['reference'].get('klass') or d['reference'].get('detail')}, "
+                     f"new {d['other'].get('klass') or d['other'].get('detail')}")
+    return "\n".join(lines)
+
+
+def restarts_text(results) -> str:
+    """What `dryz restarts` prints: per configuration, its breakers, histories and verdict counts."""
+    return "\n".join(f"{r.name:<22} breakers={list(r.breakers)!s:<18} histories {r.histories:,}  "
+                     + "  ".join(f"{k} {v:,}" for k, v in r.to_json()["counts"].items()) for r in results)
+
+
 class ClosedPipeSafe:
     """stdout that drops what it cannot write once the reader has gone (dryz check ... | head): the command's
     own exit code stands (click would otherwise turn the EPIPE into exit 1, the findings code)."""

@@ -26,7 +26,7 @@ def test_promise_on_a_vocabulary_is_the_sweep(spm, tmp_path, lib):
     out = tmp_path / "r.json"
     p = dryz("restarts", "--vocab", "llama-spm", "--check", "promise", "--json", str(out))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "subject   llama-cpp-python 0.3.36" in p.stdout and "verdict   agree: 0 finding(s)" in p.stdout
+    assert "subject: llama-cpp-python 0.3.36" in p.stdout and "verdict   agree: 0 finding(s)" in p.stdout
     r = json.loads(out.read_text())
     assert r["tool"] == "dryz restarts --vocab" and r["verdict"] == "agree" and not r["partial"]
     (row,) = r["vocabularies"]

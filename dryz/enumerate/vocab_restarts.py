@@ -169,11 +169,14 @@ def row_text(row: dict) -> str:
 
 
 def summary_text(result: dict) -> str:
-    """The closing lines: the verdict and what was covered."""
+    """The closing lines: each finding with its case, the verdict and what was covered."""
+    import json
+    lines = [f"finding ({f['vocab']}, {f['check']}): {f['klass']}: {f['detail'][:300]}\n  case: {json.dumps(f['case'])}"
+             for f in result["findings"]]
     rows = result["vocabularies"]
     ran = [r for r in rows if "skipped" not in r]
     cover = f"{len(ran)} of {len(rows)} vocabularies"
     if result["partial"]:
         cover += f" (time budget {result['time_budget']:g} s: partial)"
-    return f"verdict   {result['verdict']}: {len(result['findings'])} finding(s) over {cover}, " \
-           f"{result['wall_seconds']} s"
+    return "\n".join(lines + [f"verdict   {result['verdict']}: {len(result['findings'])} finding(s) over {cover}, "
+                               f"{result['wall_seconds']} s"])
