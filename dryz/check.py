@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .case import Case, json_number, seed_parameters
-from .oracle.lengths import match_lengths_A, match_lengths_B
+from .oracle import MATCH_LENGTHS, PRIMARY as match_lengths_A
 from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_limits, restart_divergence
 from .oracle.shipped import (Config, Prediction, output_logits, output_logits_zero, ragged_rep, rep_limits,
                              shipped_lengths, shipped_lengths_each)
@@ -107,15 +107,16 @@ def invert_deltas(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return L, bad
 
 
-def predict_both(H: np.ndarray, cands: np.ndarray, cfg: Config, lengths=None) -> tuple[Prediction, Prediction]:
-    """The shipped model on oracle A and on oracle B, with DRYZ_FAULT's planted reference error if set."""
-    pa, pb = shipped_lengths_each(H, cands, cfg, (match_lengths_A, match_lengths_B), lengths=lengths)
+def predict_all(H: np.ndarray, cands: np.ndarray, cfg: Config, lengths=None) -> list[Prediction]:
+    """The shipped model on every registered match-length oracle (dryz.oracle.MATCH_LENGTHS, the primary
+    first), with DRYZ_FAULT's planted reference error if set."""
+    preds = list(shipped_lengths_each(H, cands, cfg, tuple(f for _, f in MATCH_LENGTHS), lengths=lengths))
     planted = fault()
     if planted == "off-by-one":
-        pa, pb = _inject(pa), _inject(pb)
-    elif planted == "abort" and np.greater_equal(pa.L, 3).any():
+        preds = [_inject(p) for p in preds]
+    elif planted == "abort" and np.greater_equal(preds[0].L, 3).any():
         os.abort()
-    return pa, pb
+    return preds
 
 
 def _bits(a) -> np.ndarray:
@@ -166,7 +167,8 @@ class Batch:
         self.sorted_in, self.observed_sorted = sorted_in, observed_sorted  # (N,) bool or None: not judged
         self.one = H.shape[0] == 1  # a batch of one (a fuzz input): whole arrays, no row views
         self._per_row = present is not None  # initial logits and sorted flags per history
-        self.pa, self.pb = predict_both(H, cands, cfg, lengths)
+        self.preds = predict_all(H, cands, cfg, lengths)
+        self.pa = self.preds[0]  # the primary oracle's prediction
 
     @_lazy
     def invertible(self) -> bool:
@@ -193,7 +195,11 @@ class Batch:
 
     @_lazy
     def oracles_differ(self) -> np.ndarray:
-        return np.not_equal(self.pa.L, self.pb.L) | np.not_equal(self.pa.penalized, self.pb.penalized)
+        pa = self.pa
+        out = np.zeros(pa.L.shape, dtype=bool)
+        for p in self.preds[1:]:
+            out |= np.not_equal(pa.L, p.L) | np.not_equal(pa.penalized, p.penalized)
+        return out
 
     @_lazy
     def library_L(self) -> np.ndarray | None:
@@ -282,17 +288,21 @@ class Batch:
     def row_status(self, r: int) -> str:
         """AGREE, MISMATCH or ORACLE_DISAGREEMENT for history r (before promises), bytes-compared: the fast
         path of a batch of one."""
-        pa, pb = self.pa, self.pb
+        pa = self.pa
         if self.one and self.present is None:
-            La, Lb, Pa, Pb, obs, exp = pa.L, pb.L, pa.penalized, pb.penalized, self.observed, self.expected
+            obs, exp = self.observed, self.expected
+            pick = None
         else:
-            La, Lb, Pa, Pb = pa.L[r], pb.L[r], pa.penalized[r], pb.penalized[r]
             obs, exp = self.observed[r], self.expected[r]
-            if self.present is not None:  # the history's own candidates
-                m = self.present[r]
-                La, Lb, Pa, Pb, obs, exp = La[m], Lb[m], Pa[m], Pb[m], obs[m], exp[m]
-        if La.tobytes() != Lb.tobytes() or Pa.tobytes() != Pb.tobytes():
-            return ORACLE_DISAGREEMENT
+            m = self.present[r] if self.present is not None else None  # the history's own candidates
+            pick = (lambda a: a[r][m]) if m is not None else (lambda a: a[r])
+            if m is not None:
+                obs, exp = obs[m], exp[m]
+        La, Pa = (pa.L, pa.penalized) if pick is None else (pick(pa.L), pick(pa.penalized))
+        for p in self.preds[1:]:
+            Lb, Pb = (p.L, p.penalized) if pick is None else (pick(p.L), pick(p.penalized))
+            if La.tobytes() != Lb.tobytes() or Pa.tobytes() != Pb.tobytes():
+                return ORACLE_DISAGREEMENT
         if obs.tobytes() != exp.tobytes() or (  # bit-exact (both float32, C order)
                 self.observed_sorted is not None and bool(self.observed_sorted[r]) != self.row_sorted(r)):
             return DECLARED if r in self.declared else MISMATCH
@@ -585,8 +595,8 @@ class Verdict:
     status: str
     # Per candidate, in array order, as arrays; the list forms below are made when first read (most fuzz
     # inputs' verdicts are only classified).
-    oracle_L_array: np.ndarray    # int64
-    oracle_B_L_array: np.ndarray  # int64
+    oracle_L_array: np.ndarray    # int64: the primary oracle's L (dryz.oracle.MATCH_LENGTHS[0])
+    other_L_arrays: tuple         # int64 arrays: every other registered oracle's L, in MATCH_LENGTHS order
     expected_array: np.ndarray    # float32
     observed_array: np.ndarray    # float32
     expected_sorted: bool
@@ -605,7 +615,13 @@ class Verdict:
         return list(self.case.ids)
 
     oracle_L = _list_of("oracle_L_array")
-    oracle_B_L = _list_of("oracle_B_L_array")
+
+    @property
+    def oracle_Ls(self) -> dict:
+        """Every registered oracle's L per candidate, by its verdict key (oracle_L, oracle_B_L, ...)."""
+        from .oracle import verdict_keys
+        arrays = (self.oracle_L_array, *self.other_L_arrays)
+        return {k: [int(x) for x in a] for k, a in zip(verdict_keys(), arrays)}
     expected_logits = _list_of("expected_array")
     observed_logits = _list_of("observed_array")
 
@@ -644,8 +660,7 @@ class Verdict:
             "status": self.status,
             "detail": self.detail,
             "candidates": self.candidates,
-            "oracle_L": self.oracle_L,
-            "oracle_B_L": self.oracle_B_L,
+            **self.oracle_Ls,
             "library_L": self.library_L,
             "expected_logits": [json_number(x) for x in self.expected_logits],
             "observed_logits": [json_number(x) for x in self.observed_logits],
@@ -823,8 +838,8 @@ def refused_verdict(case: Case, detail: str) -> Verdict:
     """A mismatch in which nothing was observed: the subject refused where its semantics say it runs, or ran
     where they say it refuses."""
     empty_i, empty_f = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    v = Verdict(case=case, status=MISMATCH, oracle_L_array=empty_i, oracle_B_L_array=empty_i,
-                expected_array=empty_f, observed_array=empty_f, expected_sorted=False, observed_sorted=False,
+    v = Verdict(case=case, status=MISMATCH, oracle_L_array=empty_i,
+                other_L_arrays=(empty_i,) * (len(MATCH_LENGTHS) - 1), expected_array=empty_f, observed_array=empty_f, expected_sorted=False, observed_sorted=False,
                 detail=detail)
     v.differing.append({"id": -1, "expected": "as the served model says", "observed": detail, "direction": "served"})
     return v
@@ -834,13 +849,13 @@ def crash_verdict(case: Case, crash: Crash) -> Verdict:
     """The verdict on a case the subject crashed on (its process died or hung, or its server stopped
     answering): class crash, a finding; nothing observed, so nothing compared."""
     empty_i, empty_f = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    return Verdict(case=case, status=CRASH, oracle_L_array=empty_i, oracle_B_L_array=empty_i,
-                   expected_array=empty_f, observed_array=empty_f, expected_sorted=False, observed_sorted=False,
+    return Verdict(case=case, status=CRASH, oracle_L_array=empty_i,
+                   other_L_arrays=(empty_i,) * (len(MATCH_LENGTHS) - 1), expected_array=empty_f, observed_array=empty_f, expected_sorted=False, observed_sorted=False,
                    detail=crash.detail, crash={"signal": crash.signal, "stderr": crash.stderr})
 
 
 def _verdict(case: Case, b: Batch, observed: np.ndarray, observed_sorted: bool) -> Verdict:
-    return Verdict(case=case, status=AGREE, oracle_L_array=b.pa.L[0], oracle_B_L_array=b.pb.L[0],
-                   expected_array=b.expected[0], observed_array=observed,
+    return Verdict(case=case, status=AGREE, oracle_L_array=b.pa.L[0],
+                   other_L_arrays=tuple(p.L[0] for p in b.preds[1:]), expected_array=b.expected[0], observed_array=observed,
                    expected_sorted=b.row_sorted(0), observed_sorted=observed_sorted,
                    multi_token=b.cfg.multi_token)

@@ -167,11 +167,13 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
     summary = squeeze([lab(t) for t in h], 40) if PREFIX + len(h) * (cw // 2 + 1) > width else ""
     lines += wrap(f"history     {len(h)} tokens{f' ({summary})' if summary else ''}; window: the last {w_len}"
                   + ("" if cfg.enabled else " (DRY is off for these parameters)"), width)
+    from .oracle import MATCH_LENGTHS, verdict_keys
+    keys = verdict_keys()  # every registered oracle's L, the primary first
     lib_L = verdict.get("library_L") or [None] * len(verdict["candidates"])
     differing = {d["id"] for d in verdict.get("differing", [])}
     many = len(verdict["candidates"]) > 12
     shown = [i for i, z in enumerate(verdict["candidates"]) if not many or (
-        verdict["oracle_L"][i] or verdict["oracle_B_L"][i] or lib_L[i] or z in differing
+        any(verdict[k][i] for k in keys) or lib_L[i] or z in differing
         or verdict["expected_logits"][i] != verdict["observed_logits"][i] or verdict["expected_logits"][i] != 0)]
     long = bool(window) and PREFIX + len(window) * cw > width
     points = [len(window) - 1]  # the window's end: the suffix every repeat repeats
@@ -214,16 +216,16 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
                 f": breaker {occ[0].decode('utf-8', errors='replace')!r} spans tokens {occ[1] - len(window)}.."
                 f"{occ[2] - len(window)}" if occ else ": no breaker occurs in it"))
     lines.append("")
-    lines.append(f"{'candidate':<10} {'L(A)':>5} {'L(B)':>5} {'L(lib)':>6} {'expected':>12} {'observed':>12}  "
-                 "where the repeat is")
+    lines.append(f"{'candidate':<10} " + " ".join(f"{f'L({n})':>5}" for n, _ in MATCH_LENGTHS)
+                 + f" {'L(lib)':>6} {'expected':>12} {'observed':>12}  where the repeat is")
     quiet = len(verdict["candidates"]) - len(shown)
     for i in shown:
         z = verdict["candidates"][i]
-        a, b = verdict["oracle_L"][i], verdict["oracle_B_L"][i]
+        a = verdict["oracle_L"][i]
         exp, obs = verdict["expected_logits"][i], verdict["observed_logits"][i]
         mark = "  <- DIFFERS" if z in differing else ""
-        row = (f"{lab(z):<10} {a:>5} {b:>5} {'-' if lib_L[i] is None else lib_L[i]:>6} {_fmt(exp):>12} "
-               f"{_fmt(obs):>12}  ")
+        row = (f"{lab(z):<10} " + " ".join(f"{verdict[k][i]:>5}" for k in keys)
+               + f" {'-' if lib_L[i] is None else lib_L[i]:>6} {_fmt(exp):>12} {_fmt(obs):>12}  ")
         js = matched_at(window, z, a) if a and window else []
         if not js:
             lines.append(row + mark)

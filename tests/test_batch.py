@@ -128,7 +128,7 @@ def test_a_ragged_batch_judges_every_row_as_a_batch_of_its_own_length():
         for r, h in enumerate(rows):
             one = check_batch(cfg, h[None, :], cands, observed[r:r + 1], initial, sorted_in, obs_sorted[r:r + 1])
             assert got.get(r, AGREE) == one.row_class(0), (trial, r)
-            for p, q in ((b.pa, one.pa), (b.pb, one.pb)):
+            for p, q in zip(b.preds, one.preds):
                 assert np.array_equal(p.L[r], q.L[0]) and np.array_equal(p.penalized[r], q.penalized[0])
                 assert bool(p.ran[r]) == bool(q.ran[0])
             seen.add(one.row_class(0))

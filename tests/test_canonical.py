@@ -92,12 +92,13 @@ def test_canonical_workers_identical(lib):
 
 
 def test_broken_oracle_is_caught_in_canonical_mode(lib, monkeypatch):
-    real_A, real_B = check_mod.match_lengths_A, check_mod.match_lengths_B
-    monkeypatch.setattr(check_mod, "match_lengths_A", lambda W, c: real_A(W, c) + 1)
+    (_, real_A), (_, real_B) = check_mod.MATCH_LENGTHS
+    monkeypatch.setattr(check_mod, "MATCH_LENGTHS", (("A", lambda W, c: real_A(W, c) + 1), ("B", real_B)))
     for name in NAMES:
         r = run_configs(lib, 3, 5, specs(3, 5, [name]), canonical=True)[0]
         assert r.oracle_disagreements > 0 and r.examples[0][0] == "oracle-disagreement"
-    monkeypatch.setattr(check_mod, "match_lengths_B", lambda W, c: real_B(W, c) + 1)
+    monkeypatch.setattr(check_mod, "MATCH_LENGTHS", (("A", lambda W, c: real_A(W, c) + 1),
+                                                     ("B", lambda W, c: real_B(W, c) + 1)))
     for name in NAMES:
         r = run_configs(lib, 3, 5, specs(3, 5, [name]), canonical=True)[0]
         assert r.mismatches > 0 and r.oracle_disagreements == 0 and r.examples[0][0] == "mismatch"

@@ -51,11 +51,12 @@ def test_controls_fire(lib):
 def test_broken_oracle_is_caught(lib, monkeypatch):
     """The comparison can fail: an oracle A that is off by one makes A and B disagree;
     both off by one make the library mismatch."""
-    real_A, real_B = check_mod.match_lengths_A, check_mod.match_lengths_B
-    monkeypatch.setattr(check_mod, "match_lengths_A", lambda W, c: real_A(W, c) + 1)
+    (_, real_A), (_, real_B) = check_mod.MATCH_LENGTHS
+    monkeypatch.setattr(check_mod, "MATCH_LENGTHS", (("A", lambda W, c: real_A(W, c) + 1), ("B", real_B)))
     r = run_configs(lib, 3, 5, specs(3, 5)[:1])[0]
     assert r.oracle_disagreements > 0 and r.examples and r.examples[0][0] == "oracle-disagreement"
-    monkeypatch.setattr(check_mod, "match_lengths_B", lambda W, c: real_B(W, c) + 1)
+    monkeypatch.setattr(check_mod, "MATCH_LENGTHS", (("A", lambda W, c: real_A(W, c) + 1),
+                                                     ("B", lambda W, c: real_B(W, c) + 1)))
     r = run_configs(lib, 3, 5, specs(3, 5)[:1])[0]
     assert r.mismatches > 0 and r.oracle_disagreements == 0 and r.examples[0][0] == "mismatch"
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from dryz.case import Case
-from dryz.check import predict_both
+from dryz.check import predict_all
 from dryz.config import case_config
 from dryz.oracle.lengths import _match_lengths_B_bytes, match_lengths_A, match_lengths_B
 from dryz.oracle.shipped import rep_limits
@@ -16,7 +16,7 @@ def lengths(symbols, alphabet=26, oracle="both", **cfg):
     case = Case(history=tuple(from_symbols(symbols)), alphabet=alphabet,
                 penalty_last_n=cfg.pop("penalty_last_n", 64), **cfg)
     H = np.array([case.history], dtype=np.int64)
-    pa, pb = predict_both(H, np.arange(alphabet), case_config(case))
+    pa, pb = predict_all(H, np.arange(alphabet), case_config(case))
     a = {SYMBOLS[i]: int(x) for i, x in enumerate(pa.L[0]) if x}
     b = {SYMBOLS[i]: int(x) for i, x in enumerate(pb.L[0]) if x}
     assert a == b, f"oracles disagree on {symbols}: A={a} B={b}"
@@ -128,7 +128,7 @@ def test_A_equals_B_random_configurations():
         case = Case(history=hist, alphabet=k, penalty_last_n=int(rng.integers(-1, n + 9)),
                     breakers=breakers, allowed_length=int(rng.integers(0, 4)))
         H = np.array([hist], dtype=np.int64).reshape(1, n)
-        pa, pb = predict_both(H, np.arange(k), case_config(case))
+        pa, pb = predict_all(H, np.arange(k), case_config(case))
         assert np.array_equal(pa.L, pb.L) and np.array_equal(pa.penalized, pb.penalized), case
 
 

@@ -82,10 +82,31 @@ def test_broken_penalty_is_caught(lib, monkeypatch):
 
 def test_oracle_self_disagreement_counted_separately(lib, monkeypatch):
     from dryz import check as check_mod
-    real_A = check_mod.match_lengths_A
-    monkeypatch.setattr(check_mod, "match_lengths_A", lambda W, c: real_A(W, c) + 1)
+    (_, real_A), B = check_mod.MATCH_LENGTHS
+    monkeypatch.setattr(check_mod, "MATCH_LENGTHS", (("A", lambda W, c: real_A(W, c) + 1), B))
     r = run_configs(lib, 3, 5, [space_config("base/allowed2/m0.8/b1.75", 3, 5)])[0]
     assert r.oracle_disagreements > 0 and r.examples[0][0] == "oracle-disagreement"
+
+
+def test_a_registered_oracle_is_judged_everywhere(lib, monkeypatch):
+    """One line in dryz.oracle.MATCH_LENGTHS registers an oracle: every verdict carries its L (oracle_C_L), and
+    where it disagrees with the others the row is an oracle-disagreement; the periodic control checks it too."""
+    import dryz.oracle as oracles
+    from dryz import check as check_mod
+    from dryz.case import Case
+    from dryz.enumerate.controls import periodic_control
+    (_, real_A), B = check_mod.MATCH_LENGTHS
+    C = ("C", lambda W, c: real_A(W, c))
+    for mod in (oracles, check_mod):
+        monkeypatch.setattr(mod, "MATCH_LENGTHS", (("A", real_A), B, C))
+    v = check_mod.check(Case(history=(0, 1, 0), alphabet=2, penalty_last_n=64), lib)
+    assert v.ok and v.to_json()["oracle_C_L"] == v.oracle_L == [0, 1]
+    assert periodic_control(lambda case: check_mod.check(case, lib))["oracles_passed"]
+    wrong = ("C", lambda W, c: real_A(W, c) + 1)
+    for mod in (oracles, check_mod):
+        monkeypatch.setattr(mod, "MATCH_LENGTHS", (("A", real_A), B, wrong))
+    v = check_mod.check(Case(history=(0, 1, 0), alphabet=2, penalty_last_n=64), lib)
+    assert v.klass == "oracle-disagreement" and v.to_json()["oracle_C_L"] == [1, 2]
 
 
 def test_fresh_symbol_touched_is_caught(lib, monkeypatch):
@@ -110,7 +131,7 @@ def test_parameter_shards_merge_to_the_single_run(tmp_path, lib):
 
 def test_model_logits_is_output_logits():
     """output_logits_zero's table evaluation equals output_logits(zeros, pa, cfg) called on the whole batch."""
-    from dryz.check import predict_both
+    from dryz.check import predict_all
     from dryz.config import case_config
     from dryz.oracle.shipped import output_logits_zero as model_logits
     from dryz.space import histories
@@ -118,6 +139,6 @@ def test_model_logits_is_output_logits():
         spec = space_config(name, 3, 7)
         cfg = case_config(spec.case(3, ()))
         H = histories(3, 7, np.arange(3 ** 7))
-        pa, _ = predict_both(H, np.arange(3), cfg)
+        pa, _ = predict_all(H, np.arange(3), cfg)
         direct = model.output_logits(np.zeros(3, dtype=np.float32), pa, cfg)
         assert np.array_equal(model_logits(pa, cfg).view(np.uint32), direct.view(np.uint32)), name

@@ -62,7 +62,7 @@ def periodic_control(check_fn) -> dict:
             rows.append({"period": p, "length": n, "window": W, "expected_L": expected, "library_L": None,
                          "crash": v.detail, "library_passed": False})
             continue
-        o_ok = v.oracle_L == expected and v.oracle_B_L == expected
+        o_ok = all(L == expected for L in v.oracle_Ls.values())  # every registered oracle
         l_ok = v.ok and v.library_L == expected
         oracles_ok &= o_ok
         library_ok &= l_ok
@@ -71,7 +71,7 @@ def periodic_control(check_fn) -> dict:
         if o_ok and not l_ok:
             findings.append({"kind": "mismatch", "case": case.to_json(), "verdict_class": v.klass})
         rows.append({"period": p, "length": n, "window": W, "expected_L": expected,
-                     "library_L": v.library_L, "oracle_L": v.oracle_L, "oracle_B_L": v.oracle_B_L,
+                     "library_L": v.library_L, **v.oracle_Ls,
                      "oracles_passed": o_ok, "library_passed": l_ok})
     return {"passed": library_ok, "oracles_passed": oracles_ok, "off_by_one_flagged": flagged,
             "library_failures": len(findings), "findings": findings, "cases": rows}
@@ -96,7 +96,8 @@ def abi_confirmation_control(judge) -> dict:
     case = abi_confirmation_case()
     v = judge(case)
     crashed = v["class"] == "crash"
-    oracles_ok = crashed or (v["oracle_L"] == [1] and v["oracle_B_L"] == [1] and v["expected_logits"] == [-1.0])
+    from ..oracle import verdict_keys
+    oracles_ok = crashed or (all(v[k] == [1] for k in verdict_keys()) and v["expected_logits"] == [-1.0])
     library_ok = v["class"] == "agree" and v["observed_logits"] == [-1.0]
     out = {"case": case.to_json(), "expected_logit": -1.0,
            "observed_logit": "crash" if crashed else v["observed_logits"][0],
