@@ -360,7 +360,7 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
     """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
     in ./corpus."""
     from .check import fault
-    from .corpus import USER_DIR, CorpusError, crash_entry, entry_json, write_entry
+    from .corpus import crash_entry, entry_json
     from .shrink import NothingToMinimize, minimize_case
     t = load_trace_file(path, read_as, as_trace)
     if t is not None:
@@ -381,19 +381,25 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
     else:
         data = entry_json(m.case, m.verdict, expect=m.verdict.klass, shortest=m.shortest, provenance=provenance,
                           subject=lib.identity)
-    try:
-        out = write_entry(corpus_dir or USER_DIR, data)
-    except CorpusError as e:
-        _fail(str(e))
+    out = _store(data, corpus_dir)
     click.echo(f"reproducer: {len(m.case.history)} tokens {spelled(m.case)!r}, shortest: {m.shortest}, "
                f"{m.calls} predicate calls, {m.seconds:.1f} s")
     click.echo(f"written: {out}")
 
 
+def _store(data: dict, corpus_dir):
+    """A reproducer written as a corpus entry (./corpus unless --corpus): its path, or one line and exit 2."""
+    from .corpus import USER_DIR, CorpusError, write_entry
+    try:
+        return write_entry(corpus_dir or USER_DIR, data)
+    except CorpusError as e:
+        _fail(str(e))
+
+
 def minimize_trace_file(path: str, trace, kind: str, corpus_dir) -> None:
     """minimize for a trace: shrunk by shrink.minimize_trace on the selected subject, written as a corpus entry."""
     from .check import fault
-    from .corpus import USER_DIR, CorpusError, trace_entry_json, write_entry
+    from .corpus import trace_entry_json
     from .shrink import flatten, minimize_trace
     from .trace_check import check_trace
     rc, out = judge_trace_json(trace, kind)
@@ -414,10 +420,7 @@ def minimize_trace_file(path: str, trace, kind: str, corpus_dir) -> None:
                   "seconds": round(m.seconds, 2), "fault": fault()}
     data = trace_entry_json(m.trace, m.verdict, expect=m.verdict.klass, shortest=m.shortest, provenance=provenance,
                             subject=lib.identity)
-    try:
-        written = write_entry(corpus_dir or USER_DIR, data)
-    except CorpusError as e:
-        _fail(str(e))
+    written = _store(data, corpus_dir)
     click.echo("passes    " + "  ".join(f"{n} {p['wins']}/{p['runs']} ({p['calls']} calls)" for n, p in m.passes.items()))
     click.echo(f"reproducer: {m.trace.spelled()!r} ({len(m.trace.events)} events, {len(flatten(m.trace).events)} "
                f"with one token per accept), shortest: {m.shortest}, {m.calls} predicate calls, {m.seconds:.1f} s")

@@ -52,15 +52,10 @@ class TraceError(ValueError):
 
 
 @dataclass(frozen=True)
-class Trace:
-    events: tuple
-    alphabet: int
-    penalty_last_n: int
-    breakers: tuple[str, ...] = ()
-    multiplier: float = 1.0
-    base: float = 2.0
-    allowed_length: int = 1
-    n_ctx_train: int = N_CTX_TRAIN
+class Trace(DryParams):
+    """DRY's parameters (DryParams: the fields a Case holds too), the vocabulary's size and the calls."""
+    events: tuple = field(kw_only=True)
+    alphabet: int = field(kw_only=True)
     note: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -92,9 +87,6 @@ class Trace:
     def params(self) -> DryParams:
         return DryParams(self.penalty_last_n, tuple(self.breakers), self.multiplier, self.base, self.allowed_length,
                          self.n_ctx_train)
-
-    def sampler_args(self) -> tuple:
-        return self.params().sampler_args()
 
     @property
     def applies(self) -> list[int]:

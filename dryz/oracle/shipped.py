@@ -164,6 +164,18 @@ class Config:
         return set(self.single_token_heads) if self.exempt_breakers else set()
 
 
+def _step3(oracles, W, cands, cfg: Config, eligible, ran, rep) -> list[Prediction]:
+    """Step 3 for each oracle: its match lengths capped by rep_limit (and a declared match cap), kept where the
+    candidate is eligible and the length reaches allowed_length."""
+    cap = rep[:, None] if cfg.match_cap is None else np.minimum(rep, cfg.match_cap)[:, None]
+    out = []
+    for oracle in oracles:
+        L = np.minimum(oracle(W, cands), cap)
+        penalized = eligible & np.greater_equal(L, cfg.allowed_length)
+        out.append(Prediction(np.where(penalized, L, 0), penalized, ran, rep))
+    return out
+
+
 @cached_when_hashable
 def _sequence_facts(seqs) -> tuple[tuple[int, ...], bool]:
     return tuple(sorted({h for h, t in seqs if not t})), any(tail for _, tail in seqs)
@@ -206,14 +218,7 @@ def shipped_lengths_each(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles,
     present = np.equal(W[:, 1:, None], cands[None, None, :]).any(axis=1)
     heads = cfg.single_token_breakers()
     breaker = np.array([c in heads for c in cands.tolist()], dtype=bool)
-    eligible = ran[:, None] & present & ~breaker[None, :]
-    out = []
-    cap = rep[:, None] if cfg.match_cap is None else np.minimum(rep, cfg.match_cap)[:, None]
-    for oracle in oracles:
-        L = np.minimum(oracle(W, cands), cap)
-        penalized = eligible & np.greater_equal(L, cfg.allowed_length)
-        out.append(Prediction(np.where(penalized, L, 0), penalized, ran, rep))
-    return out
+    return _step3(oracles, W, cands, cfg, ran[:, None] & present & ~breaker[None, :], ran, rep)
 
 
 def shipped_lengths_ragged(H: np.ndarray, cands: np.ndarray, cfg: Config, oracles, rep_fn, lengths) -> list:
@@ -246,14 +251,7 @@ def shipped_lengths_ragged(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle
     present[n_i, idx[n_i, col]] = True
     heads = cfg.single_token_heads if cfg.exempt_breakers else ()
     breaker = np.isin(cands, np.array(heads, dtype=np.int64)) if heads else np.zeros(C, dtype=bool)
-    eligible = ran[:, None] & present & ~breaker[None, :]
-    out = []
-    cap = rep[:, None] if cfg.match_cap is None else np.minimum(rep, cfg.match_cap)[:, None]
-    for oracle in oracles:
-        L = np.minimum(oracle(W, cands), cap)
-        penalized = eligible & np.greater_equal(L, cfg.allowed_length)
-        out.append(Prediction(np.where(penalized, L, 0), penalized, ran, rep))
-    return out
+    return _step3(oracles, W, cands, cfg, ran[:, None] & present & ~breaker[None, :], ran, rep)
 
 
 def ragged_rep(rep: np.ndarray, w: int, widths: np.ndarray) -> np.ndarray:
