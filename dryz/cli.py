@@ -57,6 +57,26 @@ def cli(lib_path, quiet):
             os.environ["DRYZ_LIB"] = str(resolve(lib_path))  # children (workers, fuzz jobs, re-checks) inherit it
         except SubjectError as e:
             _fail(str(e))
+        _with_runtime(os.environ["DRYZ_LIB"])
+
+
+_ENTRY_ARGV = None  # main()'s arguments: set when dryz runs as a program, so it may re-execute itself
+
+
+def _with_runtime(lib: str) -> None:
+    """A sanitized libllama loads only into a process started with its runtime preloaded
+    (subject.build.runtime_env): dryz re-executes itself with it, so it and every process it starts (pool
+    workers, fuzz jobs, isolated re-checks, subject servers) inherit it."""
+    from .subject.build import runtime_env
+    env = runtime_env(lib)
+    if not env or all(os.environ.get(k) == v for k, v in env.items()):
+        return
+    if _ENTRY_ARGV is None:
+        _fail(f"{lib} is built with sanitizers: start the process with "
+              + " ".join(f"{k}={v}" for k, v in env.items()))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "dryz", *_ENTRY_ARGV], {**os.environ, **env})
 
 
 
@@ -80,13 +100,20 @@ def subject_show():
               help="A patch applied to vendor/llama.cpp (patch -p1) before building.")
 @click.option("-j", "--jobs", type=int, default=None, help="Build jobs. [default: all cores]")
 @click.option("--force", is_flag=True, help="Rebuild even when cached.")
-def subject_build(version, patch, jobs, force):
+@click.option("--sanitize", "sanitize", default=None, metavar="address,undefined",
+              help="Build with clang's AddressSanitizer and/or UndefinedBehaviorSanitizer (own build directory; "
+                   "every dryz process on it preloads the runtime).")
+def subject_build(version, patch, jobs, force, sanitize):
     """Build libllama (the `llama` target only) into the cache and print the folder to pass to --lib."""
     import re
 
-    from .subject.build import BuildError, build
+    from .subject.build import BuildError, build, parse_sanitize
     from .subject.build import PINNED_VERSION
     version = version or PINNED_VERSION
+    try:
+        sanitize = parse_sanitize(sanitize)
+    except ValueError as e:
+        _fail(str(e))
     if not re.fullmatch(r"\d+\.\d+\.\d+", version):
         _fail(f"--version must look like 0.3.36, got {version!r}")
     if patch is not None and not os.path.isfile(patch):
@@ -94,7 +121,8 @@ def subject_build(version, patch, jobs, force):
     if jobs is not None and not 1 <= jobs <= 64:
         _fail(f"--jobs must be in 1..64, got {jobs}")
     try:
-        out = build(version, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force)
+        out = build(version, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force,
+                    sanitize=sanitize)
     except BuildError as e:
         _fail(f"subject build: {e}")
     click.echo(str(out))

@@ -90,6 +90,8 @@ def subject_line(s: dict) -> str:
         who += f" + patch {b.get('patch')} (sha256 {b['patch_sha256'][:12]})"
     elif b:
         who += " (built by dryz subject build)"
+    if b.get("sanitize"):
+        who += f" [sanitized: {','.join(b['sanitize'])}]"
     abi = f", init_dry ABI {s['init_dry_abi']} arguments" if s.get("init_dry_abi") else ""
     return f"{who} (llama.cpp {s.get('llama_cpp_commit') or '?'}{abi})"
 

@@ -82,10 +82,12 @@ class Campaign:
         """The environment that selects the audited subject: DRYZ_LIB, resolved now (a relative path or a
         folder means the same file in every child), with the campaign's fault if any."""
         from ..subject import selected_library
+        from ..subject.build import runtime_env
         env = dict(os.environ)
-        for k in ("LD_PRELOAD", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT"):
+        for k in ("LD_PRELOAD", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT", "ASAN_OPTIONS", "UBSAN_OPTIONS"):
             env.pop(k, None)
         env["DRYZ_LIB"] = str(selected_library())
+        env.update(runtime_env(env["DRYZ_LIB"]))  # a sanitized subject: its runtime preloaded
         for k in ("DRYZ_FUZZ_VOCAB", "DRYZ_FUZZ_BREAKERS"):
             env.pop(k, None)
         if self.vocab:
@@ -98,6 +100,8 @@ class Campaign:
     def env(self) -> dict:
         env = self.subject_env()
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        from ..subject.build import runtime_env
+        env.update(runtime_env(env["DRYZ_LIB"], fuzzer=True))  # sanitized: its runtime with libFuzzer
         if self.native:
             from .native import build_native
             nb = build_native(log=lambda m: self.log(f"native: {m}"))
@@ -247,7 +251,9 @@ class Campaign:
         except subprocess.TimeoutExpired:
             return dict(base, klass="hang", reproduces=True)
         if p.returncode < 0:
-            return dict(base, klass="crash", reproduces=True, signal=-p.returncode)
+            from ..subject.sanitizer import died
+            d = died(p.stderr)
+            return dict(base, klass=d.pop("class"), reproduces=True, signal=-p.returncode, **d)
         if p.returncode not in (0, 1):
             return dict(base, klass="error", reproduces=False, stderr=p.stderr.strip()[-300:])
         out = json.loads(p.stdout)

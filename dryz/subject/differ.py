@@ -53,8 +53,10 @@ class Server:
         self.restarts = 0
 
     def _start(self):
+        from .build import runtime_env
         env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LLAMA_CPP_LIB_PATH")}
         env["DRYZ_LIB"] = self.lib
+        env.update(runtime_env(self.lib))  # a sanitized subject: its runtime preloaded
         self.proc = subprocess.Popen([sys.executable, "-m", "dryz", "serve"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
                                      bufsize=1, start_new_session=True)  # its own group: a kill takes its worker
@@ -178,7 +180,7 @@ class _Worker:
                 b = os.read(self.err_r, 1 << 16)
                 if not b:
                     break
-                self.err = (self.err + b)[-4096:]
+                self.err = (self.err + b)[-16384:]  # a sanitizer report is a few KB
         except BlockingIOError:
             pass
 
@@ -203,7 +205,12 @@ class _Worker:
         if self.hung:
             return json.dumps({"crash": "hang", "detail": f"no answer within {CASE_TIMEOUT:.0f} s"})
         sig = _signame(os.WTERMSIG(status)) if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
-        last = self.err.decode(errors="replace").strip().splitlines()
+        text = self.err.decode(errors="replace")
+        from .sanitizer import report
+        rep = report(text)
+        if rep is not None:
+            return json.dumps({"crash": "memory", "detail": rep["summary"]})
+        last = text.strip().splitlines()
         return json.dumps({"crash": sig, "detail": last[-1].strip() if last else ""})
 
     def _close(self):

@@ -167,6 +167,8 @@ class LibLlama(Subject):
                 built = {"unreadable": str(info)}
             ident["built_by_dryz"] = {k: built.get(k) for k in (
                 "llama_cpp_python", "vendored_commit", "dry_fingerprint", "patch", "patch_sha256", "build_seconds")}
+            if built.get("sanitize"):
+                ident["built_by_dryz"]["sanitize"] = built["sanitize"]
             ident.setdefault("llama_cpp_python", built.get("llama_cpp_python"))
         return ident
 
