@@ -26,11 +26,12 @@ class HarnessError(RuntimeError):
 
 AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"
 CRASH = "crash"
+MEMORY = "memory"  # the process died with a sanitizer report (a libllama built with --sanitize)
 # Every verdict class, in report order (the one list: corpus entries, sweeps, certificates and the CLI read it).
 CLASSES = (AGREE, "documented-contained-restart", "documented-breaker-truncated", "documented-tail-cap",
            "promise-restart-order", "promise-finite-penalty", "promise-breaker-in-token",
            "promise-breaker-across-tokens", "promise-breaker-phantom", MISMATCH,
-           "mismatch-multi-token", ORACLE_DISAGREEMENT, HARNESS_ERROR, CRASH)
+           "mismatch-multi-token", ORACLE_DISAGREEMENT, HARNESS_ERROR, CRASH, MEMORY)
 
 
 def is_finding(klass: str) -> bool:

@@ -407,7 +407,8 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
     from .enumerate import certificate as cert
     from .check import check
     from .enumerate.controls import multiplier_zero_control, periodic_control
-    from .enumerate.run import ConfigResult, Interrupted, config_slices, run_configs, shard_slicing, shard_tasks
+    from .enumerate.run import (ConfigResult, Interrupted, WorkerDied, config_slices, run_configs, shard_slicing,
+                                shard_tasks)
     from .report import Progress, environment, write_json
 
     t0 = time.perf_counter()
@@ -465,6 +466,10 @@ def run_exhaustive(alphabet, max_length, specs, json_path, progress=True, worker
                               on_done=lambda i: finished.append(todo[i]))
     except Interrupted as e:
         interrupted(e.results)
+    except WorkerDied as e:
+        bar.close()
+        click.echo(f"dryz exhaustive: CRASH\nsubject   {ident['libllama_path']}\n{e}")
+        sys.exit(EXIT_FINDING)
     bar.close()
     try:
         periodic = periodic_control(check)
@@ -579,11 +584,12 @@ def judge_isolated(case, kind: str) -> tuple[int, dict]:
                        input=case.dumps(), capture_output=True, text=True)
     if p.returncode < 0:
         sig = -p.returncode
+        from .subject.sanitizer import died
         return EXIT_FINDING, {"input": kind, "case": case.to_json(),
                               "verdict": {"class": "crash", "status": "crash", "signal": sig,
                                           "detail": f"the process running the library died of "
                                                     f"{_signame(sig)}",
-                                          "stderr": p.stderr.strip()[-500:]},
+                                          "stderr": p.stderr.strip()[-500:], **died(p.stderr)},
                               "subject": {"libllama_path": os.environ.get("DRYZ_LIB") or "default"}}
     try:
         out = json.loads(p.stdout) if p.returncode in (EXIT_OK, EXIT_FINDING) else None
@@ -617,8 +623,8 @@ def explain(path, read_as, color, vocab, as_trace):
     rc, out = judge_isolated(case, kind)
     v = out["verdict"]
     ident = out.get("subject") or {}
-    if v["class"] == "crash":
-        click.echo(f"class crash: {v['detail']}\n{v.get('stderr', '')}")
+    if v["class"] in ("crash", "memory"):
+        click.echo(f"class {v['class']}: {v.get('summary') or v['detail']}\n{v.get('stderr', '')}")
         sys.exit(rc)
     v["abi"] = ident.get("init_dry_abi", 7)
     click.echo(f"dryz explain: {path} ({kind})")
@@ -705,7 +711,7 @@ def minimize(path, corpus_dir, isolate, vocab, as_trace):
     first = signature_isolated(case)
     if first[0] == "error":
         _fail(f"{path}: the harness could not judge the case in a child process: {first[1][0]}")
-    crashed = first[0] == "crash"
+    crashed = first[0] in ("crash", "memory")  # memory: the child died with a sanitizer report
     if first[0] == "agree":
         _fail(f"{path} (read as a {kind}): the case agrees with the oracles; nothing to minimize")
     isolated = crashed if isolate is None else isolate
@@ -729,7 +735,9 @@ def minimize(path, corpus_dir, isolate, vocab, as_trace):
                   "original_length": len(case.history), "predicate_calls": calls,
                   "seconds": round(seconds, 2), "fault": fault()}
     if verdict is None:
-        data = crash_entry(reduced, shortest, provenance, lib.identity)
+        report = judge_isolated(reduced, kind)[1]["verdict"] if first[0] == "memory" else None
+        data = crash_entry(reduced, shortest, provenance, lib.identity,
+                           report if report and report["class"] == "memory" else None)
     else:
         data = entry_json(reduced, verdict, expect=verdict.klass, shortest=shortest, provenance=provenance,
                           subject=lib.identity)
@@ -810,7 +818,7 @@ def replay(directory, vocab):
         r = server.run(case)
         if r.kind == "error":
             raise CorpusError(f"the harness could not judge the case: {r.detail}")
-        return r.klass if r.kind == "ok" else "crash"
+        return r.klass if r.kind == "ok" else "memory" if r.detail.startswith("memory:") else "crash"
     from .cli_traces import trace_class_isolated
     try:
         rows = replay_dir(d, judge, lambda trace, expect: trace_class_isolated(trace),

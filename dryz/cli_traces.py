@@ -143,10 +143,11 @@ def judge_trace_isolated(trace, kind: str) -> tuple[int, dict]:
                         "/dev/stdin"], input=trace.dumps(), capture_output=True, text=True)
     if p.returncode < 0:
         sig = -p.returncode
+        from .subject.sanitizer import died
         return 1, {"input": kind, "trace": trace.to_json(),
                    "verdict": {"class": "crash", "status": "crash", "signal": sig,
                                "detail": f"the process running the library died of {signame(sig)}",
-                               "stderr": p.stderr.strip()[-500:]},
+                               "stderr": p.stderr.strip()[-500:], **died(p.stderr)},
                    "subject": {"libllama_path": os.environ.get("DRYZ_LIB") or "default"}}
     try:
         out = json.loads(p.stdout) if p.returncode in (0, 1) else None
@@ -184,8 +185,8 @@ def explain_cmd(path: str, trace, kind: str, color: bool) -> None:
     brk = f", breakers {list(trace.breakers)}" if trace.breakers else ""
     click.echo(f"config    alphabet {trace.alphabet}, penalty_last_n {trace.penalty_last_n}, allowed_length "
                f"{trace.allowed_length}, multiplier {trace.multiplier:g}, base {trace.base:g}{brk}")
-    if v["class"] == "crash":
-        click.echo(f"class crash: {v['detail']}\n{v.get('stderr', '')}")
+    if v["class"] in ("crash", "memory"):
+        click.echo(f"class {v['class']}: {v.get('summary') or v['detail']}\n{v.get('stderr', '')}")
         sys.exit(rc)
     click.echo(f"subject   {subject_line(ident)}")
     first = v["first_bad_apply"]
@@ -213,8 +214,8 @@ def minimize_cmd(path: str, trace, kind: str, corpus_dir) -> None:
     t0 = time.perf_counter()
     rc, out = judge_trace_isolated(trace, kind)
     klass = out["verdict"]["class"]
-    if klass == "crash":
-        fail(f"{path}: the trace crashes the library ({out['verdict']['detail']}); minimizing a crashing "
+    if klass in ("crash", "memory"):
+        fail(f"{path}: the trace crashes the library ({out['verdict'].get('summary') or out['verdict']['detail']}); minimizing a crashing "
                   "trace is not supported (dryz check shows it)")
     if klass == "agree":
         fail(f"{path} (read as a {kind}): the trace agrees with the oracles; nothing to minimize")

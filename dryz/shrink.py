@@ -41,6 +41,10 @@ def signature_isolated(case: Case, timeout: float = SUBPROCESS_TIMEOUT) -> tuple
     except subprocess.TimeoutExpired:
         return ("crash", ("timeout",))
     if p.returncode < 0:
+        from .subject.sanitizer import report
+        rep = report(p.stderr)
+        if rep is not None:  # the same kind of sanitizer error in the same function
+            return ("memory", (rep["kind"], rep["function"]))
         return ("crash", (f"signal {-p.returncode}",))
     try:
         klass, directions = json.loads(p.stdout) if p.returncode == 0 else (None, None)

@@ -229,6 +229,27 @@ def _ignore_sigint():
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends the pool
 
 
+class WorkerDied(RuntimeError):
+    """A pool worker died: the library killed it (an abort, a sanitizer report). A finding, never a hang."""
+
+
+def _watched(pool, results):
+    """pool.imap's results, raising WorkerDied when a worker process dies (multiprocessing.Pool replaces a dead
+    worker and would wait for the lost slice forever). Pool workers never exit on their own here, so a change in
+    the set of worker pids is a death."""
+    import multiprocessing as mp
+    pids = {p.pid for p in pool._pool}
+    while True:
+        try:
+            yield results.next(timeout=1.0)
+        except StopIteration:
+            return
+        except mp.TimeoutError:
+            if {p.pid for p in pool._pool} != pids or any(p.exitcode for p in pool._pool):
+                raise WorkerDied("a pool worker died running the library (its last words are on stderr)") \
+                    from None
+
+
 def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, canonical: bool = False,
                 tasks=None, scheduler=None, partial=None, on_done=None) -> list[ConfigResult]:
     """Every configuration's space, split into slices run by `workers` forked processes (1: in-process).
@@ -265,7 +286,7 @@ def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, ca
     else:
         import multiprocessing as mp
         pool = mp.get_context("fork").Pool(workers, initializer=_ignore_sigint)
-        outs = pool.imap(_run_task, [t for _, t in tasks])
+        outs = _watched(pool, pool.imap(_run_task, [t for _, t in tasks]))
     import signal
     interrupted = False
     failed = True
