@@ -1087,6 +1087,8 @@ class _ClosedPipeSafe:
 
 def main(argv=None):
     """Entry point: click's usage errors become one-line messages with exit 2."""
+    global _ENTRY_ARGV
+    _ENTRY_ARGV = list(sys.argv[1:] if argv is None else argv)
     if not isinstance(sys.stdout, _ClosedPipeSafe):
         sys.stdout = _ClosedPipeSafe(sys.stdout)
     try:

@@ -63,8 +63,13 @@ def signame(sig: int) -> str:
 def load_subject():
     """The selected subject, loaded; a library that cannot be loaded or driven is one line and exit 2."""
     from .subject import SubjectError, current
+    from .subject.binding import LibraryFinding
     try:
         return current()
+    except LibraryFinding as e:
+        import sys
+        click.echo(f"dryz: finding: subject: {e}", err=True)
+        sys.exit(EXIT_FINDING)
     except SubjectError as e:
         fail(f"subject: {e}")
 

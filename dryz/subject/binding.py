@@ -34,7 +34,12 @@ class SubjectError(RuntimeError):
     """The library could not be loaded or did something the harness cannot interpret."""
 
 
-class ArrayChanged(SubjectError):
+class LibraryFinding(SubjectError):
+    """The library did what DRY must not while being loaded or driven (not while judging a case): a finding
+    (exit 1, `dryz: finding: ...`), never the harness's doubt."""
+
+
+class ArrayChanged(LibraryFinding):
     """The sampler changed the candidate array's ids, size or data pointer during a walk: the library's doing
     (DRY only changes logits), so a finding (exit 1), not a harness error."""
 
@@ -218,9 +223,9 @@ class Binding:
         # Confirmation under the detected ABI: allowed_length 1, window 64, history 0 0 -> 1 * 2^(1-1) = 1.
         s = self.init_dry(vocab, 1.0, 2.0, 1, 64, None, 0, n_ctx_train=4096)
         seen = self._probe(s)
-        if seen != -1.0:
-            raise SubjectError(f"{self.path}: llama_sampler_init_dry with the {abi}-argument ABI gave logit "
-                               f"{seen!r} where DRY must give -1.0")
+        if seen != -1.0:  # the ABI is known: this is DRY itself failing `a a` (allowed_length 1, base 2)
+            raise LibraryFinding(f"{self.path}: llama_sampler_init_dry with the {abi}-argument ABI gave logit "
+                                 f"{seen!r} where DRY must give -1.0 (history `a a`, allowed_length 1)")
         return abi
 
     def _probe(self, s) -> float:
