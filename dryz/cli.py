@@ -981,6 +981,54 @@ def restarts(alphabet, max_length, json_path):
 
 
 @cli.command()
+@click.option("--version", "version", default=None, metavar="V", help="llama-cpp-python sdist whose DRY code is "
+              "mutated. [default: the pinned one]")
+@click.option("--workdir", default="mutate-work", show_default=True,
+              help="Per-mutant results (a run resumes from here) and the plan.")
+@click.option("--sample", "n", type=int, default=None, metavar="N",
+              help="A deterministic sample of N mutants, stratified by operator. [default: every mutant]")
+@click.option("--operators", default=None, metavar="LIST", help="Only these operators (comma-separated).")
+@click.option("--ids", default=None, metavar="LIST", help="Only these mutant ids (comma-separated).")
+@click.option("--modes", "mode_names", default=None, metavar="LIST",
+              help="Only these modes of the killer (comma-separated). [default: all]")
+@click.option("--fuzz-time", type=int, default=10, show_default=True, help="Seconds per fuzz campaign.")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Run the mutants as tasks on this Dask scheduler (each worker builds its mutants).")
+@click.option("--no-upstream", is_flag=True, help="Do not run llama.cpp's test-sampling (the baseline).")
+@click.option("--keep-builds", is_flag=True, help="Keep each mutant's libllama in the subject cache.")
+@click.option("--triage", "triage_path", default=None, metavar="FILE",
+              help="Survivor triage (equivalent or gap, with the reason). [default: the version's, shipped]")
+@click.option("--json", "json_path", default=None, help="Write the summary and every result here.")
+@click.option("--markdown", "md_path", default=None, help="Write the report (score, kill matrix, survivors) here.")
+@click.option("--list", "list_only", is_flag=True, help="Print the selected mutants as JSON lines and exit.")
+def mutate(version, workdir, n, operators, ids, mode_names, fuzz_time, scheduler, no_upstream, keep_builds,
+           triage_path, json_path, md_path, list_only):
+    """The audit's own mutation score: mechanical mutants of DRY's source, each built and run through every
+    mode; the kill matrix, the survivors and the score (exit 1 when a survivor is not shown equivalent)."""
+    from pathlib import Path
+
+    from .enumerate.dask_exec import SchedulerError
+    from .mutate.command import main as run_mutate
+    from .mutate.runner import MutateError
+    from .subject.build import PINNED_VERSION, BuildError
+    if n is not None and n < 1:
+        _fail(f"--sample must be at least 1, got {n}")
+    if not 1 <= fuzz_time <= 3600:
+        _fail(f"--fuzz-time must be in 1..3600, got {fuzz_time}")
+    _writable(json_path)
+    _writable(md_path)
+    split = (lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None)
+    try:
+        rc = run_mutate(version or PINNED_VERSION, Path(workdir), n, split(operators), split(ids), split(mode_names),
+                        fuzz_time, scheduler, not no_upstream, keep_builds, triage_path, json_path, md_path,
+                        list_only, echo=click.echo,
+                        log=lambda m: None if quiet_mode() else click.echo(m, err=True))
+    except (MutateError, BuildError, SchedulerError) as e:
+        _fail(str(e))
+    sys.exit(rc)
+
+
+@cli.command()
 @click.option("--versions", default=None, metavar="LIST",
               help="Comma-separated subjects: llama-cpp-python versions and/or xllamacpp[==V]. "
                    "[default: 0.3.16,0.3.34,0.3.35,0.3.36,xllamacpp]")
@@ -1118,6 +1166,10 @@ def main(argv=None):
         from .case import CaseError
         from .corpus import CorpusError
         from .subject import SubjectError
+        from .subject.binding import LibraryFinding
+        if isinstance(e, LibraryFinding):  # the library's doing, seen while driving it
+            click.echo(f"dryz: finding: {e}", err=True)
+            sys.exit(EXIT_FINDING)
         if isinstance(e, (CaseError, CorpusError, SubjectError)):
             click.echo(f"dryz: error: {e}", err=True)
             sys.exit(EXIT_ERROR)
