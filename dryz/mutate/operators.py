@@ -256,7 +256,7 @@ def generate(source: str) -> list[Mutant]:
             if returns_void and depth_at[i - open_i] == 1 and starts_statement and not key.startswith(
                     ("return", "}")) and not _DECL_START.match(c):
                 add("return", i, 0, "return;", [src], [indent + "return;", src],
-                    f"`return;` inserted before `{key}`")
+                    f"`return;` inserted before `{src.strip()}`")
             if fn == "clone" and key.startswith("auto * result ="):
                 add("return", i, 1, "return result;", [src], [src, indent + "return result;"],
                     "`return result;` right after the clone is made (no state copied)")

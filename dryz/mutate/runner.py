@@ -93,9 +93,9 @@ def run_killer(lib: Path, modes: list[Mode], work: Path, upstream_exe: Path | No
 
 
 def run_one(mutant: dict, version: str, modes: list[Mode], pristine_code: dict, upstream_exe: str | None,
-            keep_build: bool = False, jobs: int | None = None, log=lambda m: None) -> dict:
+            keep_build: bool = False, jobs: int | None = None, log=lambda m: None, tree: str | None = TREE) -> dict:
     """One mutant, start to end (a Dask task: everything it needs is in its arguments; it builds on the
-    machine it runs on)."""
+    machine it runs on). tree: the work tree it builds in (subject.build), the one its pristine_code came from."""
     from .objcode import differing, fingerprint
     t0 = time.monotonic()
     res = {"schema": RESULT_SCHEMA, "id": mutant["id"], "operator": mutant["operator"],
@@ -107,7 +107,7 @@ def run_one(mutant: dict, version: str, modes: list[Mode], pristine_code: dict, 
         build_log = []
         tb = time.monotonic()
         try:
-            lib = build(version, patch, jobs=jobs, log=build_log.append, tree=TREE)
+            lib = build(version, patch, jobs=jobs, log=build_log.append, tree=tree)
         except BuildError as e:
             res.update(status="stillborn", build_seconds=round(time.monotonic() - tb, 1),
                        build_error=str(e).splitlines()[-1][-300:] if str(e) else "",
