@@ -134,11 +134,11 @@ def run_mode(mode: Mode, lib: str | Path, work: Path) -> ModeResult:
         out, err = proc.communicate(timeout=mode.timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
+        _kill_group(proc)
         out, err = proc.communicate()
+    except BaseException:  # Ctrl-C: the mode's process group goes too
+        _kill_group(proc)
+        raise
     seconds = time.monotonic() - t0
     (work / "stdout.txt").write_text(out)
     (work / "stderr.txt").write_text(err)
@@ -146,6 +146,13 @@ def run_mode(mode: Mode, lib: str | Path, work: Path) -> ModeResult:
     if status == "killed":
         detail = _first_finding(out)
     return ModeResult(mode.name, status, None if timed_out else proc.returncode, seconds, detail, frames)
+
+
+def _kill_group(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
 
 
 def _first_finding(stdout: str) -> str:

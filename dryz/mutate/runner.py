@@ -143,7 +143,7 @@ def _write(path: Path, data: dict) -> None:
 
 
 def prepare(version: str, modes: list[Mode], workdir: Path, mutants: list[Mutant], source_sha: str,
-            settings: dict, with_upstream: bool = True, log=print) -> dict:
+            settings: dict, with_upstream: bool = True, log=print, tree: str | None = TREE) -> dict:
     """The run's plan and control: the pristine build, its DRY object code, test-sampling, and the killer on the
     pristine build (every mode must be clean there). A workdir holding another plan is refused (MutateError),
     one holding this plan is resumed (its control is reused)."""
@@ -166,7 +166,7 @@ def prepare(version: str, modes: list[Mode], workdir: Path, mutants: list[Mutant
             return dict(plan, control=old_control)
     log(f"the pristine {version} build, its DRY object code and the control run of every mode")
     try:
-        pristine = build(version, None, log=lambda m: log(f"  {m}"), tree=TREE)
+        pristine = build(version, None, log=lambda m: log(f"  {m}"), tree=tree)
         exe = build_test_sampling(version, pristine, log=lambda m: log(f"  {m}")) if with_upstream else None
     except BuildError as e:
         raise MutateError(f"the pristine build: {e}") from None
@@ -174,7 +174,8 @@ def prepare(version: str, modes: list[Mode], workdir: Path, mutants: list[Mutant
     with tempfile.TemporaryDirectory(prefix="dryz-mutate-control-") as tmp:
         results = run_killer(pristine, modes, Path(tmp), exe, log)
     bad = [r for r in results if r.status != "survived"]
-    control = {"pristine": str(pristine), "object_code": code, "upstream_exe": str(exe) if exe else None,
+    control = {"pristine": str(pristine), "tree": tree, "object_code": code,
+               "upstream_exe": str(exe) if exe else None,
                "results": [r.to_json() for r in results]}
     if bad:
         raise MutateError("the killer is not clean on the pristine build: " + "; ".join(
@@ -197,8 +198,9 @@ def done_ids(workdir: Path) -> set[str]:
 
 def calibrated(modes: list[Mode], control: dict, fuzz_seconds: int) -> list[Mode]:
     """Each mode's timeout from its time on the pristine build: six times that (a loaded machine runs 2-3x
-    slower), at least 60 s; a fuzz campaign's budget plus four times its overhead, at least 60 s. A mutant that
-    hangs DRY then costs a minute or two per mode, not the modes' generous defaults."""
+    slower), at least 60 s; a fuzz campaign's budget plus six times its overhead, at least 180 s (a campaign
+    that finds something re-checks each crash file in a fresh process: a vocabulary campaign's take seconds
+    each). A mutant that hangs DRY then costs a few minutes per mode, not the modes' generous defaults."""
     from dataclasses import replace
     seconds = {r["mode"]: r["seconds"] for r in control["results"]}
     out = []
@@ -207,7 +209,7 @@ def calibrated(modes: list[Mode], control: dict, fuzz_seconds: int) -> list[Mode
         if s is None:
             out.append(m)
         elif m.args[0] == "fuzz":
-            out.append(replace(m, timeout=round(fuzz_seconds + max(60.0, 4 * max(0.0, s - fuzz_seconds)))))
+            out.append(replace(m, timeout=round(fuzz_seconds + max(180.0, 6 * max(0.0, s - fuzz_seconds)))))
         else:
             out.append(replace(m, timeout=round(max(60.0, 6 * s))))
     return out
@@ -221,7 +223,8 @@ def run(plan: dict, mutants: list[Mutant], modes: list[Mode], workdir: Path, sch
     done = done_ids(workdir)
     todo = [m for m in mutants if m.id not in done]
     control = plan["control"]
-    args = (plan["version"], modes, control["object_code"], control["upstream_exe"], keep_builds)
+    args = (plan["version"], modes, control["object_code"], control["upstream_exe"], keep_builds, None,
+            lambda m: None, control.get("tree", TREE))
     t_run = time.monotonic()
 
     def record(i: int, res: dict) -> None:
@@ -233,7 +236,7 @@ def run(plan: dict, mutants: list[Mutant], modes: list[Mode], workdir: Path, sch
     if scheduler is None:
         for i, m in enumerate(todo, 1):
             log(f"[{i}/{len(todo)}] {m.id}: {m.description}")
-            record(i, run_one(m.to_json(), *args, log=log))
+            record(i, run_one(m.to_json(), *args[:6], log, args[7]))
     else:
         from ..enumerate import dask_exec
         client = dask_exec.connect(scheduler)
