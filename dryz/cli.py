@@ -624,7 +624,8 @@ def explain(path, read_as, color, vocab, as_trace):
     v = out["verdict"]
     ident = out.get("subject") or {}
     if v["class"] in ("crash", "memory"):
-        click.echo(f"class {v['class']}: {v.get('summary') or v['detail']}\n{v.get('stderr', '')}")
+        tail = "\n".join(f"  #{i} {f}" for i, f in enumerate(v["frames"])) if v.get("frames") else v.get("stderr", "")
+        click.echo(f"class {v['class']}: {v.get('summary') or v['detail']}\n{tail}")
         sys.exit(rc)
     v["abi"] = ident.get("init_dry_abi", 7)
     click.echo(f"dryz explain: {path} ({kind})")

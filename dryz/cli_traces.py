@@ -186,7 +186,8 @@ def explain_cmd(path: str, trace, kind: str, color: bool) -> None:
     click.echo(f"config    alphabet {trace.alphabet}, penalty_last_n {trace.penalty_last_n}, allowed_length "
                f"{trace.allowed_length}, multiplier {trace.multiplier:g}, base {trace.base:g}{brk}")
     if v["class"] in ("crash", "memory"):
-        click.echo(f"class {v['class']}: {v.get('summary') or v['detail']}\n{v.get('stderr', '')}")
+        tail = "\n".join(f"  #{i} {f}" for i, f in enumerate(v["frames"])) if v.get("frames") else v.get("stderr", "")
+        click.echo(f"class {v['class']}: {v.get('summary') or v['detail']}\n{tail}")
         sys.exit(rc)
     click.echo(f"subject   {subject_line(ident)}")
     first = v["first_bad_apply"]
