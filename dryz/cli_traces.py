@@ -216,8 +216,9 @@ def minimize_cmd(path: str, trace, kind: str, corpus_dir) -> None:
     rc, out = judge_trace_isolated(trace, kind)
     klass = out["verdict"]["class"]
     if klass in ("crash", "memory"):
-        fail(f"{path}: the trace crashes the library ({out['verdict'].get('summary') or out['verdict']['detail']}); minimizing a crashing "
-                  "trace is not supported (dryz check shows it)")
+        why = out["verdict"].get("summary") or out["verdict"]["detail"]
+        fail(f"{path}: the trace crashes the library ({why}); minimizing a crashing trace is not supported "
+             "(dryz check shows it)")
     if klass == "agree":
         fail(f"{path} (read as a {kind}): the trace agrees with the oracles; nothing to minimize")
     lib = load_subject()

@@ -30,7 +30,7 @@ REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
 ASAN = """=================================================================
 ==4242==ERROR: AddressSanitizer: container-overflow on address 0x611 at pc 0x7f bp 0x7ff sp 0x7ff
 WRITE of size 4 at 0x611 thread T0
-    #0 0x7f4047988d4e in llama_sampler_dry_apply(llama_sampler*, llama_token_data_array*) /s/src/llama-sampler.cpp:3457:61
+    #0 0x7f4047988d4e in llama_sampler_dry_apply(llama_sampler*, llama_token_data_array*) /s/llama-sampler.cpp:3457:61
     #1 0x7f4047988d4f in llama_sampler_apply /s/src/llama-sampler.cpp:388:5
     #2 0x7f4047988d50  (/nonexistent/libffi.so.8+0x6f79) (BuildId: 4b5ef0d8)
 
@@ -41,7 +41,7 @@ SUMMARY: AddressSanitizer: container-overflow /s/src/llama-sampler.cpp:3457:61 i
 ==4242==ABORTING
 """
 
-UBSAN = """/s/src/llama-sampler.cpp:3580:48: runtime error: signed integer overflow: 5 - -2147483648 cannot be represented in type 'int'
+UBSAN = """/s/llama-sampler.cpp:3580:48: runtime error: signed integer overflow: 5 - -2147483648 cannot be represented
     #0 0x7f11 in llama_sampler_dry_apply(llama_sampler*, llama_token_data_array*) /s/src/llama-sampler.cpp:3580:48
 SUMMARY: UndefinedBehaviorSanitizer: undefined-behavior /s/src/llama-sampler.cpp:3580:48
 """
