@@ -144,9 +144,10 @@ def test_the_killer_has_the_gates_shape():
     with pytest.raises(ValueError, match="unknown mode"):
         modes_for(10, ["nope"])
     control = {"results": [{"mode": "exhaustive", "seconds": 2.0}, {"mode": "parameters", "seconds": 20.0},
-                           {"mode": "fuzz", "seconds": 40.0}]}
+                           {"mode": "fuzz", "seconds": 40.0},
+                           {"mode": "fuzz-traces", "seconds": 12.0}]}
     t = {m.name: m.timeout for m in calibrated(modes, control, 10)}
-    assert t["exhaustive"] == 60 and t["parameters"] == 120 and t["fuzz"] == 190 and t["replay"] == 180
+    assert t["exhaustive"] == 60 and t["parameters"] == 120 and t["fuzz"] == 190 and t["fuzz-traces"] == 100 and t["replay"] == 180
 
 
 def _result(i, status, killers=(), upstream="survived", names=("a", "b")):

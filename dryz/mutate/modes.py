@@ -143,6 +143,9 @@ def run_mode(mode: Mode, lib: str | Path, work: Path) -> ModeResult:
     (work / "stdout.txt").write_text(out)
     (work / "stderr.txt").write_text(err)
     status, detail, frames = classify(proc.returncode, err, timed_out)
+    if timed_out and (work / "artifacts").is_dir():
+        n = sum(1 for p in (work / "artifacts").iterdir() if p.name.startswith(("crash-", "timeout-")))
+        detail += f"; {n} crash file(s) written" if n else "; no crash file written"
     if status == "killed":
         detail = _first_finding(out)
     return ModeResult(mode.name, status, None if timed_out else proc.returncode, seconds, detail, frames)

@@ -198,9 +198,11 @@ def done_ids(workdir: Path) -> set[str]:
 
 def calibrated(modes: list[Mode], control: dict, fuzz_seconds: int) -> list[Mode]:
     """Each mode's timeout from its time on the pristine build: six times that (a loaded machine runs 2-3x
-    slower), at least 60 s; a fuzz campaign's budget plus six times its overhead, at least 180 s (a campaign
-    that finds something re-checks each crash file in a fresh process: a vocabulary campaign's take seconds
-    each). A mutant that hangs DRY then costs a few minutes per mode, not the modes' generous defaults."""
+    slower), at least 60 s; a fuzz campaign's budget plus six times its overhead, at least 90 s (a campaign
+    that finds something re-checks each crash file of its first crashing job in a fresh process: a vocabulary
+    campaign's take seconds each). A mutant that hangs DRY then costs a minute or two per mode, not the modes'
+    generous defaults. (A campaign on a mutant where every seed input fails spends its time re-running the seeds
+    one crash after another: it times out with crash files written; modes.run_mode says how many.)"""
     from dataclasses import replace
     seconds = {r["mode"]: r["seconds"] for r in control["results"]}
     out = []
@@ -209,7 +211,7 @@ def calibrated(modes: list[Mode], control: dict, fuzz_seconds: int) -> list[Mode
         if s is None:
             out.append(m)
         elif m.args[0] == "fuzz":
-            out.append(replace(m, timeout=round(fuzz_seconds + max(180.0, 6 * max(0.0, s - fuzz_seconds)))))
+            out.append(replace(m, timeout=round(fuzz_seconds + max(90.0, 6 * max(0.0, s - fuzz_seconds)))))
         else:
             out.append(replace(m, timeout=round(max(60.0, 6 * s))))
     return out
