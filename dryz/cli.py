@@ -1002,8 +1002,10 @@ def restarts(alphabet, max_length, json_path):
 @click.option("--json", "json_path", default=None, help="Write the summary and every result here.")
 @click.option("--markdown", "md_path", default=None, help="Write the report (score, kill matrix, survivors) here.")
 @click.option("--list", "list_only", is_flag=True, help="Print the selected mutants as JSON lines and exit.")
+@click.option("--sanitize", "sanitize", default=None, metavar="address,undefined",
+              help="Build every mutant (and the pristine control) with these sanitizers: a report kills as memory.")
 def mutate(version, workdir, n, operators, ids, mode_names, fuzz_time, scheduler, no_upstream, keep_builds,
-           triage_path, json_path, md_path, list_only):
+           triage_path, json_path, md_path, list_only, sanitize):
     """The audit's own mutation score: mechanical mutants of DRY's source, each built and run through every
     mode; the kill matrix, the survivors and the score (exit 1 when a survivor is not shown equivalent)."""
     from pathlib import Path
@@ -1011,7 +1013,11 @@ def mutate(version, workdir, n, operators, ids, mode_names, fuzz_time, scheduler
     from .enumerate.dask_exec import SchedulerError
     from .mutate.command import main as run_mutate
     from .mutate.runner import MutateError
-    from .subject.build import PINNED_VERSION, BuildError
+    from .subject.build import PINNED_VERSION, BuildError, parse_sanitize
+    try:
+        sanitize = parse_sanitize(sanitize)
+    except ValueError as e:
+        _fail(str(e))
     if n is not None and n < 1:
         _fail(f"--sample must be at least 1, got {n}")
     if not 1 <= fuzz_time <= 3600:
@@ -1023,7 +1029,7 @@ def mutate(version, workdir, n, operators, ids, mode_names, fuzz_time, scheduler
         rc = run_mutate(version or PINNED_VERSION, Path(workdir), n, split(operators), split(ids), split(mode_names),
                         fuzz_time, scheduler, not no_upstream, keep_builds, triage_path, json_path, md_path,
                         list_only, echo=click.echo,
-                        log=lambda m: None if quiet_mode() else click.echo(m, err=True))
+                        log=lambda m: None if quiet_mode() else click.echo(m, err=True), sanitize=sanitize)
     except (MutateError, BuildError, SchedulerError) as e:
         _fail(str(e))
     sys.exit(rc)

@@ -35,7 +35,7 @@ def select(version: str, operators: list[str] | None, ids: list[str] | None, n: 
 
 def main(version: str, workdir: Path, n: int | None, operators, ids, mode_names, fuzz_seconds: int,
          scheduler, upstream: bool, keep_builds: bool, triage_path, json_path, md_path, list_only: bool,
-         echo=print, log=print) -> int:
+         echo=print, log=print, sanitize: tuple = ()) -> int:
     try:
         modes = modes_for(fuzz_seconds, mode_names)
     except ValueError as e:
@@ -54,7 +54,12 @@ def main(version: str, workdir: Path, n: int | None, operators, ids, mode_names,
         f"{', '.join(m.name for m in modes)}{' + upstream test-sampling' if upstream else ''}")
     settings = {"sample": n, "operators": sorted(operators) if operators else None, "ids": ids,
                 "fuzz_seconds": fuzz_seconds}
-    plan = prepare(version, modes, workdir, chosen, source_sha, settings, upstream, log)
+    if sanitize:  # sanitized builds have a work tree of their own already
+        settings["sanitize"] = list(sanitize)
+        plan = prepare(version, modes, workdir, chosen, source_sha, settings, upstream, log, tree=None,
+                       sanitize=sanitize)
+    else:
+        plan = prepare(version, modes, workdir, chosen, source_sha, settings, upstream, log)
     results = run(plan, chosen, modes, workdir, scheduler, keep_builds, log)
     summary = summarize(results, len(chosen), [m.name for m in modes], triage)
     summary.update(version=version, all_generated=len(every), workdir=str(workdir),

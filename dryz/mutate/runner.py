@@ -93,9 +93,11 @@ def run_killer(lib: Path, modes: list[Mode], work: Path, upstream_exe: Path | No
 
 
 def run_one(mutant: dict, version: str, modes: list[Mode], pristine_code: dict, upstream_exe: str | None,
-            keep_build: bool = False, jobs: int | None = None, log=lambda m: None, tree: str | None = TREE) -> dict:
+            keep_build: bool = False, jobs: int | None = None, log=lambda m: None, tree: str | None = TREE,
+            sanitize: tuple = ()) -> dict:
     """One mutant, start to end (a Dask task: everything it needs is in its arguments; it builds on the
-    machine it runs on). tree: the work tree it builds in (subject.build), the one its pristine_code came from."""
+    machine it runs on). tree: the work tree it builds in (subject.build), the one its pristine_code came from;
+    sanitize: build it with these sanitizers (a sanitizer report kills it as `memory`)."""
     from .objcode import differing, fingerprint
     t0 = time.monotonic()
     res = {"schema": RESULT_SCHEMA, "id": mutant["id"], "operator": mutant["operator"],
@@ -107,7 +109,7 @@ def run_one(mutant: dict, version: str, modes: list[Mode], pristine_code: dict, 
         build_log = []
         tb = time.monotonic()
         try:
-            lib = build(version, patch, jobs=jobs, log=build_log.append, tree=tree)
+            lib = build(version, patch, jobs=jobs, log=build_log.append, tree=tree, sanitize=tuple(sanitize))
         except BuildError as e:
             res.update(status="stillborn", build_seconds=round(time.monotonic() - tb, 1),
                        build_error=str(e).splitlines()[-1][-300:] if str(e) else "",
@@ -143,7 +145,8 @@ def _write(path: Path, data: dict) -> None:
 
 
 def prepare(version: str, modes: list[Mode], workdir: Path, mutants: list[Mutant], source_sha: str,
-            settings: dict, with_upstream: bool = True, log=print, tree: str | None = TREE) -> dict:
+            settings: dict, with_upstream: bool = True, log=print, tree: str | None = TREE,
+            sanitize: tuple = ()) -> dict:
     """The run's plan and control: the pristine build, its DRY object code, test-sampling, and the killer on the
     pristine build (every mode must be clean there). A workdir holding another plan is refused (MutateError),
     one holding this plan is resumed (its control is reused)."""
@@ -166,7 +169,7 @@ def prepare(version: str, modes: list[Mode], workdir: Path, mutants: list[Mutant
             return dict(plan, control=old_control)
     log(f"the pristine {version} build, its DRY object code and the control run of every mode")
     try:
-        pristine = build(version, None, log=lambda m: log(f"  {m}"), tree=tree)
+        pristine = build(version, None, log=lambda m: log(f"  {m}"), tree=tree, sanitize=tuple(sanitize))
         exe = build_test_sampling(version, pristine, log=lambda m: log(f"  {m}")) if with_upstream else None
     except BuildError as e:
         raise MutateError(f"the pristine build: {e}") from None
@@ -174,7 +177,7 @@ def prepare(version: str, modes: list[Mode], workdir: Path, mutants: list[Mutant
     with tempfile.TemporaryDirectory(prefix="dryz-mutate-control-") as tmp:
         results = run_killer(pristine, modes, Path(tmp), exe, log)
     bad = [r for r in results if r.status != "survived"]
-    control = {"pristine": str(pristine), "tree": tree, "object_code": code,
+    control = {"pristine": str(pristine), "tree": tree, "sanitize": list(sanitize), "object_code": code,
                "upstream_exe": str(exe) if exe else None,
                "results": [r.to_json() for r in results]}
     if bad:
@@ -225,8 +228,10 @@ def run(plan: dict, mutants: list[Mutant], modes: list[Mode], workdir: Path, sch
     done = done_ids(workdir)
     todo = [m for m in mutants if m.id not in done]
     control = plan["control"]
-    args = (plan["version"], modes, control["object_code"], control["upstream_exe"], keep_builds, None,
-            lambda m: None, control.get("tree", TREE))
+    from functools import partial
+    one = partial(run_one, version=plan["version"], modes=modes, pristine_code=control["object_code"],
+                  upstream_exe=control["upstream_exe"], keep_build=keep_builds, tree=control.get("tree", TREE),
+                  sanitize=tuple(control.get("sanitize") or ()))
     t_run = time.monotonic()
 
     def record(i: int, res: dict) -> None:
@@ -238,14 +243,14 @@ def run(plan: dict, mutants: list[Mutant], modes: list[Mode], workdir: Path, sch
     if scheduler is None:
         for i, m in enumerate(todo, 1):
             log(f"[{i}/{len(todo)}] {m.id}: {m.description}")
-            record(i, run_one(m.to_json(), *args[:6], log, args[7]))
+            record(i, one(m.to_json(), log=log))
     else:
         from ..enumerate import dask_exec
         client = dask_exec.connect(scheduler)
         own = client is not scheduler
         try:
             from distributed import as_completed
-            futures = {client.submit(run_one, m.to_json(), *args, key=f"dryz-mutant-{m.id}", pure=False): m
+            futures = {client.submit(one, m.to_json(), key=f"dryz-mutant-{m.id}", pure=False): m
                        for m in todo}
             for i, fut in enumerate(as_completed(futures), 1):
                 record(i, fut.result())
