@@ -147,7 +147,8 @@ def run_mode(mode: Mode, lib: str | Path, work: Path) -> ModeResult:
         n = sum(1 for p in (work / "artifacts").iterdir() if p.name.startswith(("crash-", "timeout-")))
         detail += f"; {n} crash file(s) written" if n else "; no crash file written"
     if status == "killed":
-        detail = _first_finding(out)
+        detail = next((ln.strip() for ln in err.splitlines() if ln.startswith("dryz: finding:")), "")[:300] \
+            or _first_finding(out)  # the first: the library failed the load-time probe
     return ModeResult(mode.name, status, None if timed_out else proc.returncode, seconds, detail, frames)
 
 
