@@ -166,8 +166,9 @@ def explain_cmd(path: str, trace, kind: str, color: bool) -> None:
     brk = f", breakers {list(trace.breakers)}" if trace.breakers else ""
     click.echo(f"config    alphabet {trace.alphabet}, penalty_last_n {trace.penalty_last_n}, allowed_length "
                f"{trace.allowed_length}, multiplier {trace.multiplier:g}, base {trace.base:g}{brk}")
-    if v["class"] == "crash":
-        click.echo(f"class crash: {v['detail']}\n{v.get('stderr', '')}")
+    if v["class"] in ("crash", "memory"):
+        from .output import crash_lines
+        click.echo(crash_lines(v))
         sys.exit(rc)
     click.echo(f"subject   {subject_line(ident)}")
     first = v["first_bad_apply"]
@@ -195,9 +196,10 @@ def minimize_cmd(path: str, trace, kind: str, corpus_dir) -> None:
     t0 = time.perf_counter()
     rc, out = judge_trace(trace, kind)
     klass = out["verdict"]["class"]
-    if klass == "crash":
-        fail(f"{path}: the trace crashes the library ({out['verdict']['detail']}); minimizing a crashing "
-                  "trace is not supported (dryz check shows it)")
+    if klass in ("crash", "memory"):
+        why = out["verdict"].get("summary") or out["verdict"]["detail"]
+        fail(f"{path}: the trace crashes the library ({why}); minimizing a crashing trace is not supported "
+             "(dryz check shows it)")
     if klass == "agree":
         fail(f"{path} (read as a {kind}): the trace agrees with the oracles; nothing to minimize")
     lib = load_subject()

@@ -81,6 +81,13 @@ def write_json(path: str | Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def crash_lines(v: dict) -> str:
+    """dryz explain of a verdict of class crash or memory: the detail (a sanitizer report's summary) and the
+    subject's last words (a report's first frames, not the tail of its shadow-byte legend)."""
+    tail = "\n".join(f"  #{i} {f}" for i, f in enumerate(v["frames"])) if v.get("frames") else v.get("stderr", "")
+    return f"class {v['class']}: {v.get('summary') or v['detail']}\n{tail}"
+
+
 def subject_line(s: dict) -> str:
     """The subject's one-line name: a libllama's provider version, patch, commit and init_dry ABI; another kind's
     own label (its identity's "label")."""
@@ -93,6 +100,8 @@ def subject_line(s: dict) -> str:
         who += f" + patch {b.get('patch')} (sha256 {b['patch_sha256'][:12]})"
     elif b:
         who += " (built by dryz subject build)"
+    if b.get("sanitize"):
+        who += f" [sanitized: {','.join(b['sanitize'])}]"
     abi = f", init_dry ABI {s['init_dry_abi']} arguments" if s.get("init_dry_abi") else ""
     return f"{who} (llama.cpp {s.get('llama_cpp_commit') or '?'}{abi})"
 
@@ -153,7 +162,8 @@ def certificate_text(r: dict) -> str:
                                                f"{c['multiplier_zero']['cases']:,} cases"))
     for c in r["configs"]:
         for x in c.get("crashes", []):
+            what = f"class memory: {x['summary']}" if x.get("sanitizer") else x["detail"]
             lines.append(f"crash     ({c['name']}) the subject failed ({x['signal']}) walking the slice "
-                         f"{x['slice']}: {x['detail']}")
+                         f"{x['slice']}: {what}")
     lines.append(f"wall      {r['wall_seconds']:.2f} s")
     return "\n".join(lines)

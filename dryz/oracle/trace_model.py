@@ -160,7 +160,7 @@ class TraceVerdict:
         (a mismatch, an oracle self-disagreement, a broken promise, a documented limitation), else agree; crash
         when the subject's process died on the trace (dryz.check.check_trace_in)."""
         if self.status == "crash":
-            return "crash"
+            return "memory" if (getattr(self, "crash", None) or {}).get("sanitizer") else "crash"
         return next((a.klass for a in self.applies if a.klass != AGREE), AGREE)
 
     def signature(self) -> tuple:
