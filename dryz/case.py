@@ -9,21 +9,16 @@ import array
 import json
 import math
 import re
-import struct
 from dataclasses import InitVar, dataclass, field, replace
 from typing import Any
 
 
 from .subject.symbols import MAX_ALPHABET, SYMBOLS, from_symbols, to_symbols
 
+from .params import N_CTX_TRAIN, DryParams, f32, is_int as _is_int, is_number as _is_number
+
 CASE_SCHEMA = "dryz.case/1"
 MAX_HISTORY = 1 << 16
-MAX_BREAKER_CHARS = 1000
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-# L - allowed_length is computed in C int; keep it far from overflow.
-MAX_ABS_ALLOWED = 1 << 20
-MAX_PENALTY_LAST_N = 1 << 20
-N_CTX_TRAIN = 4096  # Case.n_ctx_train's default
 # A real vocabulary's size (Case.alphabet of a vocab case): llama_token is int32; the largest vendored one has
 # 262,144 tokens.
 MAX_VOCAB = (1 << 31) - 1
@@ -33,16 +28,6 @@ class CaseError(ValueError):
     """A Case (or its JSON) that dryz refuses, with a one-line reason."""
 
 
-def f32(x: float) -> float:
-    """The float32 value nearest x, as a Python float (exact: every float32 is a float64); inf past
-    the float32 range, as a C float conversion gives."""
-    try:
-        return _F32.unpack(_F32.pack(x))[0]
-    except OverflowError:
-        return math.copysign(math.inf, x)
-
-
-_F32 = struct.Struct("f")
 _SYMBOL_SET = frozenset(SYMBOLS)
 
 
@@ -110,6 +95,11 @@ class Case:
         object.__setattr__(self, "_logits", logits)
 
     # -- derived views ------------------------------------------------------------------------
+    def params(self) -> DryParams:
+        """The DRY parameters (the same type a Trace holds)."""
+        return DryParams(self.penalty_last_n, self.breakers, self.multiplier, self.base, self.allowed_length,
+                         self.n_ctx_train)
+
     def candidate_ids(self) -> list[int]:
         return list(self.ids)
 
@@ -214,15 +204,9 @@ class Case:
                     isinstance(c, list) and len(c) == 2 and _is_int(c[0]) for c in cands):
                 raise CaseError("'candidates' must be a list of [token id, logit] pairs")
             cands = tuple((int(t), _logit_from_json(lg)) for t, lg in cands)
-        breakers = d.get("breakers", [])
-        if not isinstance(breakers, list) or not all(isinstance(b, str) for b in breakers):
-            raise CaseError("'breakers' must be a list of strings")
-        for key in ("alphabet", "penalty_last_n", "allowed_length", "n_ctx_train"):
-            if key in d and not _is_int(d[key]):
-                raise CaseError(f"'{key}' must be an integer")
-        for key in ("multiplier", "base"):
-            if key in d and not _is_number(d[key]):
-                raise CaseError(f"'{key}' must be a number")
+        if not _is_int(d["alphabet"]):
+            raise CaseError("'alphabet' must be an integer")
+        params = DryParams.read_json(d, CaseError)
         written = d.get("as_written", {})
         if not isinstance(written, dict) or not set(written) <= {"multiplier", "base"} or not all(
                 _is_number(v) for v in written.values()):
@@ -232,14 +216,9 @@ class Case:
         return cls(
             history=tuple(int(t) for t in history),
             alphabet=int(d["alphabet"]),
-            penalty_last_n=int(d["penalty_last_n"]),
-            breakers=tuple(breakers),
-            multiplier=d.get("multiplier", 1.0),
-            base=d.get("base", 2.0),
-            allowed_length=int(d.get("allowed_length", 1)),
+            **params,
             candidates=cands,
             sorted=bool(d.get("sorted", False)),
-            n_ctx_train=int(d.get("n_ctx_train", N_CTX_TRAIN)),
             note=str(d.get("note", "")),
             as_written=tuple(sorted(written.items())),
             vocab=vocab,
@@ -255,45 +234,57 @@ class Case:
 
 
 def validate(c: Case) -> None:
-    """Refuse a Case outside what dryz can run, with a one-line reason. The checks are first made in bulk
-    (this runs for every Case made, minimizer candidates included); only a Case that fails them is walked
-    field by field for the message."""
-    if c.vocab is not None:
-        return _validate_vocab(c)
-    h, m, b = c.history, c.multiplier, c.base
-    if (c.vocab_sha256 is None and isinstance(c.alphabet, int) and 1 <= c.alphabet <= MAX_ALPHABET
-            and len(h) <= MAX_HISTORY
-            and _ids_below(h, c.alphabet)
-            and INT32_MIN <= c.penalty_last_n <= MAX_PENALTY_LAST_N
-            and INT32_MIN <= c.n_ctx_train <= MAX_PENALTY_LAST_N
-            and -MAX_ABS_ALLOWED <= c.allowed_length <= MAX_ABS_ALLOWED
-            and math.isfinite(m) and math.isfinite(b) and f32(m) == m and f32(b) == b
-            and (not c.breakers or (max(map(len, c.breakers)) <= MAX_BREAKER_CHARS
-                                    and _SYMBOL_SET.issuperset("".join(c.breakers))))
+    """Refuse a Case outside what dryz can run, with a one-line reason. A symbol-vocabulary case is first checked
+    in bulk (this runs for every Case made, minimizer candidates included); any other case, and one that fails
+    the bulk checks, is walked field by field (_refuse), which names the first thing refused."""
+    h = c.history
+    if (c.vocab is None and c.vocab_sha256 is None and isinstance(c.alphabet, int)
+            and 1 <= c.alphabet <= MAX_ALPHABET and len(h) <= MAX_HISTORY and _ids_below(h, c.alphabet)
+            and DryParams.fits(c)
+            and (not c.breakers or _SYMBOL_SET.issuperset("".join(c.breakers)))
             and (c.candidates is None or _candidates_ok(c.candidates))):
         return
     _refuse(c)
-    raise CaseError("invalid case")  # not reached: _refuse names what failed
+    if c.vocab is None:
+        raise CaseError("invalid case")  # not reached: _refuse names what failed
 
 
-def _validate_vocab(c: Case) -> None:
-    """validate() for a real-vocabulary case: ids below the vocabulary's size (alphabet), breakers any UTF-8
-    strings without NUL (init_dry reads C strings). The rest as for the symbol vocabulary."""
-    if not (_is_int(c.alphabet) and 1 <= c.alphabet <= MAX_VOCAB):
-        raise CaseError(f"alphabet (the vocabulary's size) must be an integer in 1..{MAX_VOCAB}, got {c.alphabet!r}")
-    if not isinstance(c.vocab, str) or not c.vocab:
-        raise CaseError(f"vocab must be a vocabulary name or GGUF path, got {c.vocab!r}")
-    if c.vocab_sha256 is not None and not (isinstance(c.vocab_sha256, str)
-                                           and re.fullmatch(r"[0-9a-f]{64}", c.vocab_sha256)):
-        raise CaseError(f"vocab_sha256 must be 64 lowercase hex digits, got {c.vocab_sha256!r}")
+def _refuse(c: Case) -> None:
+    """Raise CaseError naming the first thing validate() refuses; return for a valid case. The symbol
+    vocabulary: ids below alphabet (at most 64), breakers of its symbols. A real one (vocab): ids below its size
+    (alphabet), breakers any UTF-8 strings without NUL (init_dry reads C strings). The DRY parameters are checked
+    by DryParams.check, as a Trace's are."""
+    if c.vocab is not None:
+        if not (_is_int(c.alphabet) and 1 <= c.alphabet <= MAX_VOCAB):
+            raise CaseError(f"alphabet (the vocabulary's size) must be an integer in 1..{MAX_VOCAB}, got "
+                            f"{c.alphabet!r}")
+        if not isinstance(c.vocab, str) or not c.vocab:
+            raise CaseError(f"vocab must be a vocabulary name or GGUF path, got {c.vocab!r}")
+        if c.vocab_sha256 is not None and not (isinstance(c.vocab_sha256, str)
+                                               and re.fullmatch(r"[0-9a-f]{64}", c.vocab_sha256)):
+            raise CaseError(f"vocab_sha256 must be 64 lowercase hex digits, got {c.vocab_sha256!r}")
+        where, id_limit = f"the vocabulary {c.vocab} (ids 0..{c.alphabet - 1})", c.alphabet
+    else:
+        if c.vocab_sha256 is not None:
+            raise CaseError("vocab_sha256 without a vocab (the symbol vocabulary has no sha256 in a case)")
+        if not (_is_int(c.alphabet) and 1 <= c.alphabet <= MAX_ALPHABET):
+            raise CaseError(f"alphabet must be an integer in 1..{MAX_ALPHABET}, got {c.alphabet!r}")
+        where, id_limit = f"the vocabulary 0..{MAX_ALPHABET - 1}", MAX_ALPHABET
     if len(c.history) > MAX_HISTORY:
         raise CaseError(f"history has {len(c.history)} tokens; at most {MAX_HISTORY} are supported")
-    _vocab_ids(c.history, c.alphabet, c.vocab, "history token")
+    if not all(_is_int(t) for t in c.history):
+        raise CaseError(f"history token {next(t for t in c.history if not _is_int(t))!r} is not an integer")
+    if c.history and (min(c.history) < 0 or max(c.history) >= c.alphabet):
+        t = next(t for t in c.history if not (0 <= t < c.alphabet))
+        raise CaseError(f"history token {t} is outside " + (where if c.vocab is not None else
+                                                             f"the alphabet 0..{c.alphabet - 1}"))
+    DryParams.check(c, CaseError, dict(c.as_written))
     for b in c.breakers:
-        if not isinstance(b, str):
-            raise CaseError(f"breaker {b!r} is not a string")
-        if len(b) > MAX_BREAKER_CHARS:
-            raise CaseError(f"breaker of {len(b)} characters; at most {MAX_BREAKER_CHARS}")
+        if c.vocab is None:
+            bad = sorted(set(b) - _SYMBOL_SET)
+            if bad:
+                raise CaseError(f"breaker {b!r} has characters outside the dryz alphabet: {''.join(bad)!r}")
+            continue
         if "\0" in b:
             raise CaseError(f"breaker {b!r} holds a NUL character (init_dry reads C strings)")
         try:
@@ -303,43 +294,20 @@ def _validate_vocab(c: Case) -> None:
     if c.candidates is not None:
         if not c.candidates:
             raise CaseError("candidates, when given, must not be empty")
+        seen = set()
         for entry in c.candidates:
             if not isinstance(entry, (tuple, list)) or len(entry) != 2:
                 raise CaseError("candidates must be (token id, logit) pairs")
-        ids, logits = zip(*c.candidates)
-        _vocab_ids(ids, c.alphabet, c.vocab, "candidate id")
-        if len(set(ids)) != len(ids):
-            raise CaseError(f"candidate id {next(t for t in ids if ids.count(t) > 1)} appears twice")
-        if not _float32_logits(list(logits)):
-            lg = next(x for x in logits if not _float32_logits([x]))
-            raise CaseError(f"candidate logit {lg!r} must be a finite float32 or -inf")
-    _validate_rest(c)
-
-
-def _vocab_ids(ids, size: int, vocab: str, what: str) -> None:
-    if not all(_is_int(t) for t in ids):
-        raise CaseError(f"{what} {next(t for t in ids if not _is_int(t))!r} is not an integer")
-    if ids and (min(ids) < 0 or max(ids) >= size):
-        t = next(t for t in ids if not (0 <= t < size))
-        raise CaseError(f"{what} {t} is outside the vocabulary {vocab} (ids 0..{size - 1})")
-
-
-def _validate_rest(c: Case) -> None:
-    """The parameter checks every case shares (window, n_ctx_train, allowed_length, multiplier, base)."""
-    if not (_is_int(c.penalty_last_n) and INT32_MIN <= c.penalty_last_n <= INT32_MAX):
-        raise CaseError(f"penalty_last_n {c.penalty_last_n} does not fit the C int32 parameter")
-    if c.penalty_last_n > MAX_PENALTY_LAST_N:
-        raise CaseError(f"penalty_last_n {c.penalty_last_n} is above {MAX_PENALTY_LAST_N:,} "
-                        f"(libllama would allocate {8 * c.penalty_last_n:,} bytes per sampler)")
-    if not (_is_int(c.n_ctx_train) and INT32_MIN <= c.n_ctx_train <= MAX_PENALTY_LAST_N):
-        raise CaseError(f"n_ctx_train must be an integer in {INT32_MIN}..{MAX_PENALTY_LAST_N:,}, "
-                        f"got {c.n_ctx_train!r}")
-    if not (_is_int(c.allowed_length) and -MAX_ABS_ALLOWED <= c.allowed_length <= MAX_ABS_ALLOWED):
-        raise CaseError(f"allowed_length must be within +-{MAX_ABS_ALLOWED}, got {c.allowed_length}")
-    for name in ("multiplier", "base"):
-        v = getattr(c, name)
-        if not (isinstance(v, float) and math.isfinite(v) and f32(v) == v):
-            raise CaseError(f"{name} must be a finite float32 (at most 3.4028235e+38 in magnitude), got {v!r}")
+            t, lg = entry
+            if not _is_int(t):
+                raise CaseError(f"candidate id {t!r} is not an integer")
+            if not (0 <= t < id_limit):
+                raise CaseError(f"candidate id {t} is outside {where}")
+            if t in seen:
+                raise CaseError(f"candidate id {t} appears twice")
+            seen.add(t)
+            if not _float32_logits([lg]):
+                raise CaseError(f"candidate logit {lg!r} must be a finite float32 or -inf")
 
 
 def _candidates_ok(candidates) -> bool:
@@ -366,63 +334,6 @@ def _ids_below(ids, k: int) -> bool:
         return False
 
 
-def _refuse(c: Case) -> None:
-    """Raise CaseError naming the first thing validate() refuses."""
-    if c.vocab_sha256 is not None:
-        raise CaseError("vocab_sha256 without a vocab (the symbol vocabulary has no sha256 in a case)")
-    if not (isinstance(c.alphabet, int) and 1 <= c.alphabet <= MAX_ALPHABET):
-        raise CaseError(f"alphabet must be an integer in 1..{MAX_ALPHABET}, got {c.alphabet!r}")
-    if len(c.history) > MAX_HISTORY:
-        raise CaseError(f"history has {len(c.history)} tokens; at most {MAX_HISTORY} are supported")
-    if not all(_is_int(t) for t in c.history):
-        raise CaseError(f"history token {next(t for t in c.history if not _is_int(t))!r} is not an integer")
-    if c.history and (min(c.history) < 0 or max(c.history) >= c.alphabet):
-        t = next(t for t in c.history if not (0 <= t < c.alphabet))
-        raise CaseError(f"history token {t} is outside the alphabet 0..{c.alphabet - 1}")
-    if not (INT32_MIN <= c.penalty_last_n <= INT32_MAX):
-        raise CaseError(f"penalty_last_n {c.penalty_last_n} does not fit the C int32 parameter")
-    if c.penalty_last_n > MAX_PENALTY_LAST_N:
-        # libllama allocates two arrays of penalty_last_n ints per sampler: refuse gigabytes up front.
-        raise CaseError(f"penalty_last_n {c.penalty_last_n} is above {MAX_PENALTY_LAST_N:,} "
-                        f"(libllama would allocate {8 * c.penalty_last_n:,} bytes per sampler)")
-    if not (_is_int(c.n_ctx_train) and INT32_MIN <= c.n_ctx_train <= MAX_PENALTY_LAST_N):
-        raise CaseError(f"n_ctx_train must be an integer in {INT32_MIN}..{MAX_PENALTY_LAST_N:,} (it becomes the "
-                        f"window when penalty_last_n is -1 on the 8-argument init_dry), got {c.n_ctx_train!r}")
-    if not (-MAX_ABS_ALLOWED <= c.allowed_length <= MAX_ABS_ALLOWED):
-        raise CaseError(f"allowed_length must be within +-{MAX_ABS_ALLOWED}, got {c.allowed_length}")
-    for name in ("multiplier", "base"):
-        v = getattr(c, name)
-        if not math.isfinite(v):
-            was = dict(c.as_written).get(name)
-            raise CaseError(f"{name} must be a finite float32 (at most 3.4028235e+38 in magnitude), got "
-                            f"{was if was is not None else v!r}"
-                            + (" (it rounds to inf as a float32)" if was is not None else ""))
-    for b in c.breakers:
-        if len(b) > MAX_BREAKER_CHARS:
-            raise CaseError(f"breaker of {len(b)} characters; at most {MAX_BREAKER_CHARS}")
-        bad = sorted(set(b) - _SYMBOL_SET)
-        if bad:
-            raise CaseError(f"breaker {b!r} has characters outside the dryz alphabet: {''.join(bad)!r}")
-    if c.candidates is not None:
-        if not c.candidates:
-            raise CaseError("candidates, when given, must not be empty")
-        if not _candidates_ok(c.candidates):
-            seen = set()
-            for entry in c.candidates:
-                if not isinstance(entry, (tuple, list)) or len(entry) != 2:
-                    raise CaseError("candidates must be (token id, logit) pairs")
-                t, lg = entry
-                if not _is_int(t):
-                    raise CaseError(f"candidate id {t!r} is not an integer")
-                if not (0 <= t < MAX_ALPHABET):
-                    raise CaseError(f"candidate id {t} is outside the vocabulary 0..{MAX_ALPHABET - 1}")
-                if t in seen:
-                    raise CaseError(f"candidate id {t} appears twice")
-                seen.add(t)
-                if math.isnan(lg) or lg == math.inf or f32(lg) != lg:
-                    raise CaseError(f"candidate logit {lg!r} must be a finite float32 or -inf")
-
-
 def _float32_logits(logits: list[float]) -> bool:
     """Every logit is a float32 value or -inf (no NaN, no +inf): a float32 round trip keeps the list equal."""
     try:
@@ -438,12 +349,9 @@ def _f32_or_none(v):
         return None
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+def json_number(x: float):
+    """A float as JSON: itself when finite, else "inf", "-inf" or "nan" (JSON has no such numbers)."""
+    return x if math.isfinite(x) else ("-inf" if x < 0 else ("inf" if x > 0 else "nan"))
 
 
 def _logit_to_json(x: float):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .case import Case, seed_parameters
+from .case import Case, json_number, seed_parameters
 from .oracle.lengths import match_lengths_A, match_lengths_B
 from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_limits, restart_divergence
 from .oracle.shipped import (Config, Prediction, output_logits, output_logits_zero, rep_limits,
@@ -564,8 +564,8 @@ class Verdict:
             "oracle_L": self.oracle_L,
             "oracle_B_L": self.oracle_B_L,
             "library_L": self.library_L,
-            "expected_logits": [_f(x) for x in self.expected_logits],
-            "observed_logits": [_f(x) for x in self.observed_logits],
+            "expected_logits": [json_number(x) for x in self.expected_logits],
+            "observed_logits": [json_number(x) for x in self.observed_logits],
             "expected_sorted": self.expected_sorted,
             "observed_sorted": self.observed_sorted,
             "multi_token_breakers": self.multi_token,
@@ -575,10 +575,6 @@ class Verdict:
             **({"declared": self.declared} if self.declared else {}),
             **({"served": self.served} if self.served else {}),
         }
-
-
-def _f(x: float):
-    return x if math.isfinite(x) else ("-inf" if x < 0 else ("inf" if x > 0 else "nan"))
 
 
 def check(case: Case, lib) -> Verdict:
@@ -638,7 +634,7 @@ def judge_output(case: Case, lib, out) -> Verdict:
             obs, exp = float(out.logits[i]), float(expected[i])
             # Lower logit than expected = the library penalized more.
             direction = "more" if obs < exp or (math.isnan(exp) and not math.isnan(obs)) else "less"
-            v.differing.append({"id": int(cands[i]), "expected": _f(exp), "observed": _f(obs),
+            v.differing.append({"id": int(cands[i]), "expected": json_number(exp), "observed": json_number(obs),
                                 "direction": direction})
         if v.differing:
             v.detail = f"{int(diff.sum())} candidate logit(s) differ from the exact model"
@@ -665,6 +661,16 @@ def model_logits(case: Case) -> np.ndarray:
 def check_op(subject, case: Case) -> Verdict:
     """check() as a call an isolation worker runs (dryz.subject.isolation: fn(subject, *args))."""
     return check(case, subject)
+
+
+def judge_case(case: Case, lib, isolate: bool = True) -> Verdict:
+    """check(case, lib), in an isolation worker unless isolate is False: a case that kills or hangs the
+    subject's process is class crash, with the signal and the library's last words."""
+    if not isolate:
+        return check(case, lib)
+    from .subject.isolation import Worker
+    with Worker(lib.spec, lib) as w:
+        return check_in(w, case)
 
 
 def check_in(worker, case: Case) -> Verdict:

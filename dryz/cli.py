@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
-import time
 
 import click
 
 from . import __version__
 
-from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail as _fail, load_subject, parse_json_file,
-                     quiet_mode, read as _read, say)
-MAX_SPACE_CASES = 2_000_000_000
+from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail as _fail, load_case_file, load_subject, on_vocab,
+                     parse_json_file, quiet_mode, read as _read, say, spelled, vocab_filter)
 
 
 def say_subject(lib) -> None:
@@ -36,7 +33,6 @@ def _writable(path) -> None:
         _fail(f"cannot write {path}: {e.strerror}")
     if not os.access(parent, os.W_OK) or Path(path).is_dir():
         _fail(f"cannot write {path}")
-
 
 
 def case_file_options(f):
@@ -197,75 +193,11 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
     if tokens is not None or breakers:
         _fail("--tokens and --breakers go with --vocab")
     from .check import HarnessError
-    from .config import CONFIG_NAMES, parameter_names, space_config, window_cap_names
-    from .subject.binding import ArrayChanged
-    from .space import case_count
-    from .subject.symbols import MAX_ALPHABET
-
-    if all_alphabets:
-        if not canonical:
-            _fail("--all-alphabets needs canonical enumeration (drop --no-canonical)")
-        alphabet = None
-    elif not 1 <= alphabet <= MAX_ALPHABET:
-        _fail(f"--alphabet must be in 1..{MAX_ALPHABET}, got {alphabet}")
-    if max_length < 1:
-        _fail(f"--max-length must be at least 1, got {max_length}")
-    default = ["base", "window4"] if all_alphabets else list(CONFIG_NAMES)
-    names = list(configs) or (default if not window_caps else [n for n in default if n != "window4"])
-    if parameters:
-        names += parameter_names([n for n in names if "/" not in n])
-    if window_caps:
-        names += window_cap_names(max_length)
-    names = list(dict.fromkeys(names))
-    specs = []
-    from .case import CaseError
-    for n in names:
-        try:
-            specs.append(space_config(n, alphabet or MAX_ALPHABET, max_length))
-        except CaseError as e:
-            _fail(f"--config {n}: {e}")
-        except ValueError:
-            _fail(f"unknown --config {n!r}; known: {', '.join(CONFIG_NAMES)}, windowW (W >= 1), "
-                  "optionally NAME/allowedA/mM/bB")
-    shard_spec = None
-    if shard is not None:
-        try:
-            i, n = (int(x) for x in shard.split("/"))
-        except ValueError:
-            _fail(f"--shard must be I/N (e.g. 2/8), got {shard!r}")
-        if not (n >= 1 and 1 <= i <= n):
-            _fail(f"--shard I/N needs 1 <= I <= N, got {shard!r}")
-        shard_spec = (i, n)
-    if canonical:
-        from .space import CanonicalError, expected_canonical, space_for
-        try:
-            work = sum(expected_canonical(space_for(s, alphabet, max_length), max_length)["cases"]
-                       for s in specs)
-        except CanonicalError as e:
-            _fail(str(e))
-    else:
-        work = case_count(alphabet, max_length) * len(specs)
-    if shard_spec:
-        work //= shard_spec[1]
-    if work > MAX_SPACE_CASES:
-        _fail(f"space of {work:,} {'canonical ' if canonical else ''}cases is too large for one run "
-              f"(limit {MAX_SPACE_CASES:,}); lower --alphabet or --max-length"
-              f"{' or use --shard' if canonical else ''}")
     from .enumerate.dask_exec import SchedulerError
-    client = None
-    if scheduler is not None:
-        from .enumerate.dask_exec import connect, worker_threads
-        try:
-            client = connect(scheduler)
-        except SchedulerError as e:
-            _fail(str(e))
-        if workers is None:  # the slice list is cut for the cluster's worker threads
-            workers = worker_threads(client)
-    if workers is None:
-        workers = os.cpu_count() or 1
-    limit = max(1, 4 * (os.cpu_count() or 1))
-    if workers < 1 or (scheduler is None and workers > limit):
-        _fail(f"--workers must be in 1..{limit} here (4 per core), got {workers}")
+    from .enumerate.selection import executor, select_space
+    from .subject.binding import ArrayChanged
+    sel = select_space(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, shard)
+    workers, client = executor(scheduler, workers)
     resume = None
     if resume_path is not None:
         resume = parse_json_file(resume_path, _read(resume_path))
@@ -274,8 +206,8 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
     from .enumerate.exhaustive import ExhaustiveInterrupted, ResumeError, run_exhaustive
     lib = load_subject()
     try:
-        result = run_exhaustive(lib, alphabet, max_length, specs, json_path, progress, workers, canonical,
-                                shard_spec, scheduler=client, resume=resume)
+        result = run_exhaustive(lib, sel.alphabet, max_length, sel.specs, json_path, progress, workers, canonical,
+                                sel.shard, scheduler=client, resume=resume)
     except ResumeError as e:
         _fail(str(e))
     except ExhaustiveInterrupted as e:
@@ -306,61 +238,16 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
 
 def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path, progress):
     """`dryz exhaustive --vocab`: every history over real tokens (dryz.enumerate.vocab_space)."""
-    from .config import parameter_names, space_config, window_cap_names
-    from .enumerate.vocab_space import default_tokens, run_vocab_space, verdict
-    from .output import Progress, environment, write_json
-    from .vocab_cases import BREAKER_PRESETS, load_vocab
+    from .enumerate.selection import select_vocab_space
+    from .enumerate.vocab_space import certificate
+    from .output import Progress, write_json
     lib = load_subject()
-    v = load_vocab(vocab, lib)
-    if tokens is None:
-        ids = default_tokens(v)
-    else:
-        try:
-            ids = [int(x) for x in tokens.split(",") if x.strip()]
-        except ValueError:
-            _fail(f"--tokens must be comma-separated token ids, got {tokens!r}")
-        if not ids or len(set(ids)) != len(ids):
-            _fail("--tokens must list at least one token id, each once")
-        bad = [t for t in ids if not 0 <= t < v.n_tokens]
-        if bad:
-            _fail(f"--tokens: {bad[0]} is outside the vocabulary {vocab} (ids 0..{v.n_tokens - 1})")
-    strings = []
-    for b in breakers or ("default",):
-        if b in BREAKER_PRESETS:
-            strings += BREAKER_PRESETS[b]
-        else:
-            strings.append(b.replace("\\n", "\n").replace("\\t", "\t"))
-    strings = list(dict.fromkeys(strings))
-    if max_length < 1:
-        _fail(f"--max-length must be at least 1, got {max_length}")
-    total_h = sum(len(ids) ** n for n in range(1, max_length + 1))
-    names = list(configs) or ["base", "window4"]
-    if parameters:
-        names += parameter_names([n for n in names if "/" not in n])
-    if window_caps:
-        names += window_cap_names(max_length)
-    names = list(dict.fromkeys(names))
-    if total_h * len(names) > 50_000_000:
-        _fail(f"{total_h * len(names):,} histories is too many for one in-process run; lower --max-length or "
-              "give fewer --tokens")
-    specs = []
-    for n in names:
-        if n.split("/")[0] == "breaker":
-            _fail("--config breaker is the symbol space's; with --vocab the breakers are --breakers")
-        try:
-            specs.append(space_config(n, 64, max_length))
-        except ValueError as e:
-            _fail(f"--config {n}: {e}")
-    t0 = time.perf_counter()
+    v, ids, strings, specs, total_h = select_vocab_space(lib, vocab, tokens, breakers, max_length, configs,
+                                                         parameters, window_caps)
     bar = Progress(total_h * len(specs), "histories", enabled=progress)
-    results = run_vocab_space(lib, v, ids, max_length, specs, strings, progress=bar)
+    result, results = certificate(lib, v, ids, max_length, specs, strings, bar)
     bar.close()
     pieces = v.pieces()
-    result = {"tool": "dryz exhaustive", "mode": "vocab", "verdict": verdict(results), "subject": lib.identity,
-              "vocab": {"name": v.ref.name, "path": str(v.ref.path), "sha256": v.ref.sha256, "size": v.n_tokens},
-              "tokens": [{"id": t, "piece": pieces[t].decode("utf-8", errors="replace")} for t in ids],
-              "breakers": strings, "max_length": max_length, "configs": [r.to_json() for r in results],
-              "environment": environment(), "wall_seconds": round(time.perf_counter() - t0, 3)}
     write_json(json_path, result)
     shown = ", ".join(f"{t}={pieces[t].decode('utf-8', errors='replace')!r}" for t in ids)
     click.echo(f"dryz exhaustive --vocab {v.ref.name}: every history of length 1..{max_length} over {len(ids)} "
@@ -445,59 +332,12 @@ def merge(paths, json_path):
 # -- single cases, minimizer, corpus ---------------------------------------------------------------------
 
 
-def load_case_file(path: str, read_as: str = "auto", vocab=None):
-    """A Case from a Case JSON, a corpus entry, or a libFuzzer crash file (the fuzz harness's decoder).
-
-    Bytes are decoded as the harness decodes them only with read_as="bytes", or in auto mode for a file named as
-    libFuzzer names its crash files (crash-SHA1 and the like: inputs.is_fuzz_artifact). Any other file is JSON: a
-    parse, encoding (UTF-16, say) or schema error is one line saying where, never a silent fallback to fuzz
-    bytes."""
-
-    from .case import Case, CaseError
-    from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
-    from .fuzz.target import input_decoder
-    from .inputs import is_fuzz_artifact
-    raw = _read(path)
-    if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
-        try:
-            return input_decoder(load_subject())(raw), "fuzz input"  # DRYZ_FUZZ_VOCAB: a `dryz fuzz --vocab` input
-        except CaseError as e:
-            _fail(f"{path}: decodes to an invalid case: {e}")
-    data = parse_json_file(path, raw)
-    if vocab is not None:
-        data = _json_on_vocab(data, vocab)
-    if isinstance(data, dict) and data.get("schema") == CORPUS_SCHEMA:
-        try:
-            return validate_entry(data, path), "corpus entry"
-        except CorpusError as e:
-            _fail(str(e))
-    if isinstance(data, dict) and "schema" in data and data["schema"] != "dryz.case/1":
-        _fail(f"{path}: unknown schema {data['schema']!r} (this dryz reads dryz.case/1 and {CORPUS_SCHEMA})")
-    try:
-        return Case.from_json(data), "case JSON"
-    except CaseError as e:
-        _fail(f"{path}: {e}")
-
-
-
-
-
 def judge(case, kind: str, isolate: bool = True) -> tuple[int, dict]:
-    """check(case) on the selected subject, in an isolation worker unless isolate is False: (exit code, the
-    check JSON). A case that kills or hangs the subject's process is class crash (exit 1), with the signal and
-    the library's last words."""
-    from .check import check, check_in
-    from .subject.isolation import Worker
+    """(exit code, the check JSON) of a case on the selected subject (check.judge_case)."""
+    from .check import is_finding, judge_case
     lib = load_subject()
-    if isolate:
-        with Worker(lib.spec, lib) as w:
-            v = check_in(w, case)
-    else:
-        v = check(case, lib)
+    v = judge_case(case, lib, isolate)
     out = {"input": kind, "case": case.to_json(), "verdict": v.to_json(), "subject": lib.identity}
-    # A broken promise is a finding too; agree, a limitation the source documents and a deviation the subject
-    # declares are not (check.is_finding).
-    from .check import is_finding
     return (EXIT_FINDING if is_finding(v.klass) else EXIT_OK), out
 
 
@@ -597,49 +437,9 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
         out = write_entry(corpus_dir or USER_DIR, data)
     except CorpusError as e:
         _fail(str(e))
-    click.echo(f"reproducer: {len(m.case.history)} tokens {_spelled(m.case)!r}, shortest: {m.shortest}, "
+    click.echo(f"reproducer: {len(m.case.history)} tokens {spelled(m.case)!r}, shortest: {m.shortest}, "
                f"{m.calls} predicate calls, {m.seconds:.1f} s")
     click.echo(f"written: {out}")
-
-
-def _json_on_vocab(data, vocab):
-    """--vocab on a Case JSON (or a corpus entry's case) that names no vocabulary: its ids are read as that
-    vocabulary's (vocab and alphabet, its size, set before the case is validated; history_symbols dropped)."""
-    if not isinstance(data, dict):
-        return data
-    inner = data.get("case") if data.get("schema") == "dryz.corpus/1" else data
-    if not isinstance(inner, dict) or inner.get("vocab") is not None:
-        return data
-    from .vocab_cases import load_vocab
-    v = load_vocab(vocab, load_subject())
-    name = v.ref.name if "/" not in str(vocab) and not str(vocab).endswith(".gguf") else str(v.ref.path)
-    inner = {k: x for k, x in inner.items() if k != "history_symbols"}
-    inner.update(vocab=name, vocab_sha256=v.ref.sha256, alphabet=v.n_tokens)
-    if data.get("schema") == "dryz.corpus/1":
-        return {**{k: x for k, x in data.items() if k != "history_symbols"}, "case": inner}
-    return inner
-
-
-def on_vocab(case, vocab):
-    """The case on --vocab (vocab, its sha256 and size filled), or a case that names a vocabulary with its
-    sha256 filled; unchanged for the symbol vocabulary. A vocabulary that cannot be had: one line, exit 2."""
-    if vocab is None and case.vocab is None:
-        return case
-    from .vocab_cases import resolved, with_vocab
-    lib = load_subject()
-    return with_vocab(case, vocab, lib) if vocab is not None else resolved(case, lib)
-
-
-def _vocab_filter(vocab, lib):
-    """replay --vocab: keeps the entries whose case is on that vocabulary (same sha256)."""
-    from .vocab_cases import load_vocab, vocab_of
-    sha = load_vocab(vocab, lib).ref.sha256
-    return lambda e: e.case.vocab is not None and vocab_of(e.case, lib).ref.sha256 == sha
-
-
-def _spelled(case) -> str:
-    from .vocab_cases import history_text
-    return history_text(case)
 
 
 @cli.command()
@@ -656,7 +456,7 @@ def replay(directory, vocab):
     say_subject(lib)
 
     try:
-        rows = replay_dir(d, lib, select=_vocab_filter(vocab, lib) if vocab else None)
+        rows = replay_dir(d, lib, select=vocab_filter(vocab, lib) if vocab else None)
     except CorpusError as e:
         _fail(str(e))
     bad = [r for r in rows if not r.ok]
@@ -739,7 +539,17 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
         load_vocab(vocab, lib)  # one line and exit 2 when it cannot be had, before libFuzzer starts
         os.environ["DRYZ_VOCAB_SAMPLER"] = sampler  # the jobs inherit it (LibLlama.reuse_samplers)
     say_subject(lib)
-    confirmation = fuzz_confirmation_control(lib) if vocab is None else None
+    confirmation = None
+    if vocab is None:  # the ABI confirmation case, judged as `dryz check` judges it; it also seeds the campaign
+        from .fuzz.campaign import confirmation_control
+        from .output import abi_confirmation_text
+        confirmation = confirmation_control(lib)
+        say(f"control: {abi_confirmation_text(confirmation)}")
+        if not confirmation["oracles_passed"]:
+            _fail("the oracles miss the ABI confirmation case's logit -1: the harness is in doubt")
+        from .case import Case
+        for ex in confirmation["findings"]:
+            click.echo(f"finding: {ex['kind']} (ABI confirmation control): {Case.from_json(ex['case']).dumps()}")
     try:
         summary = camp.run()
     except CampaignError as e:
@@ -765,14 +575,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
             continue
         again = {True: "reproduces", False: "does NOT reproduce", None: "not re-checked"}[f["reproduces"]]
         click.echo(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
-    summary["subject"] = lib.identity
-    if confirmation is not None:
-        summary["controls"] = {"abi_confirmation": confirmation}
-    if vocab is not None:
-        from .vocab_cases import load_vocab
-        ref = load_vocab(vocab, lib).ref
-        summary["vocab"] = {"name": ref.name, "path": str(ref.path), "sha256": ref.sha256, "breakers": breakers,
-                            "sampler": sampler}
+    camp.complete(summary, confirmation, sampler)
     write_json(work / "summary.json", summary)  # beside the log: what dryz report reads
     if json_path:
         write_json(json_path, summary)
@@ -788,25 +591,6 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
                    "the harness is in doubt", err=True)
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_OK)
-
-
-def fuzz_confirmation_control(lib) -> dict:
-    """The ABI confirmation case judged (in an isolation worker, as `dryz check` runs it) before a
-    symbol-vocabulary campaign, which it also seeds: the summary records it, and a library that misses it makes
-    the campaign exit 1 whatever libFuzzer finds."""
-    from .check import check_in
-    from .enumerate.controls import abi_confirmation_control
-    from .output import abi_confirmation_text
-    from .subject.isolation import Worker
-    with Worker(lib.spec, lib) as w:
-        c = abi_confirmation_control(lambda case: check_in(w, case).to_json())
-    say(f"control: {abi_confirmation_text(c)}")
-    if not c["oracles_passed"]:
-        _fail("the oracles miss the ABI confirmation case's logit -1: the harness is in doubt")
-    from .case import Case
-    for ex in c["findings"]:
-        click.echo(f"finding: {ex['kind']} (ABI confirmation control): {Case.from_json(ex['case']).dumps()}")
-    return c
 
 
 @cli.command()
@@ -858,7 +642,7 @@ def restarts(alphabet, max_length, json_path, vocabs, check, seconds):
 
 def restarts_vocab(vocabs, check, seconds, json_path):
     """`dryz restarts --vocab`: the work is dryz.enumerate.vocab_restarts.run; this parses and prints."""
-    from .enumerate.vocab_restarts import row_text, run, summary_text, vocab_names
+    from .enumerate.vocab_restarts import run, summary_text, vocab_names
     from .output import write_json
     from .subject.vendored_vocabs import VocabUnavailable
     if seconds is not None and not 1 <= seconds <= 86400:
@@ -937,14 +721,8 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
         write_json(json_path, result)
     if md_path:
         Path(md_path).write_text(table)
-    rows = result["rows"]
-    if any("error" in r or any(c.get("failed") and not c["text"].startswith(("crash", "hang"))
-                               for c in r["cells"].values()) for r in rows) or any(
-            r.get("differences_from_reference", {}).get("error") for r in rows):
-        sys.exit(EXIT_ERROR)
-    found = result["differences"] or any(
-        c.get("exit") == 1 or c.get("failed") for r in rows for c in r["cells"].values())
-    sys.exit(EXIT_FINDING if found else EXIT_OK)
+    from .matrix import exit_code
+    sys.exit(exit_code(result))
 
 
 @cli.command()
@@ -1094,15 +872,10 @@ def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes
         _writable(p)
     if not 10 <= seconds <= 86400:
         _fail(f"--time must be in 10..86400 seconds, got {seconds:g}")
-    declared = list(expect)
-    if expect_file:
-        if not os.path.isfile(expect_file):
-            _fail(f"--expect-file {expect_file}: no such file")
-        declared += g.read_expect_file(expect_file)
-    bad = [d for d in declared if not re.fullmatch(r"[a-z-]+(@window(=-1|<-1|=0|>0)(,n_ctx_train(<=0|<window))?)?", d)]
-    if bad:
-        _fail(f"--expect-change {bad[0]!r}: a class is CLASS[@window=-1|<-1|=0|>0[,n_ctx_train<=0|<window]], e.g. "
-              "semantic-change@window=-1 or crash")
+    try:
+        declared = g.declared_changes(expect, expect_file)
+    except g.GateError as e:
+        _fail(str(e))
     try:
         subject = f"libllama:{resolve(gate_lib)}" if gate_lib else selected_spec()
     except SubjectError as e:
@@ -1120,7 +893,7 @@ def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes
     if md_path:
         Path(md_path).write_text(md)
     if html_path:
-        from .page import build_report
+        from .report import build_report
         page, _ = build_report([str(Path(res.work) / "gate.json")] + g.report_inputs(res))
         Path(html_path).write_text(page)
     click.echo(md, nl=False)
@@ -1137,7 +910,7 @@ def report(inputs, html_path, md_path):
     plots, coverage and exec/s over time, findings by class with their witnesses."""
     from pathlib import Path
 
-    from .page import ReportError, build_report
+    from .report import ReportError, build_report
     _writable(html_path)
     _writable(md_path)
     for i in inputs:
@@ -1155,39 +928,13 @@ def report(inputs, html_path, md_path):
     click.echo(f"written: {html_path}" + (f", {md_path}" if md_path else ""))
 
 
-class _ClosedPipeSafe:
-    """stdout that drops what it cannot write once the reader has gone (dryz check ... | head): the command's
-    own exit code stands (click would otherwise turn the EPIPE into exit 1, the findings code)."""
-
-    def __init__(self, stream):
-        self._s, self.closed_pipe = stream, False
-
-    def write(self, text):
-        if self.closed_pipe:
-            return len(text)
-        try:
-            return self._s.write(text)
-        except BrokenPipeError:
-            self.closed_pipe = True
-            return len(text)
-
-    def flush(self):
-        if not self.closed_pipe:
-            try:
-                self._s.flush()
-            except BrokenPipeError:
-                self.closed_pipe = True
-
-    def __getattr__(self, name):
-        return getattr(self._s, name)
-
-
 def main(argv=None):
     """Entry point: click's usage errors become one-line messages with exit 2."""
     global _ENTRY_ARGV
     _ENTRY_ARGV = list(sys.argv[1:] if argv is None else argv)
-    if not isinstance(sys.stdout, _ClosedPipeSafe):
-        sys.stdout = _ClosedPipeSafe(sys.stdout)
+    from .output import ClosedPipeSafe
+    if not isinstance(sys.stdout, ClosedPipeSafe):
+        sys.stdout = ClosedPipeSafe(sys.stdout)
     try:
         cli.main(args=argv, prog_name="dryz", standalone_mode=False)
     except click.exceptions.Exit as e:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .case import Case, CaseError
+from .case import Case, CaseError, json_number
 from .check import CLASSES
 
 CORPUS_SCHEMA = "dryz.corpus/1"
@@ -73,9 +73,9 @@ def entry_json(case: Case, verdict, *, expect: str, shortest: str, provenance: d
     label = _labels(case)
     for i, cid in enumerate(verdict.candidates):
         row = {"id": cid, **label(cid),
-               "initial_logit": _num(case.initial_logits()[i]),
-               "expected_logit": _num(verdict.expected_logits[i]),
-               "observed_logit": _num(verdict.observed_logits[i]),
+               "initial_logit": json_number(case.initial_logits()[i]),
+               "expected_logit": json_number(verdict.expected_logits[i]),
+               "observed_logit": json_number(verdict.observed_logits[i]),
                "oracle_L": verdict.oracle_L[i]}
         if verdict.library_L is not None:
             row["library_L"] = verdict.library_L[i]
@@ -129,11 +129,6 @@ def _sym(cid: int) -> str:
     return SYMBOLS[cid] if 0 <= cid < len(SYMBOLS) else "?"
 
 
-def _num(x: float):
-    import math
-    return x if math.isfinite(x) else ("-inf" if x < 0 else ("inf" if x > 0 else "nan"))
-
-
 def reference_witness_entry(case: Case, klass: str, verdict, shortest: str, provenance: dict, subject: dict,
                             note: str = "") -> dict:
     """A corpus entry for a reference-design divergence witness (dryz.oracle.reference): expect = its check()
@@ -149,7 +144,7 @@ def reference_witness_entry(case: Case, klass: str, verdict, shortest: str, prov
         "divergences": divergences(case, verdict),
         "per_candidate": [
             {"id": cid, "L": ref.L[i], "penalized": ref.penalized[i],
-             "logit": None if ref.logits is None else _num(float(ref.logits[i]))}
+             "logit": None if ref.logits is None else json_number(float(ref.logits[i]))}
             for i, cid in enumerate(case.candidate_ids())],
     }
     return data

@@ -632,6 +632,23 @@ def declared(klass: str, declarations) -> bool:
     return any(klass == d or klass.startswith(d) and klass[len(d)] in "@," for d in declarations)
 
 
+DECLARED = re.compile(r"[a-z-]+(@window(=-1|<-1|=0|>0)(,n_ctx_train(<=0|<window))?)?")
+
+
+def declared_changes(expect, expect_file) -> list[str]:
+    """The classes --expect-change and --expect-file declare; GateError names the first malformed one."""
+    declared = list(expect)
+    if expect_file:
+        if not os.path.isfile(expect_file):
+            raise GateError(f"--expect-file {expect_file}: no such file")
+        declared += read_expect_file(expect_file)
+    bad = [d for d in declared if not DECLARED.fullmatch(d)]
+    if bad:
+        raise GateError(f"--expect-change {bad[0]!r}: a class is CLASS[@window=-1|<-1|=0|>0[,n_ctx_train<=0|"
+                        "<window]], e.g. semantic-change@window=-1 or crash")
+    return declared
+
+
 def read_expect_file(path) -> list[str]:
     """Declarations, one class per line; # starts a comment."""
     out = []
@@ -817,7 +834,7 @@ def html_section(d: dict, name: str) -> tuple[str, str]:
     """The gate's section of `dryz report` (HTML, Markdown) from its JSON."""
     import html as _h
 
-    from .page import _table
+    from .report import _table
     res = from_json(d)
     md = markdown(res, limit=10_000)
     parts = [f"<h2>Gate <code>{_h.escape(name)}</code>: <span class=\"{'ok' if res.verdict == 'pass' else 'bad'}\">"

@@ -1,6 +1,7 @@
 """What every command shares about its inputs and errors: the exit codes, the one-line error (exit 2), reading a
-file, parsing JSON with a one-line reason, opening the selected subject. cli.py (argument parsing) and the
-command helpers (cli_traces.py) both import it; it imports neither."""
+file, parsing JSON with a one-line reason, opening the selected subject, one case from a file (Case JSON, corpus
+entry or fuzz input, on --vocab). cli.py (argument parsing) and the command helpers (cli_traces.py) both import
+it; it imports neither."""
 
 from __future__ import annotations
 
@@ -131,3 +132,79 @@ def say(msg: str) -> None:
     """A progress message (step logs of matrix, minimize, fuzz): on stdout, silenced by --quiet."""
     if not quiet_mode():
         click.echo(msg)
+
+
+# -- one case from a file (check, explain, minimize) ------------------------------------------------------
+
+
+def load_case_file(path: str, read_as: str = "auto", vocab=None):
+    """A Case from a Case JSON, a corpus entry, or a libFuzzer crash file (the fuzz harness's decoder).
+
+    Bytes are decoded as the harness decodes them only with read_as="bytes", or in auto mode for a file named as
+    libFuzzer names its crash files (crash-SHA1 and the like: inputs.is_fuzz_artifact). Any other file is JSON: a
+    parse, encoding (UTF-16, say) or schema error is one line saying where, never a silent fallback to fuzz
+    bytes."""
+
+    from .case import Case, CaseError
+    from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
+    from .fuzz.target import input_decoder
+    raw = read(path)
+    if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
+        try:
+            return input_decoder(load_subject())(raw), "fuzz input"  # DRYZ_FUZZ_VOCAB: a `dryz fuzz --vocab` input
+        except CaseError as e:
+            fail(f"{path}: decodes to an invalid case: {e}")
+    data = parse_json_file(path, raw)
+    if vocab is not None:
+        data = json_on_vocab(data, vocab)
+    if isinstance(data, dict) and data.get("schema") == CORPUS_SCHEMA:
+        try:
+            return validate_entry(data, path), "corpus entry"
+        except CorpusError as e:
+            fail(str(e))
+    if isinstance(data, dict) and "schema" in data and data["schema"] != "dryz.case/1":
+        fail(f"{path}: unknown schema {data['schema']!r} (this dryz reads dryz.case/1 and {CORPUS_SCHEMA})")
+    try:
+        return Case.from_json(data), "case JSON"
+    except CaseError as e:
+        fail(f"{path}: {e}")
+
+
+def json_on_vocab(data, vocab):
+    """--vocab on a Case JSON (or a corpus entry's case) that names no vocabulary: its ids are read as that
+    vocabulary's (vocab and alphabet, its size, set before the case is validated; history_symbols dropped)."""
+    if not isinstance(data, dict):
+        return data
+    inner = data.get("case") if data.get("schema") == "dryz.corpus/1" else data
+    if not isinstance(inner, dict) or inner.get("vocab") is not None:
+        return data
+    from .vocab_cases import load_vocab
+    v = load_vocab(vocab, load_subject())
+    name = v.ref.name if "/" not in str(vocab) and not str(vocab).endswith(".gguf") else str(v.ref.path)
+    inner = {k: x for k, x in inner.items() if k != "history_symbols"}
+    inner.update(vocab=name, vocab_sha256=v.ref.sha256, alphabet=v.n_tokens)
+    if data.get("schema") == "dryz.corpus/1":
+        return {**{k: x for k, x in data.items() if k != "history_symbols"}, "case": inner}
+    return inner
+
+
+def on_vocab(case, vocab):
+    """The case on --vocab (vocab, its sha256 and size filled), or a case that names a vocabulary with its
+    sha256 filled; unchanged for the symbol vocabulary. A vocabulary that cannot be had: one line, exit 2."""
+    if vocab is None and case.vocab is None:
+        return case
+    from .vocab_cases import resolved, with_vocab
+    lib = load_subject()
+    return with_vocab(case, vocab, lib) if vocab is not None else resolved(case, lib)
+
+
+def vocab_filter(vocab, lib):
+    """replay --vocab: keeps the entries whose case is on that vocabulary (same sha256)."""
+    from .vocab_cases import load_vocab, vocab_of
+    sha = load_vocab(vocab, lib).ref.sha256
+    return lambda e: e.case.vocab is not None and vocab_of(e.case, lib).ref.sha256 == sha
+
+
+def spelled(case) -> str:
+    from .vocab_cases import history_text
+    return history_text(case)

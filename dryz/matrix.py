@@ -544,3 +544,17 @@ def markdown(result: dict) -> str:
                          f"{d['case']['penalty_last_n']} | {d['case'].get('n_ctx_train', 4096)} | {d['shortest']} "
                          f"| {side(d['reference'])} | {side(d['other'])} |")
     return "\n".join(lines) + "\n"
+
+
+def exit_code(result: dict) -> int:
+    """dryz matrix's exit: 2 when a subject could not be had or a cell could not run (a crash or hang cell is a
+    finding, not an error), 1 when a subject has a finding or differs from the reference, else 0."""
+    rows = result["rows"]
+    if any("error" in r or any(c.get("failed") and not c["text"].startswith(("crash", "hang"))
+                               for c in r["cells"].values()) for r in rows) or any(
+            r.get("differences_from_reference", {}).get("error") for r in rows):
+        return 2
+    found = result["differences"] or any(
+        c.get("exit") == 1 or c.get("failed") for r in rows for c in r["cells"].values())
+    return 1 if found else 0
+

@@ -167,3 +167,30 @@ def certificate_text(r: dict) -> str:
                          f"{x['slice']}: {what}")
     lines.append(f"wall      {r['wall_seconds']:.2f} s")
     return "\n".join(lines)
+
+
+class ClosedPipeSafe:
+    """stdout that drops what it cannot write once the reader has gone (dryz check ... | head): the command's
+    own exit code stands (click would otherwise turn the EPIPE into exit 1, the findings code)."""
+
+    def __init__(self, stream):
+        self._s, self.closed_pipe = stream, False
+
+    def write(self, text):
+        if self.closed_pipe:
+            return len(text)
+        try:
+            return self._s.write(text)
+        except BrokenPipeError:
+            self.closed_pipe = True
+            return len(text)
+
+    def flush(self):
+        if not self.closed_pipe:
+            try:
+                self._s.flush()
+            except BrokenPipeError:
+                self.closed_pipe = True
+
+    def __getattr__(self, name):
+        return getattr(self._s, name)

@@ -16,7 +16,7 @@ Multiplicities over a pool of K interchangeable symbols (K = k, or k - 1 with th
 With K unbounded (--all-alphabets) every count is canonical; the run covers every alphabet size at once.
 
 The library side is a depth-first walk with llama_sampler_clone over the tree (dryz.subject.walker);
-the oracle side is check.predict_both / compare_lengths, the same model code as every other path.
+the oracle side is check.predict_both and check_batch, the same model code as every other path.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .case import MAX_HISTORY, N_CTX_TRAIN, Case, CaseError, _is_int, _logit_from_json, _logit_to_json
+from .case import MAX_HISTORY, N_CTX_TRAIN, Case, CaseError, _logit_from_json, _logit_to_json
+from .params import DryParams, is_int as _is_int
 from .subject.symbols import to_symbols
 
 TRACE_SCHEMA = "dryz.trace/1"
@@ -86,8 +87,12 @@ class Trace:
                     allowed_length=self.allowed_length, candidates=candidates, sorted=sorted_flag,
                     n_ctx_train=self.n_ctx_train)
 
+    def params(self) -> DryParams:
+        return DryParams(self.penalty_last_n, tuple(self.breakers), self.multiplier, self.base, self.allowed_length,
+                         self.n_ctx_train)
+
     def sampler_args(self) -> tuple:
-        return (self.multiplier, self.base, self.allowed_length, self.penalty_last_n, tuple(self.breakers))
+        return self.params().sampler_args()
 
     @property
     def applies(self) -> list[int]:
@@ -149,24 +154,16 @@ class Trace:
         for key in ("alphabet", "penalty_last_n", "events"):
             if key not in d:
                 raise TraceError(f"trace is missing required field {key!r}")
-        for key in ("alphabet", "penalty_last_n", "allowed_length", "n_ctx_train"):
-            if key in d and not _is_int(d[key]):
-                raise TraceError(f"'{key}' must be an integer")
-        for key in ("multiplier", "base"):
-            if key in d and (not isinstance(d[key], (int, float)) or isinstance(d[key], bool)):
-                raise TraceError(f"'{key}' must be a number")
-        breakers = d.get("breakers", [])
-        if not isinstance(breakers, list) or not all(isinstance(b, str) for b in breakers):
-            raise TraceError("'breakers' must be a list of strings")
+        if not _is_int(d["alphabet"]):
+            raise TraceError("'alphabet' must be an integer")
+        params = DryParams.read_json(d, TraceError)
         events = d["events"]
         if not isinstance(events, list):
             raise TraceError("'events' must be a list")
         if len(events) > MAX_EVENTS:
             raise TraceError(f"trace has {len(events)} events; at most {MAX_EVENTS} are supported")
         t = cls(events=tuple(_event_from_json(e, i) for i, e in enumerate(events)), alphabet=d["alphabet"],
-                penalty_last_n=d["penalty_last_n"], breakers=tuple(breakers), multiplier=d.get("multiplier", 1.0),
-                base=d.get("base", 2.0), allowed_length=d.get("allowed_length", 1),
-                n_ctx_train=d.get("n_ctx_train", N_CTX_TRAIN), note=str(d.get("note", "")))
+                **params, note=str(d.get("note", "")))
         if "spelled" in d and d["spelled"] != t.spelled():
             raise TraceError("'spelled' does not spell 'events'")
         return t

@@ -1,7 +1,7 @@
 """Exhaustive enumeration: every history of length 1..N over k symbols, every symbol as candidate.
 
 The library's side walks the history tree with llama_sampler_clone (Subject.walk); each batch of its
-output is judged with the same model and comparison check() uses (check.predict_both, compare_lengths).
+output is judged with the same model and comparison check() uses (check.check_batch).
 """
 
 from __future__ import annotations

@@ -114,3 +114,17 @@ def verdict(results) -> str:
     if any(is_finding(k) for r in results for k in r.history_classes):
         return "finding"
     return "agree"
+
+
+def certificate(lib, v, ids, max_length, specs, strings, progress=None) -> tuple[dict, list]:
+    """(the result JSON of `dryz exhaustive --vocab`, the per-configuration results)."""
+    from ..output import environment
+    t0 = time.perf_counter()
+    results = run_vocab_space(lib, v, ids, max_length, specs, strings, progress=progress)
+    pieces = v.pieces()
+    result = {"tool": "dryz exhaustive", "mode": "vocab", "verdict": verdict(results), "subject": lib.identity,
+              "vocab": {"name": v.ref.name, "path": str(v.ref.path), "sha256": v.ref.sha256, "size": v.n_tokens},
+              "tokens": [{"id": t, "piece": pieces[t].decode("utf-8", errors="replace")} for t in ids],
+              "breakers": strings, "max_length": max_length, "configs": [r.to_json() for r in results],
+              "environment": environment(), "wall_seconds": round(time.perf_counter() - t0, 3)}
+    return result, results

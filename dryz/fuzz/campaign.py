@@ -121,6 +121,18 @@ class Campaign:
     recheck_limit: int | None = None  # re-check at most this many crash files (the smallest); None: all
     log=print
 
+    def complete(self, summary: dict, confirmation: dict | None, sampler: str) -> None:
+        """What the summary says besides libFuzzer's figures: the subject, the confirmation control, and the
+        vocabulary a --vocab campaign ran on."""
+        summary["subject"] = self.subject.identity
+        if confirmation is not None:
+            summary["controls"] = {"abi_confirmation": confirmation}
+        if self.vocab is not None:
+            from ..vocab_cases import load_vocab
+            ref = load_vocab(self.vocab, self.subject).ref
+            summary["vocab"] = {"name": ref.name, "path": str(ref.path), "sha256": ref.sha256,
+                                "breakers": self.breakers, "sampler": sampler}
+
     def subject_env(self) -> dict:
         """The environment that selects the audited subject for the jobs: its spec (DRYZ_SUBJECT), the
         campaign's decoder and fault."""
@@ -356,3 +368,14 @@ def recheck_op(subject, data: bytes, target: str, vocab, breakers):
         return check(case, subject).klass, case.to_json()
     except (CaseError, Unsupported, ValueError) as e:
         return f"{type(e).__name__}: {e}"
+
+
+def confirmation_control(subject) -> dict:
+    """The ABI confirmation case judged in an isolation worker (as `dryz check` runs it) before a
+    symbol-vocabulary campaign: the summary records it, and a library that misses it makes the campaign a
+    finding whatever libFuzzer finds."""
+    from ..check import check_in
+    from ..enumerate.controls import abi_confirmation_control
+    from ..subject.isolation import Worker
+    with Worker(subject.spec, subject) as w:
+        return abi_confirmation_control(lambda case: check_in(w, case).to_json())

@@ -24,14 +24,14 @@ or from Python::
     nb = build_native()          # -> NativeBuild(libllama, libfuzzer_preload, lib_dir)
     env = {**os.environ, **nb.env()}
 
-Standard library only.  Prerequisites (Debian 12): ``clang libclang-rt-14-dev cmake``.
+Prerequisites (Debian 12): ``clang libclang-rt-14-dev cmake``. The sdist is subject/build.py's (one fetch,
+one version pin).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import os
 import platform
@@ -39,7 +39,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
@@ -47,10 +46,11 @@ from typing import Callable, Dict, List, Optional, Sequence
 # Bump when the recipe below changes in a way that should force a rebuild.
 RECIPE_VERSION = 1
 
-LLAMA_CPP_PYTHON_VERSION = "0.3.36"
-SDIST_NAME = f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
-# sha256 of the PyPI sdist (files on PyPI are immutable).
-SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+# The one version pin and sdist fetch are dryz subject build's (subject/build.py): the instrumented library is
+# the pinned release's, checked against its PyPI sha256.
+from ..subject.build import PINNED_VERSION as LLAMA_CPP_PYTHON_VERSION, SDIST_SHA256 as _SDIST_SHA256  # noqa: E402
+
+SDIST_SHA256 = _SDIST_SHA256[LLAMA_CPP_PYTHON_VERSION]
 
 APT_HINT = "apt-get install -y clang libclang-rt-14-dev cmake"
 
@@ -146,14 +146,6 @@ def _capture(cmd: Sequence[str]) -> str:
         return ""
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _find_tool(names: Sequence[str]) -> Optional[str]:
     for name in names:
         found = shutil.which(name)
@@ -226,49 +218,20 @@ def _stamp_inputs(tc: Dict[str, str]) -> Dict[str, object]:
 
 
 def _fetch_sdist(work: Path, log: Log, log_file: Path) -> Path:
-    dl = work / "sdist"
-    dl.mkdir(parents=True, exist_ok=True)
-    tgz = dl / SDIST_NAME
-    if tgz.is_file() and _sha256(tgz) == SDIST_SHA256:
-        log(f"[build_native] sdist already downloaded: {tgz}")
-        return tgz
-    log(f"[build_native] downloading llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} sdist with pip")
-    if _capture([sys.executable, "-m", "pip", "--version"]) == "":
-        raise MissingPrerequisite(
-            f"pip is not available for {sys.executable}; install it (apt-get install -y python3-pip)"
-        )
-    _run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-         "--disable-pip-version-check", f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}",
-         "-d", str(dl)],
-        log_file, "pip download of the llama-cpp-python sdist",
-    )
-    if not tgz.is_file():
-        raise NativeBuildError(f"pip download did not produce {tgz}; see {log_file}")
-    digest = _sha256(tgz)
-    if digest != SDIST_SHA256:
-        raise NativeBuildError(f"sdist sha256 mismatch: got {digest}, expected {SDIST_SHA256}")
-    return tgz
+    """The pinned sdist (subject/build.py's fetch: the cache, or pip download, sha256 checked)."""
+    from ..subject.build import BuildError, sdist
+    try:
+        return sdist(LLAMA_CPP_PYTHON_VERSION, log, log_file)
+    except BuildError as e:
+        raise NativeBuildError(str(e)) from None
 
 
 def _unpack(tgz: Path, work: Path, log: Log) -> Path:
-    src_root = work / "src"
-    top = f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}"
-    vendor = src_root / top / "vendor" / "llama.cpp"
-    if src_root.exists():
-        shutil.rmtree(src_root)
-    src_root.mkdir(parents=True)
-    log(f"[build_native] unpacking vendor/llama.cpp from {tgz.name}")
-    prefix = f"{top}/vendor/llama.cpp/"
-    with tarfile.open(tgz, "r:gz") as tf:
-        members = [m for m in tf.getmembers() if m.name.startswith(prefix)]
-        if hasattr(tarfile, "data_filter"):
-            tf.extractall(src_root, members=members, filter="data")
-        else:  # pragma: no cover - Python < 3.11.4
-            tf.extractall(src_root, members=members)
-    if not (vendor / "CMakeLists.txt").is_file():
-        raise NativeBuildError(f"{tgz} has no vendor/llama.cpp/CMakeLists.txt")
-    return vendor
+    from ..subject.build import BuildError, unpack
+    try:
+        return unpack(tgz, work, LLAMA_CPP_PYTHON_VERSION, log)
+    except BuildError as e:
+        raise NativeBuildError(str(e)) from None
 
 
 def _build_libllama(vendor: Path, work: Path, tc: Dict[str, str], jobs: int, log: Log,

@@ -192,7 +192,7 @@ def served_params(body: dict, defaults: dict | None = None) -> Effective | Refus
 
 # -- a Case as a request, and what it becomes -------------------------------------------------------------------
 
-def _num(x: float):
+def request_number(x: float):
     """A float32 value as JSON: the shortest repr of the double, which the server's parser reads back exactly
     (then rounds to the same float32)."""
     return float(x)
@@ -216,7 +216,7 @@ def request_for(case, texts=None, extra: dict | None = None) -> dict:
     their characters) the field is left out, which runs the library's "no breakers" exactly; otherwise the
     literal [] is sent (and refused: served-breakers-required)."""
     body = {"prompt": list(case.history), "n_predict": 1, "samplers": ["dry"], "post_sampling_probs": True,
-            "dry_multiplier": _num(case.multiplier), "dry_base": _num(case.base),
+            "dry_multiplier": request_number(case.multiplier), "dry_base": request_number(case.base),
             "dry_allowed_length": int(case.allowed_length), "dry_penalty_last_n": int(case.penalty_last_n)}
     if case.breakers:
         body["dry_sequence_breakers"] = list(case.breakers)

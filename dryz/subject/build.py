@@ -155,11 +155,27 @@ def locked(path: Path, log):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+# sha256 of the PyPI sdists dryz pins or tests against (files on PyPI are immutable): a download or cached file
+# of a listed version that differs is refused.
+SDIST_SHA256 = {"0.3.36": "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"}
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def sdist(version: str, log, log_file: Path) -> Path:
-    """The llama-cpp-python sdist of `version`: from DRYZ_SDIST_DIR or the cache, else pip download."""
+    """The llama-cpp-python sdist of `version`: from DRYZ_SDIST_DIR or the cache, else pip download; checked
+    against SDIST_SHA256 where the version is listed there. The one sdist fetch of dryz (subject builds, the
+    native fuzz build, the vendored vocabularies)."""
     name = f"llama_cpp_python-{version}.tar.gz"
+    want = SDIST_SHA256.get(version)
     for d in filter(None, [os.environ.get("DRYZ_SDIST_DIR"), str(cache_dir() / "sdists")]):
-        if (Path(d) / name).is_file():
+        if (Path(d) / name).is_file() and (want is None or _sha256_file(Path(d) / name) == want):
             return Path(d) / name
     dl = cache_dir() / "sdists"
     dl.mkdir(parents=True, exist_ok=True)
@@ -169,14 +185,18 @@ def sdist(version: str, log, log_file: Path) -> Path:
          f"pip download llama-cpp-python=={version}")
     if not (dl / name).is_file():
         raise BuildError(f"pip download gave no {name} (see {log_file})")
+    if want is not None and _sha256_file(dl / name) != want:
+        got = _sha256_file(dl / name)
+        (dl / name).unlink()
+        raise BuildError(f"{name}: sha256 {got[:16]}..., PyPI's is {want[:16]}... (refused)")
     return dl / name
 
 
-def _unpack(tgz: Path, work: Path, version: str, log) -> Path:
+def unpack(tgz: Path, work: Path, version: str, log) -> Path:
     """The sdist unpacked once into work/src (kept for incremental rebuilds); returns vendor/llama.cpp."""
     top = work / "src" / f"llama_cpp_python-{version}"
     stamp = work / "src" / ".unpacked"
-    if not stamp.exists():
+    if not stamp.exists() or stamp.read_text() != tgz.name:
         shutil.rmtree(work / "src", ignore_errors=True)
         (work / "src").mkdir(parents=True)
         log(f"unpacking {tgz.name}")
@@ -329,7 +349,7 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
         log_file.write_text("")
         t0 = time.monotonic()
         tgz = sdist(version, log, log_file)
-        vendor = _unpack(tgz, work, version, log)
+        vendor = unpack(tgz, work, version, log)
         applied = False
         try:
             if patch:

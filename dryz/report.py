@@ -27,7 +27,7 @@ class ReportError(ValueError):
     pass
 
 
-def _e(x) -> str:
+def esc(x) -> str:
     return html.escape(str(x))
 
 
@@ -46,22 +46,22 @@ def bars(title: str, labels: list, values: list, xlabel: str, ylabel: str, log: 
     top = max([f(v) for v in values] + [1e-9])
     bw = (w - pad_l - 10) / n
     out = [f'<svg class="plot" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">',
-           f'<title>{_e(title)}</title><text x="{w / 2}" y="15" text-anchor="middle" font-size="12">{_e(title)}</text>']
+           f'<title>{esc(title)}</title><text x="{w / 2}" y="15" text-anchor="middle" font-size="12">{esc(title)}</text>']
     for i, (lab, v) in enumerate(zip(labels, values)):
         bh = (h - pad_b - pad_t) * f(v) / top
         x = pad_l + i * bw
         out.append(f'<rect x="{x + 1:.1f}" y="{h - pad_b - bh:.1f}" width="{max(bw - 2, 1):.1f}" height="{bh:.1f}" '
-                   f'fill="#4a78b5"><title>{_e(lab)}: {v:,}</title></rect>')
+                   f'fill="#4a78b5"><title>{esc(lab)}: {v:,}</title></rect>')
         if n <= 24 or i % max(1, n // 12) == 0:
             out.append(f'<text x="{x + bw / 2:.1f}" y="{h - pad_b + 12}" font-size="9" text-anchor="middle">'
-                       f'{_e(lab)}</text>')
+                       f'{esc(lab)}</text>')
     out.append(f'<line x1="{pad_l}" y1="{h - pad_b}" x2="{w - 5}" y2="{h - pad_b}" stroke="#444"/>')
     out.append(f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{h - pad_b}" stroke="#444"/>')
     top_label = f"{10 ** top - 1:,.0f}" if log else f"{top:,.0f}"
     out.append(f'<text x="{pad_l - 4}" y="{pad_t + 8}" font-size="9" text-anchor="end">{top_label}</text>')
-    out.append(f'<text x="{w / 2}" y="{h - 4}" font-size="10" text-anchor="middle">{_e(xlabel)}</text>')
+    out.append(f'<text x="{w / 2}" y="{h - 4}" font-size="10" text-anchor="middle">{esc(xlabel)}</text>')
     out.append(f'<text x="12" y="{h / 2}" font-size="10" text-anchor="middle" transform="rotate(-90 12 {h / 2})">'
-               f'{_e(ylabel)}{" (log)" if log else ""}</text></svg>')
+               f'{esc(ylabel)}{" (log)" if log else ""}</text></svg>')
     return "".join(out)
 
 
@@ -72,27 +72,27 @@ def lines(title: str, xs: list, series: dict[str, list], xlabel: str, ylabel: st
     xmax = max(xs + [1e-9])
     ymax = max([v for vs in series.values() for v in vs] + [1e-9])
     out = [f'<svg class="plot" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">',
-           f'<title>{_e(title)}</title><text x="{w / 2}" y="15" text-anchor="middle" font-size="12">{_e(title)}</text>']
+           f'<title>{esc(title)}</title><text x="{w / 2}" y="15" text-anchor="middle" font-size="12">{esc(title)}</text>']
     for k, (name, vs) in enumerate(series.items()):
         pts = " ".join(f"{pad_l + (w - pad_l - 10) * x / xmax:.1f},{h - pad_b - (h - pad_b - pad_t) * y / ymax:.1f}"
                        for x, y in zip(xs, vs))
         out.append(f'<polyline fill="none" stroke="{colors[k % 4]}" stroke-width="1.5" points="{pts}"/>')
         out.append(f'<text x="{w - 10}" y="{pad_t + 12 * (k + 1)}" font-size="10" text-anchor="end" '
-                   f'fill="{colors[k % 4]}">{_e(name)}</text>')
+                   f'fill="{colors[k % 4]}">{esc(name)}</text>')
     out.append(f'<line x1="{pad_l}" y1="{h - pad_b}" x2="{w - 5}" y2="{h - pad_b}" stroke="#444"/>')
     out.append(f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{h - pad_b}" stroke="#444"/>')
     out.append(f'<text x="{pad_l - 4}" y="{pad_t + 8}" font-size="9" text-anchor="end">{ymax:,.0f}</text>')
     out.append(f'<text x="{w - 10}" y="{h - pad_b + 12}" font-size="9" text-anchor="end">{xmax:,.0f}</text>')
-    out.append(f'<text x="{w / 2}" y="{h - 4}" font-size="10" text-anchor="middle">{_e(xlabel)}</text>')
+    out.append(f'<text x="{w / 2}" y="{h - 4}" font-size="10" text-anchor="middle">{esc(xlabel)}</text>')
     out.append(f'<text x="12" y="{h / 2}" font-size="10" text-anchor="middle" transform="rotate(-90 12 {h / 2})">'
-               f'{_e(ylabel)}</text></svg>')
+               f'{esc(ylabel)}</text></svg>')
     return "".join(out)
 
 
 def _table(head: list, rows: list[list]) -> tuple[str, str]:
     """(HTML, Markdown) of one table."""
-    h = "<table><tr>" + "".join(f"<th>{_e(c)}</th>" for c in head) + "</tr>" + "".join(
-        "<tr>" + "".join(f"<td>{c}</td>" if str(c).startswith("<") else f"<td>{_e(c)}</td>" for c in r) + "</tr>"
+    h = "<table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in head) + "</tr>" + "".join(
+        "<tr>" + "".join(f"<td>{c}</td>" if str(c).startswith("<") else f"<td>{esc(c)}</td>" for c in r) + "</tr>"
         for r in rows) + "</table>"
     strip = lambda c: re.sub(r"<[^>]+>", "", str(c)).replace("|", "\\|")  # noqa: E731
     m = "| " + " | ".join(map(strip, head)) + " |\n|" + "---|" * len(head) + "\n" + "".join(
@@ -117,7 +117,7 @@ def certificate_section(r: dict, name: str) -> tuple[str, str]:
     from .oracle.shipped import Config, penalties
     import numpy as np
     v = r["verdict"]
-    parts_h = [f'<h2>Certificate <code>{_e(name)}</code>: <span class="{_verdict_class(v)}">{_e(v.upper())}</span></h2>']
+    parts_h = [f'<h2>Certificate <code>{esc(name)}</code>: <span class="{_verdict_class(v)}">{esc(v.upper())}</span></h2>']
     parts_m = [f"## Certificate `{name}`: {v.upper()}\n"]
     th, tm = _table(["", ""], _subject_rows(r["subject"]) + [
         ["space", f"every history of length {r['space']['min_length']}..{r['space']['max_length']} over "
@@ -165,7 +165,7 @@ def certificate_section(r: dict, name: str) -> tuple[str, str]:
     ex = [(x["name"], e) for x in r["configs"] for e in x.get("examples", [])]
     ex += [("periodic control", e) for e in (c.get("periodic") or {}).get("findings", [])]
     if ex:
-        th, tm = _table(["where", "kind", "case"], [[w, e["kind"], f"<code>{_e(json.dumps(e['case']))}</code>"]
+        th, tm = _table(["where", "kind", "case"], [[w, e["kind"], f"<code>{esc(json.dumps(e['case']))}</code>"]
                                                      for w, e in ex])
         parts_h += ["<h3>Disagreements (first few)</h3>", th]
         parts_m += ["\n### Disagreements (first few)\n\n", tm]
@@ -181,7 +181,7 @@ def campaign_section(work: Path) -> tuple[str, str]:
         cov.append(int(m.group(2)))
         rate.append(int(m.group(3)))
         ts.append(int(m.group(4)))
-    title = f"Fuzz campaign <code>{_e(work)}</code>"
+    title = f"Fuzz campaign <code>{esc(work)}</code>"
     parts_h, parts_m = [f"<h2>{title}</h2>"], [f"## Fuzz campaign `{work}`\n\n"]
     if summary:
         rows = []
@@ -215,7 +215,7 @@ def campaign_section(work: Path) -> tuple[str, str]:
 def matrix_section(m: dict, name: str) -> tuple[str, str]:
     from .matrix import markdown
     md = markdown(m)
-    parts_h = [f"<h2>Version matrix <code>{_e(name)}</code></h2>", f"<p>reference: {_e(m.get('reference'))}; "
+    parts_h = [f"<h2>Version matrix <code>{esc(name)}</code></h2>", f"<p>reference: {esc(m.get('reference'))}; "
                f"fuzz {m['fuzz_seconds']} s per subject; wall {m['wall_seconds']} s</p>"]
     for block in md.strip().split("\n\n"):
         rows = [ln.strip("|").split(" | ") for ln in block.splitlines() if not ln.startswith("|---")]
@@ -236,7 +236,7 @@ def corpus_section(d: Path) -> tuple[str, str]:
         sep = e.data.get("separates")
         k = f"{e.expect} ({sep['class']} between subjects)" if sep else e.expect
         by.setdefault(k, []).append((p, e.case.symbols if e.case is not None else "trace " + e.trace.spelled(), e))
-    parts_h, parts_m = [f"<h2>Corpus <code>{_e(d)}</code></h2>"], [f"## Corpus `{d}`\n\n"]
+    parts_h, parts_m = [f"<h2>Corpus <code>{esc(d)}</code></h2>"], [f"## Corpus `{d}`\n\n"]
     rows = []
     for k in sorted(by):
         for p, hist, e in by[k]:
@@ -246,7 +246,7 @@ def corpus_section(d: Path) -> tuple[str, str]:
                                            f"base {c.base:g}")
             if e and len(hist) > 48:
                 hist = f"{hist[:40]}... ({len(hist)} tokens)"
-            rows.append([k, p.name, f"<code>{_e(hist)}</code>" if e else _e(hist), params,
+            rows.append([k, p.name, f"<code>{esc(hist)}</code>" if e else esc(hist), params,
                          e.data.get("shortest", "") if e else ""])
     th, tm = _table(["class", "entry", "history", "parameters", "shortest"], rows)
     return "".join(parts_h) + th, "".join(parts_m) + tm

@@ -1,0 +1,151 @@
+"""The space a `dryz exhaustive` command line selects: its configurations, alphabet, shard and workload
+(select_space), the executor's workers and Dask client (executor), and for --vocab the vocabulary, tokens,
+breakers and configurations (select_vocab_space). Bad options are one line and exit 2 (inputs.fail); nothing is
+run here."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..inputs import fail
+
+MAX_SPACE_CASES = 2_000_000_000      # cases in one symbol-space run
+MAX_VOCAB_HISTORIES = 50_000_000     # histories in one in-process --vocab run
+
+
+@dataclass
+class Selection:
+    alphabet: int | None   # None: every alphabet size at once (canonical)
+    max_length: int
+    specs: list            # config.SpaceConfig, one per configuration
+    shard: tuple | None    # (I, N)
+    canonical: bool
+    work: int              # cases (canonical: with multiplicities) this run judges
+
+
+def config_names(configs, default, parameters: bool, window_caps: bool, max_length: int) -> list[str]:
+    """The configurations named (or the default), then --parameters' and --window-caps' additions, each once."""
+    from ..config import parameter_names, window_cap_names
+    names = list(configs) or (default if not window_caps else [n for n in default if n != "window4"])
+    if parameters:
+        names += parameter_names([n for n in names if "/" not in n])
+    if window_caps:
+        names += window_cap_names(max_length)
+    return list(dict.fromkeys(names))
+
+
+def parse_shard(shard: str | None) -> tuple | None:
+    if shard is None:
+        return None
+    try:
+        i, n = (int(x) for x in shard.split("/"))
+    except ValueError:
+        fail(f"--shard must be I/N (e.g. 2/8), got {shard!r}")
+    if not (n >= 1 and 1 <= i <= n):
+        fail(f"--shard I/N needs 1 <= I <= N, got {shard!r}")
+    return (i, n)
+
+
+def select_space(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters,
+                 shard) -> Selection:
+    from ..case import CaseError
+    from ..config import CONFIG_NAMES, space_config
+    from ..space import case_count
+    from ..subject.symbols import MAX_ALPHABET
+    if all_alphabets:
+        if not canonical:
+            fail("--all-alphabets needs canonical enumeration (drop --no-canonical)")
+        alphabet = None
+    elif not 1 <= alphabet <= MAX_ALPHABET:
+        fail(f"--alphabet must be in 1..{MAX_ALPHABET}, got {alphabet}")
+    if max_length < 1:
+        fail(f"--max-length must be at least 1, got {max_length}")
+    default = ["base", "window4"] if all_alphabets else list(CONFIG_NAMES)
+    specs = []
+    for n in config_names(configs, default, parameters, window_caps, max_length):
+        try:
+            specs.append(space_config(n, alphabet or MAX_ALPHABET, max_length))
+        except CaseError as e:
+            fail(f"--config {n}: {e}")
+        except ValueError:
+            fail(f"unknown --config {n!r}; known: {', '.join(CONFIG_NAMES)}, windowW (W >= 1), "
+                 "optionally NAME/allowedA/mM/bB")
+    shard_spec = parse_shard(shard)
+    if canonical:
+        from ..space import CanonicalError, expected_canonical, space_for
+        try:
+            work = sum(expected_canonical(space_for(s, alphabet, max_length), max_length)["cases"] for s in specs)
+        except CanonicalError as e:
+            fail(str(e))
+    else:
+        work = case_count(alphabet, max_length) * len(specs)
+    if shard_spec:
+        work //= shard_spec[1]
+    if work > MAX_SPACE_CASES:
+        fail(f"space of {work:,} {'canonical ' if canonical else ''}cases is too large for one run "
+             f"(limit {MAX_SPACE_CASES:,}); lower --alphabet or --max-length{' or use --shard' if canonical else ''}")
+    return Selection(alphabet, max_length, specs, shard_spec, canonical, work)
+
+
+def executor(scheduler, workers):
+    """(workers, Dask client or None): the slice list is cut for the cluster's worker threads on a scheduler,
+    else for local processes (at most 4 per core)."""
+    from .dask_exec import SchedulerError
+    client = None
+    if scheduler is not None:
+        from .dask_exec import connect, worker_threads
+        try:
+            client = connect(scheduler)
+        except SchedulerError as e:
+            fail(str(e))
+        if workers is None:
+            workers = worker_threads(client)
+    if workers is None:
+        workers = os.cpu_count() or 1
+    limit = max(1, 4 * (os.cpu_count() or 1))
+    if workers < 1 or (scheduler is None and workers > limit):
+        if client is not None:
+            client.close()
+        fail(f"--workers must be in 1..{limit} here (4 per core), got {workers}")
+    return workers, client
+
+
+def select_vocab_space(lib, vocab, tokens, breakers, max_length, configs, parameters, window_caps):
+    """(vocabulary, token ids, breaker strings, specs, histories per configuration) for `exhaustive --vocab`."""
+    from ..config import space_config
+    from ..vocab_cases import BREAKER_PRESETS, load_vocab
+    from .vocab_space import default_tokens
+    v = load_vocab(vocab, lib)
+    if tokens is None:
+        ids = default_tokens(v)
+    else:
+        try:
+            ids = [int(x) for x in tokens.split(",") if x.strip()]
+        except ValueError:
+            fail(f"--tokens must be comma-separated token ids, got {tokens!r}")
+        if not ids or len(set(ids)) != len(ids):
+            fail("--tokens must list at least one token id, each once")
+        bad = [t for t in ids if not 0 <= t < v.n_tokens]
+        if bad:
+            fail(f"--tokens: {bad[0]} is outside the vocabulary {vocab} (ids 0..{v.n_tokens - 1})")
+    strings = []
+    for b in breakers or ("default",):
+        strings += BREAKER_PRESETS[b] if b in BREAKER_PRESETS else [b.replace("\\n", "\n").replace("\\t", "\t")]
+    strings = list(dict.fromkeys(strings))
+    if max_length < 1:
+        fail(f"--max-length must be at least 1, got {max_length}")
+    total_h = sum(len(ids) ** n for n in range(1, max_length + 1))
+    names = config_names(configs, ["base", "window4"], parameters, window_caps, max_length)
+    if total_h * len(names) > MAX_VOCAB_HISTORIES:
+        fail(f"{total_h * len(names):,} histories is too many for one in-process run; lower --max-length or "
+             "give fewer --tokens")
+    specs = []
+    for n in names:
+        if n.split("/")[0] == "breaker":
+            fail("--config breaker is the symbol space's; with --vocab the breakers are --breakers")
+        try:
+            specs.append(space_config(n, 64, max_length))
+        except ValueError as e:
+            fail(f"--config {n}: {e}")
+    return v, ids, strings, specs, total_h
