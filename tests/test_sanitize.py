@@ -162,7 +162,9 @@ def test_the_planted_write_is_memory_on_the_sanitized_build(san_planted, tmp_pat
     assert f.returncode == 1, f.stdout[-2000:] + f.stderr[-2000:]
     findings = json.loads((tmp_path / "f.json").read_text())["findings"]
     assert findings and all(x["klass"] == "memory" and x["reproduces"] for x in findings)
-    assert findings[0]["kind"] == "container-overflow"
+    # one slot past the end: inside the vector's capacity (container-overflow) or, where the capacity is the size,
+    # past the allocation (heap-buffer-overflow); which crash file a campaign writes first varies
+    assert findings[0]["kind"] in ("container-overflow", "heap-buffer-overflow")
     assert findings[0]["frames"][0].startswith("llama_sampler_dry_apply(")
     crash = min((Path(x["file"]) for x in findings), key=lambda q: q.stat().st_size)
     m = dryz(san_planted, "minimize", str(crash), "--corpus", str(tmp_path / "c"))
