@@ -172,7 +172,7 @@ def test_the_planted_write_is_memory_on_the_sanitized_build(san_planted, tmp_pat
     [path] = list((tmp_path / "c").glob("memory-*.json"))
     entry = json.loads(path.read_text())
     assert entry["class"] == entry["expect"] == "memory" and entry["shortest"] == "proven"
-    assert entry["sanitizer"]["kind"] == "container-overflow"
+    assert entry["sanitizer"]["kind"] in ("container-overflow", "heap-buffer-overflow")
     assert entry["sanitizer"]["frames"][0].startswith("llama_sampler_dry_apply(")
     assert "llama-sampler.cpp:" in entry["sanitizer"]["frames"][0]
     assert entry["subject"]["built_by_dryz"]["sanitize"] == ["address", "undefined"]
