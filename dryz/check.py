@@ -27,12 +27,13 @@ class HarnessError(RuntimeError):
 
 AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"
 CRASH = "crash"
+MEMORY = "memory"  # a crash with a sanitizer report (a subject built with --sanitize): crash_verdict
 DECLARED = "declared"  # row_status of a history an adapter's declared deviation explains (Batch.declared)
 # Every verdict class, in report order (the one list: corpus entries, sweeps, certificates and the CLI read it).
 CLASSES = (AGREE, "documented-contained-restart", "documented-breaker-truncated", "documented-tail-cap",
            "promise-restart-order", "promise-finite-penalty", "promise-breaker-in-token",
            "promise-breaker-across-tokens", "promise-breaker-phantom", MISMATCH,
-           "mismatch-multi-token", ORACLE_DISAGREEMENT, HARNESS_ERROR, CRASH)
+           "mismatch-multi-token", ORACLE_DISAGREEMENT, HARNESS_ERROR, CRASH, MEMORY)
 
 
 def is_finding(klass: str) -> bool:
@@ -606,7 +607,7 @@ class Verdict:
     multi_token: bool = False
     differing: list[dict] = field(default_factory=list)  # per differing candidate: id, expected, observed
     broken_promises: list[str] = field(default_factory=list)  # promises the shipped output breaks
-    crash: dict | None = None  # class crash: the signal and the subject's last words
+    crash: dict | None = None  # status crash: the signal and the subject's last words (+ a sanitizer report)
     declared: str | None = None  # the class of the deviation the subject declares that explains its output
     served: str | None = None    # the served-* class: the subject's request layer differs from the library
 
@@ -630,6 +631,8 @@ class Verdict:
         """The verdict's class: what replay compares with a corpus entry's `expect`."""
         if self.status == MISMATCH and self.multi_token:
             return "mismatch-multi-token"
+        if self.status == CRASH and (self.crash or {}).get("sanitizer"):
+            return MEMORY
         if self.status != AGREE:
             return self.status
         if self.served:
@@ -648,6 +651,8 @@ class Verdict:
         """The disagreement class, for 'fails the same way': status plus, per differing candidate,
         the direction of the error (the library penalizing more or less than expected); for a crash, how the
         subject died."""
+        if self.status == CRASH and (self.crash or {}).get("sanitizer"):  # the same kind of error, same function
+            return (MEMORY, ((-1, f"{self.crash['kind']} in {self.crash.get('function', '')}"),))
         if self.status == CRASH:
             return (CRASH, ((-1, (self.crash or {}).get("signal") or "crash"),))
         # A multi-token mismatch that survives without the multi-token breaker is the same failure.
@@ -845,13 +850,24 @@ def refused_verdict(case: Case, detail: str) -> Verdict:
     return v
 
 
+def crash_fields(crash: Crash) -> dict:
+    """A Crash's sanitizer report as verdict fields (sanitizer, kind, summary, frames, function), or nothing."""
+    r = crash.report
+    return {k: r[k] for k in ("sanitizer", "kind", "summary", "frames", "function")} if r else {}
+
+
 def crash_verdict(case: Case, crash: Crash) -> Verdict:
     """The verdict on a case the subject crashed on (its process died or hung, or its server stopped
-    answering): class crash, a finding; nothing observed, so nothing compared."""
+    answering): class crash, a finding; nothing observed, so nothing compared. The one place a sanitizer report
+    is judged: a Crash carrying one (a subject built with --sanitize died of it) is class memory, with the
+    report's kind, summary and first frames (PREREG, amendment 2026-12-03)."""
     empty_i, empty_f = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    fields = crash_fields(crash)
     return Verdict(case=case, status=CRASH, oracle_L_array=empty_i,
-                   other_L_arrays=(empty_i,) * (len(MATCH_LENGTHS) - 1), expected_array=empty_f, observed_array=empty_f, expected_sorted=False, observed_sorted=False,
-                   detail=crash.detail, crash={"signal": crash.signal, "stderr": crash.stderr})
+                   other_L_arrays=(empty_i,) * (len(MATCH_LENGTHS) - 1), expected_array=empty_f,
+                   observed_array=empty_f, expected_sorted=False, observed_sorted=False,
+                   detail=fields.get("summary") or crash.detail,
+                   crash={"signal": crash.signal, "stderr": crash.stderr, **fields})
 
 
 def _verdict(case: Case, b: Batch, observed: np.ndarray, observed_sorted: bool) -> Verdict:

@@ -66,6 +66,29 @@ def cli(ctx, subject_spec, lib_path, quiet):
         ctx.obj = selected_spec(subject_spec, lib_path)
     except SubjectError as e:
         _fail(str(e))
+    _with_runtime(ctx.obj)
+
+
+_ENTRY_ARGV = None  # main()'s arguments: set when dryz runs as a program, so it may re-execute itself
+
+
+def _with_runtime(spec: str) -> None:
+    """A subject whose code must be started with something in the process's environment (a libllama built
+    with --sanitize: its sanitizer runtime preloaded; registry.runtime_env) loads only into a process started
+    so: dryz re-executes itself with it. The processes it starts get it through registry.child_env."""
+    from .subject.binding import SubjectError
+    from .subject.registry import runtime_env
+    try:
+        env = runtime_env(spec)
+    except SubjectError as e:
+        _fail(str(e))
+    if not env or all(os.environ.get(k) == v for k, v in env.items()):
+        return
+    if _ENTRY_ARGV is None:
+        _fail(f"the subject {spec} must be started with " + " ".join(f"{k}={v}" for k, v in env.items()))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "dryz", *_ENTRY_ARGV], {**os.environ, **env})
 
 
 @cli.group()
@@ -90,14 +113,23 @@ def subject_show():
 @click.option("--force", is_flag=True, help="Rebuild even when cached.")
 @click.option("--server", is_flag=True,
               help="Build the llama-server executable instead (its own build directory); prints its path.")
-def subject_build(version, patch, jobs, force, server):
+@click.option("--sanitize", "sanitize", default=None, metavar="address,undefined",
+              help="Build libllama with clang's AddressSanitizer and/or UndefinedBehaviorSanitizer (its own work "
+                   "tree; every dryz process on it preloads the runtime).")
+def subject_build(version, patch, jobs, force, server, sanitize):
     """Build libllama (the `llama` target only) into the cache and print the folder to pass to --lib
     (with --server: build llama-server and print the executable's path)."""
     import re
 
-    from .subject.build import BuildError, build
+    from .subject.build import BuildError, build, parse_sanitize
     from .subject.build import PINNED_VERSION
     version = version or PINNED_VERSION
+    try:
+        sanitize = parse_sanitize(sanitize)
+    except ValueError as e:
+        _fail(str(e))
+    if server and sanitize:
+        _fail("--server and --sanitize cannot be combined (the sanitized build is libllama's)")
     if not re.fullmatch(r"\d+\.\d+\.\d+", version):
         _fail(f"--version must look like 0.3.36, got {version!r}")
     if patch is not None and not os.path.isfile(patch):
@@ -105,7 +137,8 @@ def subject_build(version, patch, jobs, force, server):
     if jobs is not None and not 1 <= jobs <= 64:
         _fail(f"--jobs must be in 1..64, got {jobs}")
     try:
-        out = build(version, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force, server=server)
+        out = build(version, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force, server=server,
+                    sanitize=sanitize)
     except BuildError as e:
         _fail(f"subject build: {e}")
     click.echo(str(out / "llama-server") if server else str(out))
@@ -315,8 +348,9 @@ def explain(path, read_as, color, vocab, as_trace):
     rc, out = judge(case, kind)
     v = out["verdict"]
     ident = out.get("subject") or {}
-    if v["class"] == "crash":
-        click.echo(f"class crash: {v['detail']}\n{v.get('stderr', '')}")
+    if v["class"] in ("crash", "memory"):
+        from .output import crash_lines
+        click.echo(crash_lines(v))
         sys.exit(rc)
     v["abi"] = ident.get("init_dry_abi", 7)
     click.echo(f"dryz explain: {path} ({kind})")
@@ -377,7 +411,7 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
                   "original_length": len(case.history), "predicate_calls": m.calls,
                   "seconds": round(m.seconds, 2), "fault": fault()}
     if m.verdict is None:
-        data = crash_entry(m.case, m.shortest, provenance, lib.identity)
+        data = crash_entry(m.case, m.shortest, provenance, lib.identity, m.sanitizer)
     else:
         data = entry_json(m.case, m.verdict, expect=m.verdict.klass, shortest=m.shortest, provenance=provenance,
                           subject=lib.identity)
@@ -404,9 +438,10 @@ def minimize_trace_file(path: str, trace, kind: str, corpus_dir) -> None:
     from .trace_check import check_trace
     rc, out = judge_trace_json(trace, kind)
     klass = out["verdict"]["class"]
-    if klass == "crash":
-        _fail(f"{path}: the trace crashes the library ({out['verdict']['detail']}); minimizing a crashing trace is "
-              "not supported (dryz check shows it)")
+    if klass in ("crash", "memory"):
+        why = out["verdict"].get("summary") or out["verdict"]["detail"]
+        _fail(f"{path}: the trace crashes the library ({why}); minimizing a crashing trace is not supported "
+              "(dryz check shows it)")
     if klass == "agree":
         _fail(f"{path} (read as a {kind}): the trace agrees with the oracles; nothing to minimize")
     lib = load_subject()
@@ -726,6 +761,67 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
     sys.exit(EXIT_FINDING if r["differences"] else EXIT_OK)
 
 
+@cli.command()
+@click.option("--version", "version", default=None, metavar="V", help="llama-cpp-python sdist whose DRY code is "
+              "mutated. [default: the pinned one]")
+@click.option("--workdir", default="mutate-work", show_default=True,
+              help="Per-mutant results (a run resumes from here) and the plan.")
+@click.option("--sample", "n", type=int, default=None, metavar="N",
+              help="A deterministic sample of N mutants, stratified by function and operator. [default: every mutant]")
+@click.option("--operators", default=None, metavar="LIST", help="Only these operators (comma-separated).")
+@click.option("--ids", default=None, metavar="LIST", help="Only these mutant ids (comma-separated).")
+@click.option("--modes", "mode_names", default=None, metavar="LIST",
+              help="Only these of the gate's modes (comma-separated). [default: all but the differential]")
+@click.option("-t", "--time", "seconds", type=float, default=120, show_default=True,
+              help="The gate's budget per mutant, seconds (dryz gate --time).")
+@click.option("--lanes", type=click.IntRange(1, 2), default=2, show_default=True,
+              help="The gate's lanes (modes run side by side).")
+@click.option("--first-kill", is_flag=True,
+              help="Cancel a mutant's other modes at its first kill (faster; the kill matrix shows the first killer).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Run the mutants as tasks on this Dask scheduler (each worker builds its mutants).")
+@click.option("--no-upstream", is_flag=True, help="Do not run llama.cpp's test-sampling (the baseline).")
+@click.option("--keep-builds", is_flag=True, help="Keep each mutant's libllama in the subject cache.")
+@click.option("--triage", "triage_path", default=None, metavar="FILE",
+              help="Survivor triage (equivalent or gap, with the reason). [default: the version's, shipped]")
+@click.option("--json", "json_path", default=None, help="Write the summary and every result here.")
+@click.option("--markdown", "md_path", default=None, help="Write the report (score, kill matrix, survivors) here.")
+@click.option("--list", "list_only", is_flag=True, help="Print the selected mutants as JSON lines and exit.")
+@click.option("--sanitize", "sanitize", default=None, metavar="address,undefined",
+              help="Build every mutant (and the pristine control) with these sanitizers: a report kills as memory.")
+def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, first_kill, scheduler, no_upstream,
+           keep_builds, triage_path, json_path, md_path, list_only, sanitize):
+    """The audit's own mutation score: mechanical mutants of DRY's source, each built and run through the gate's
+    modes and llama.cpp's test-sampling; the kill matrix, the survivors and the score (exit 1 when a survivor is
+    not shown equivalent)."""
+    from pathlib import Path
+
+    from .enumerate.dask_exec import SchedulerError
+    from .mutate.command import main as run_mutate
+    from .mutate.runner import MutateError
+    from .subject.build import PINNED_VERSION, BuildError, parse_sanitize
+    try:
+        sanitize = parse_sanitize(sanitize)
+    except ValueError as e:
+        _fail(str(e))
+    if n is not None and n < 1:
+        _fail(f"--sample must be at least 1, got {n}")
+    if not 10 <= seconds <= 86400:
+        _fail(f"--time must be in 10..86400 seconds, got {seconds:g}")
+    _writable(json_path)
+    _writable(md_path)
+    split = (lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None)
+    try:
+        rc = run_mutate(version or PINNED_VERSION, Path(workdir), n, split(operators), split(ids), split(mode_names),
+                        seconds, scheduler, not no_upstream, keep_builds, triage_path, json_path, md_path,
+                        list_only, echo=click.echo,
+                        log=lambda m: None if quiet_mode() else click.echo(m, err=True), sanitize=sanitize,
+                        lanes=lanes, first_kill=first_kill)
+    except (MutateError, BuildError, SchedulerError) as e:
+        _fail(str(e))
+    sys.exit(rc)
+
+
 @cli.command("gate")
 @click.option("--lib", "gate_lib", default=None, metavar="PATH",
               help="The subject (a libllama.so or its folder). [default: the global --lib, DRYZ_LIB, or the pip build]")
@@ -817,6 +913,8 @@ def report(inputs, html_path, md_path):
 
 def main(argv=None):
     """Entry point: click's usage errors become one-line messages with exit 2."""
+    global _ENTRY_ARGV
+    _ENTRY_ARGV = list(sys.argv[1:] if argv is None else argv)
     from .output import ClosedPipeSafe
     if not isinstance(sys.stdout, ClosedPipeSafe):
         sys.stdout = ClosedPipeSafe(sys.stdout)

@@ -53,10 +53,14 @@ class Entry:
     trace: object = None  # a trace entry's Trace (dryz/trace.py); its `case` is None
 
 
-def crash_entry(case: Case, shortest: str, provenance: dict, identity: dict) -> dict:
-    """The stored form of a case on which the library crashed (no verdict to record: the process died)."""
-    return {"schema": CORPUS_SCHEMA, "expect": "crash", "class": "crash", "shortest": shortest,
-            **_history_spelling(case), "note": "", "case": case.to_json(),
+def crash_entry(case: Case, shortest: str, provenance: dict, identity: dict, sanitizer: dict | None = None) -> dict:
+    """The stored form of a case on which the library crashed (no verdict to record: the process died); with a
+    sanitizer report (subject.sanitizer.died), class memory and the report's summary and first frames."""
+    klass = "memory" if sanitizer else "crash"
+    extra = {"sanitizer": {k: sanitizer[k] for k in ("sanitizer", "kind", "summary", "frames")}} if sanitizer \
+        else {}
+    return {"schema": CORPUS_SCHEMA, "expect": klass, "class": klass, "shortest": shortest,
+            **_history_spelling(case), "note": "", "case": case.to_json(), **extra,
             "subject": subject_json(identity), "provenance": provenance}
 
 

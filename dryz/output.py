@@ -81,6 +81,13 @@ def write_json(path: str | Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def crash_lines(v: dict) -> str:
+    """dryz explain of a verdict of class crash or memory: the detail (a sanitizer report's summary) and the
+    subject's last words (a report's first frames, not the tail of its shadow-byte legend)."""
+    tail = "\n".join(f"  #{i} {f}" for i, f in enumerate(v["frames"])) if v.get("frames") else v.get("stderr", "")
+    return f"class {v['class']}: {v.get('summary') or v['detail']}\n{tail}"
+
+
 def subject_line(s: dict) -> str:
     """The subject's one-line name: a libllama's provider version, patch, commit and init_dry ABI; another kind's
     own label (its identity's "label")."""
@@ -93,6 +100,8 @@ def subject_line(s: dict) -> str:
         who += f" + patch {b.get('patch')} (sha256 {b['patch_sha256'][:12]})"
     elif b:
         who += " (built by dryz subject build)"
+    if b.get("sanitize"):
+        who += f" [sanitized: {','.join(b['sanitize'])}]"
     abi = f", init_dry ABI {s['init_dry_abi']} arguments" if s.get("init_dry_abi") else ""
     return f"{who} (llama.cpp {s.get('llama_cpp_commit') or '?'}{abi})"
 
@@ -153,8 +162,9 @@ def certificate_text(r: dict) -> str:
                                                f"{c['multiplier_zero']['cases']:,} cases"))
     for c in r["configs"]:
         for x in c.get("crashes", []):
+            what = f"class memory: {x['summary']}" if x.get("sanitizer") else x["detail"]
             lines.append(f"crash     ({c['name']}) the subject failed ({x['signal']}) walking the slice "
-                         f"{x['slice']}: {x['detail']}")
+                         f"{x['slice']}: {what}")
     lines.append(f"wall      {r['wall_seconds']:.2f} s")
     return "\n".join(lines)
 
@@ -190,8 +200,8 @@ def trace_explain_text(path: str, kind: str, trace, v: dict, ident: dict, color:
     lines = [f"dryz explain: {path} ({kind})", f"trace     {trace.spelled()}",
              f"config    alphabet {trace.alphabet}, penalty_last_n {trace.penalty_last_n}, allowed_length "
              f"{trace.allowed_length}, multiplier {trace.multiplier:g}, base {trace.base:g}{brk}"]
-    if v["class"] == "crash":
-        return "\n".join(lines + [f"class crash: {v['detail']}\n{v.get('stderr', '')}"])
+    if v["class"] in ("crash", "memory"):
+        return "\n".join(lines + [crash_lines(v)])
     first = v["first_bad_apply"]
     lines += [f"subject   {subject_line(ident)}",
               f"class     {v['class']}" + ("" if first is None else f" (first apply that disagrees: {first})")]

@@ -25,7 +25,8 @@ PROOF_MAX_LENGTH = 64  # the budget is the real bound; this only keeps the count
 
 def verdict_signature(v) -> tuple:
     """'Fails the same way' for a Case: the verdict class and the directions in which candidates differ (the
-    library penalizing more or less than the model); for a crash, how the subject died."""
+    library penalizing more or less than the model); for a crash, how the subject died; for class memory (a
+    sanitizer report), the same kind of error in the same function."""
     klass, differing = v.signature()
     return (klass, tuple(sorted(direction for _, direction in differing)))
 
@@ -309,6 +310,7 @@ class Minimized:
     calls: int            # predicate calls
     seconds: float
     isolated: bool        # every evaluation ran in an isolation worker
+    sanitizer: dict | None = None  # class memory: the reproducer's sanitizer report (kind, summary, frames)
 
 
 def minimize_case(case: Case, subject, isolate: bool | None = None, log=None, announce=None) -> Minimized:
@@ -324,7 +326,7 @@ def minimize_case(case: Case, subject, isolate: bool | None = None, log=None, an
         first = signature_isolated(w)(case)
         if first[0] == "agree":
             raise NothingToMinimize("the case agrees with the oracles; nothing to minimize")
-        crashed = first[0] == "crash"
+        crashed = first[0] in ("crash", "memory")  # memory: the worker died with a sanitizer report
         isolated = crashed if isolate is None else isolate
         sig = signature_isolated(w) if isolated else signature_in(subject)
         # The class as dryz check names it (the signature merges mismatch-multi-token into mismatch: a
@@ -333,9 +335,14 @@ def minimize_case(case: Case, subject, isolate: bool | None = None, log=None, an
         if announce:
             announce(shown, isolated)
         reduced, shortest, calls = reduce_case(case, first, sig, log=log)
-    reduced = replace(reduced, note="")  # a seed's note does not describe its reduction
+        reduced = replace(reduced, note="")  # a seed's note does not describe its reduction
+        report = None
+        if first[0] == "memory":  # the reproducer's own report (its frames), judged as any crash
+            from .check import MEMORY, check_in
+            final = check_in(w, reduced)
+            report = final.crash if final.klass == MEMORY else None
     verdict = None if crashed else check(reduced, subject)
-    return Minimized(reduced, verdict, shown, shortest, calls, time.perf_counter() - t0, isolated)
+    return Minimized(reduced, verdict, shown, shortest, calls, time.perf_counter() - t0, isolated, report)
 
 
 def minimize_divergence(case: Case, klass: str, subject, *, sole: bool | None = None, lib_check: bool = True,

@@ -135,7 +135,8 @@ class TraceVerdict:
     def crashed(cls, trace: Trace, crash: Crash) -> "TraceVerdict":
         v = cls(trace, [], [], None)
         v.status = CRASH
-        v.crash = {"detail": crash.detail, "signal": crash.signal, "stderr": crash.stderr}
+        from .check import crash_fields
+        v.crash = {"detail": crash.detail, "signal": crash.signal, "stderr": crash.stderr, **crash_fields(crash)}
         return v
 
     def __init__(self, trace: Trace, classes: list, fresh: list, make_apply):
@@ -173,8 +174,8 @@ class TraceVerdict:
         (a mismatch, an oracle self-disagreement, a broken promise, a documented limitation; a fresh-sampler
         control that differs where the class is agree counts as mismatch), else agree; crash when the subject's
         process died on the trace (dryz.check.check_trace_in)."""
-        if self.status == CRASH:
-            return CRASH
+        if self.status == CRASH:  # memory: the process died of a sanitizer report
+            return "memory" if (getattr(self, "crash", None) or {}).get("sanitizer") else CRASH
         for k, f in zip(self._classes, self._fresh):
             if f is False and _STATUS.get(k, AGREE) == AGREE:
                 return MISMATCH

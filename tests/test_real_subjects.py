@@ -77,8 +77,13 @@ PLANTED = {
 }
 
 
+# Planted bugs no output comparison can see (every mode passes on the plain build): shown only on a sanitized
+# build, as class memory, by the module named.
+SANITIZER_ONLY = {"repeat-count-past-end.diff": "tests/test_sanitize.py"}
+
+
 def test_every_planted_patch_says_how_it_shows():
-    assert sorted(PLANTED) == sorted(p.name for p in PATCHES.glob("*.diff"))
+    assert sorted([*PLANTED, *SANITIZER_ONLY]) == sorted(p.name for p in PATCHES.glob("*.diff"))
 
 
 @pytest.fixture(scope="session", params=sorted(PLANTED))

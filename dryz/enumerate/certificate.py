@@ -68,7 +68,7 @@ def judge(r: dict) -> tuple[str, dict]:
         checks["abi_confirmation_oracles"] = confirmation["oracles_passed"]
     crashes = sum(len(c.get("crashes", [])) for c in configs) + ("crash" in mz) + sum(
         1 for f in periodic.get("findings", []) if f.get("kind") == "crash") + (
-        confirmation is not None and confirmation["class"] == "crash")
+        confirmation is not None and confirmation["class"] in ("crash", "memory"))
     if shard is None and not crashes:
         if space["expected_cases"] is not None:
             checks["covered_cases"] = sum(c["cases"] for c in configs) == space["expected_cases"]

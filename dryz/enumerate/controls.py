@@ -57,7 +57,7 @@ def periodic_control(check_fn) -> dict:
         expected[n % p] = min(n, W or n) - p
         if v.status == "crash":  # the subject died on it: a finding; the oracles are not judged on this row
             library_ok = False
-            findings.append({"kind": "crash", "case": case.to_json(), "verdict_class": "crash",
+            findings.append({"kind": "crash", "case": case.to_json(), "verdict_class": v.klass,
                              "detail": v.detail})
             rows.append({"period": p, "length": n, "window": W, "expected_L": expected, "library_L": None,
                          "crash": v.detail, "library_passed": False})
@@ -95,7 +95,7 @@ def abi_confirmation_control(judge) -> dict:
     counted like the periodic control's)."""
     case = abi_confirmation_case()
     v = judge(case)
-    crashed = v["class"] == "crash"
+    crashed = v["class"] in ("crash", "memory")  # memory: a crash with a sanitizer report
     from ..oracle import verdict_keys
     oracles_ok = crashed or (all(v[k] == [1] for k in verdict_keys()) and v["expected_logits"] == [-1.0])
     library_ok = v["class"] == "agree" and v["observed_logits"] == [-1.0]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ..check import check_in
+from ..check import check_in, crash_fields
 from ..output import Progress, environment, write_json
 from ..subject.isolation import Worker
 from ..subject.protocol import Crash
@@ -101,7 +101,8 @@ def run_exhaustive(lib, alphabet, max_length, specs, json_path, progress=True, w
         interrupted(results)
     if isinstance(mz, Crash):  # the control could not run: the subject's crash, a finding (never void)
         mz = {"max_length": min(max_length, 7), "cases": 0, "nonzero_deltas": 0, "passed": None,
-              "crash": {"signal": mz.signal, "detail": mz.detail, "stderr": mz.stderr[-500:]}}
+              "crash": {"signal": mz.signal, "detail": mz.detail, "stderr": mz.stderr[-500:],
+                        **crash_fields(mz)}}
     configs = [r.to_json() for r in results]
     flagged = sum(r.off_by_one_flagged for r in results)
     result = {

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..case import Case
-from ..check import check_batch
+from ..check import check_batch, crash_fields
 from ..config import SpaceConfig, case_config
 from ..space import PlainSpace, canonical_slices, plain_slices, space_for
 from ..subject.protocol import Crash, SubjectCrashed
@@ -77,7 +77,8 @@ class ConfigResult:
         r = cls(spec, mode="canonical" if canonical else "plain")
         r.crashes.append({"slice": {k: [list(p) for p in v] if k == "prefixes" else
                                     (list(v) if isinstance(v, tuple) else v) for k, v in slice_.items()},
-                          "signal": crash.signal, "detail": crash.detail, "stderr": crash.stderr[-500:]})
+                          "signal": crash.signal, "detail": crash.detail, "stderr": crash.stderr[-500:],
+                          **crash_fields(crash)})  # a sanitizer report: class memory
         return r
 
     def tally(self, n: int, b, weights: np.ndarray, history_weight: int = 1, fresh: int | None = None,

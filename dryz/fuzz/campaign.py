@@ -184,6 +184,8 @@ class Campaign:
 
     def env(self) -> dict:
         env = self.subject_env()
+        from ..subject.registry import runtime_env
+        env.update(runtime_env(self.subject.spec, fuzzer=True))  # sanitized: its runtime with libFuzzer
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
         if self.native:
             from .native import build_native
@@ -434,7 +436,8 @@ class Campaign:
     def recheck(self, artifact: Path) -> dict:
         """Re-judge a crash file in a clean process on the audited subject (an isolation worker spawned from its
         spec: with --native, the uninstrumented library the user selected, not the instrumented copy); a case
-        that kills it there is class crash, and it reproduces."""
+        that kills it there is class crash (memory, with the report, when it dies with a sanitizer report:
+        check.crash_verdict), and it reproduces."""
         from ..subject.isolation import Worker
         base = {"file": str(artifact), "subject": self.subject.spec}
         env = {k: v for k, v in os.environ.items() if k != "DRYZ_FAULT"}
@@ -444,8 +447,11 @@ class Campaign:
             out = w.call(recheck_op, artifact.read_bytes(), self.target, self.vocab, self.breakers)
         from ..subject.protocol import Crash
         if isinstance(out, Crash):
-            return dict(base, klass="hang" if out.signal == "hang" else "crash", reproduces=True,
-                        signal=out.signal)
+            if out.signal == "hang":
+                return dict(base, klass="hang", reproduces=True, signal=out.signal)
+            from ..check import crash_fields, crash_verdict
+            return dict(base, klass=crash_verdict(None, out).klass, reproduces=True, signal=out.signal,
+                        **crash_fields(out))
         if isinstance(out, str):  # the bytes decode to nothing this subject runs
             return dict(base, klass="error", reproduces=False, stderr=out)
         klass, case_json = out

@@ -56,19 +56,55 @@ SERVER_CMAKE_OPTIONS = {**CMAKE_OPTIONS,
                         "LLAMA_USE_PREBUILT_UI": "OFF", "LLAMA_BUILD_UI": "OFF"}
 SERVER_BINARY = "llama-server"
 
+# --sanitize: the subject built with clang's sanitizers, as OSS-Fuzz builds its targets (every UBSan check
+# unrecoverable, frame pointers kept, -O1); libstdc++'s vector annotations make an access between a vector's size
+# and its capacity a container-overflow (OSS-Fuzz's libc++ has them on by default). A flavour of the libllama
+# build: its own work tree (source and build directory) and cache key, so the plain build is never disturbed.
+SANITIZERS = ("address", "undefined")
+SANITIZER_RECIPE = 2  # bump when the flags below change (2: the runtime is not linked in, only preloaded)
+SAN_OPT = "-O1 -g -fno-omit-frame-pointer -DNDEBUG -D_GLIBCXX_SANITIZE_VECTOR=1"
+SAN_RUNTIME = "libclang_rt.asan-x86_64.so"
+# What every process that loads a sanitized libllama runs with (runtime_env): a report aborts the process, so
+# a crash-aware caller sees a signal and the report on stderr; leak checking is off (Python never frees all).
+# symbolize=0: the runtime's symbolizer subprocess would inherit LD_PRELOAD and can hang holding the dying
+# process's stderr open; dryz symbolizes the frames afterwards (subject.sanitizer.report).
+ASAN_OPTIONS = ("detect_leaks=0:abort_on_error=1:halt_on_error=1:detect_container_overflow=1:"
+                "allocator_may_return_null=1:symbolize=0")
+UBSAN_OPTIONS = "print_stacktrace=1:halt_on_error=1:abort_on_error=1:symbolize=0"
+
 
 class _Variant:
-    """What differs between the libllama build and the llama-server build (one builder, one version pin)."""
+    """What differs between the builds of one version (one builder, one version pin, one sdist): the libllama
+    build, the llama-server build (server), the sanitized libllama (sanitize: its own work tree and key) and a
+    named work tree of its own (tree: dryz mutate builds its mutants in one, beside other builders of the
+    version; keyed apart)."""
 
-    def __init__(self, server: bool):
-        self.server = server
+    def __init__(self, server: bool, sanitize: tuple = (), tree: str | None = None):
+        if server and sanitize:
+            raise BuildError("--server and --sanitize cannot be combined (the sanitized build is libllama's)")
+        self.server, self.sanitize, self.tree = server, tuple(sanitize), tree
         self.recipe = SERVER_RECIPE if server else RECIPE
         self.options = SERVER_CMAKE_OPTIONS if server else CMAKE_OPTIONS
+        self.toolchain = None
+        if sanitize:
+            self.toolchain = sanitizer_toolchain()
+            self.options = _sanitize_options(self.sanitize, self.toolchain)
         self.target = SERVER_BINARY if server else "llama"
         self.build_dir = "build-server" if server else "build"
         self.product = SERVER_BINARY if server else "libllama.so"
-        self.suffix = "-server" if server else ""
+        # the work tree (work/V<flavour>) and the key's suffix
+        self.flavour = ("-san-" + "-".join(self.sanitize) if self.sanitize else "") + (f"-{tree}" if tree else "")
+        self.suffix = ("-server" if server else "") + \
+            (f"-san-{'-'.join(self.sanitize)}-s{SANITIZER_RECIPE}" if self.sanitize else "") + \
+            (f"-{tree}" if tree else "")
         self.log_name = "build-server.log" if server else "build.log"
+
+    def info(self) -> dict:
+        """What dryz-subject.json says of the flavour (runtime_env reads it)."""
+        if not self.sanitize:
+            return {}
+        return {"sanitize": list(self.sanitize), "sanitizer_recipe": SANITIZER_RECIPE,
+                "sanitizer_runtime": self.toolchain["runtime"]}
 
 
 class BuildError(Exception):
@@ -228,23 +264,84 @@ def _refresh_fingerprint(out: Path, version: str, patch_sha: str | None) -> None
         info_path.write_text(json.dumps(info, indent=2) + "\n")
 
 
+def parse_sanitize(text: str | None) -> tuple[str, ...]:
+    """--sanitize address,undefined -> ("address", "undefined") (ValueError on anything else)."""
+    if not text:
+        return ()
+    names = tuple(sorted({n.strip() for n in text.split(",") if n.strip()}, key=lambda n: (n not in SANITIZERS, n)))
+    bad = [n for n in names if n not in SANITIZERS]
+    if bad or not names:
+        raise ValueError(f"--sanitize takes {','.join(SANITIZERS)} (one or both), got {text!r}")
+    return names
+
+
+def sanitizer_toolchain() -> dict:
+    """clang, clang++ and the shared ASan runtime a sanitized subject is preloaded with (BuildError without)."""
+    cc, cxx = shutil.which("clang"), shutil.which("clang++")
+    if not cc or not cxx:
+        raise BuildError("--sanitize needs clang (apt-get install -y clang libclang-rt-14-dev)")
+    p = subprocess.run([cc, f"-print-file-name={SAN_RUNTIME}"], capture_output=True, text=True)
+    runtime = p.stdout.strip()
+    if not os.path.isabs(runtime) or not os.path.isfile(runtime):
+        raise BuildError(f"--sanitize: clang has no {SAN_RUNTIME} (apt-get install -y libclang-rt-14-dev)")
+    return {"cc": cc, "cxx": cxx, "runtime": runtime}
+
+
+def _sanitize_options(sanitize: tuple[str, ...], tc: dict) -> dict:
+    flags = "-fsanitize=" + ",".join(sanitize) + (" -fno-sanitize-recover=undefined" if "undefined" in sanitize
+                                                  else "")
+    # The runtime is not linked into the libraries (their __asan_*/__ubsan_* symbols stay undefined): whichever
+    # runtime the process preloads provides them, the plain one or the one combined with libFuzzer for fuzz jobs.
+    link = flags.split(" ")[0]
+    return {**CMAKE_OPTIONS, "CMAKE_C_COMPILER": tc["cc"], "CMAKE_CXX_COMPILER": tc["cxx"],
+            "CMAKE_BUILD_TYPE": "RelWithDebInfo", "CMAKE_C_FLAGS_RELWITHDEBINFO": SAN_OPT,
+            "CMAKE_CXX_FLAGS_RELWITHDEBINFO": SAN_OPT, "CMAKE_C_FLAGS": flags, "CMAKE_CXX_FLAGS": flags,
+            "CMAKE_SHARED_LINKER_FLAGS": link}
+
+
+def runtime_env(lib_path, fuzzer: bool = False) -> dict:
+    """The environment a process loading this libllama must be *started* with: for a sanitized build (its
+    dryz-subject.json names the sanitizers), the sanitizer runtime preloaded and its options; else nothing.
+    The libllama subject's runtime_env hook (subject.registry.runtime_env, child_env) answers with it, so every
+    process dryz starts on the subject gets it, and dryz's own entry re-executes itself with it. fuzzer: for a
+    libFuzzer job, the runtime combined with libFuzzer (subject.sanitizer.fuzzer_preload), which atheris then
+    uses, so coverage is counted."""
+    if not lib_path:
+        return {}
+    p = Path(lib_path)
+    info_path = (p if p.is_dir() else p.parent) / BUILD_INFO
+    try:
+        info = json.loads(info_path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not info.get("sanitize"):
+        return {}
+    preload = info["sanitizer_runtime"]
+    if fuzzer:
+        from .sanitizer import fuzzer_preload
+        preload = str(fuzzer_preload(preload))
+    return {"LD_PRELOAD": preload, "ASAN_OPTIONS": ASAN_OPTIONS, "UBSAN_OPTIONS": UBSAN_OPTIONS}
+
+
 def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | None = None, log=print,
-          force: bool = False, server: bool = False) -> Path:
+          force: bool = False, server: bool = False, sanitize: tuple[str, ...] = (),
+          tree: str | None = None) -> Path:
     """Build (or reuse) libllama for `version` with an optional patch; returns the folder holding it.
     server=True: the llama-server executable instead (its folder holds llama-server and the shared libraries it
-    loads through RUNPATH $ORIGIN)."""
-    v = _Variant(server)
+    loads through RUNPATH $ORIGIN). sanitize: ("address", "undefined") or a part of it: clang with those
+    sanitizers, in a work tree of its own. tree: a named work tree of its own (dryz mutate's)."""
+    v = _Variant(server, sanitize, tree)
     patch_bytes = Path(patch).read_bytes() if patch else b""
     patch_sha = _sha256_bytes(patch_bytes) if patch else None
     key = f"{version}-{patch_sha[:16] if patch_sha else 'pristine'}-r{v.recipe}{v.suffix}"
     out = subjects_dir() / key
     if not force and (out / v.product).exists() and (out / BUILD_INFO).exists():
-        if not server:
+        if not server and not v.flavour:
             _refresh_fingerprint(out, version, patch_sha)
         log(f"cached: {out}")
         return out
-    work = cache_dir() / "work" / version
-    with locked(cache_dir() / "work" / f"{version}.lock", log):
+    work = cache_dir() / "work" / (version + v.flavour)
+    with locked(cache_dir() / "work" / f"{version}{v.flavour}.lock", log):
         if not force and (out / v.product).exists() and (out / BUILD_INFO).exists():
             return out
         work.mkdir(parents=True, exist_ok=True)
@@ -262,13 +359,19 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
                 applied = True
             fingerprint = dry_fingerprint(vendor)
             bdir = work / v.build_dir
-            if not (bdir / "build.ninja").exists() and not (bdir / "Makefile").exists():
+            configured = bdir / "dryz-cmake-options.json"
+            wanted = json.dumps(v.options, sort_keys=True)
+            fresh = not (bdir / "build.ninja").exists() and not (bdir / "Makefile").exists()
+            if not fresh and not configured.exists():
+                configured.write_text(wanted)  # configured before options were recorded: with these
+            if fresh or configured.read_text() != wanted:  # a changed recipe: cmake again (rebuilds what changed)
                 cmd = ["cmake", "-S", vendor, "-B", bdir]
                 if shutil.which("ninja"):
                     cmd += ["-G", "Ninja"]
                 cmd += [f"-D{k}={val}" for k, val in v.options.items()]
                 log(f"cmake configure (log: {log_file})")
                 _run(cmd, log_file, "cmake configure")
+                configured.write_text(wanted)
             jobs = jobs or os.cpu_count() or 2
             log(f"building the {v.target} target with {jobs} jobs (the first build of a version takes minutes)")
             _run(["cmake", "--build", bdir, "--target", v.target, f"-j{jobs}"], log_file, "the build")
@@ -293,6 +396,7 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
                     "patch_sha256": patch_sha, "build_seconds": round(time.monotonic() - t0, 1),
                     "recipe": v.recipe, "cmake_options": v.options,
                     **({"product": SERVER_BINARY} if server else {}),
+                    **v.info(),
                     "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             (tmp / BUILD_INFO).write_text(json.dumps(info, indent=2) + "\n")
             if patch:

@@ -38,7 +38,7 @@ import time
 from .protocol import Crash
 
 CALL_TIMEOUT = 60.0   # seconds one call may take before the subject counts as hung (a case: milliseconds)
-TAIL = 4096           # bytes of the worker's output kept for a crash's last words
+TAIL = 16384          # bytes of the worker's output kept for a crash's last words (a sanitizer report: a few KB)
 _LEN = struct.Struct("<I")
 _PARENT_FDS: set[int] = set()  # this process's ends of its workers' pipes (a forked worker closes them)
 
@@ -313,7 +313,8 @@ class Worker:
             self.crashed_last = True
             how, n = self._status
             sig = signame(n) if how == "signal" else f"exit {n}"
-            return Crash(f"the process running the subject died ({sig})", sig, self._last_words())
+            return Crash(f"the process running the subject died ({sig})", sig, self._last_words(),
+                         self._sanitizer_report() if how == "signal" else None)
         self.crashed_last = False
         kind, value = msg
         if kind == "ok":
@@ -329,6 +330,12 @@ class Worker:
 
     def _last_words(self) -> str:
         return self._tail.decode(errors="replace").strip()[-500:]
+
+    def _sanitizer_report(self) -> dict | None:
+        """The sanitizer report the dead worker printed, if any (a subject built with --sanitize aborts at its
+        first error after printing it): the Crash carries it, and check.crash_verdict judges it memory."""
+        from .sanitizer import report
+        return report(self._tail.decode(errors="replace"))
 
     def __enter__(self):
         return self

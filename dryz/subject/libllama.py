@@ -145,6 +145,14 @@ class LibLlama(Subject):
         self.free = self.L.llama_sampler_free
         self.reset = self.L.llama_sampler_reset
 
+    @staticmethod
+    def runtime_env(spec: str, fuzzer: bool = False) -> dict:
+        """The registry's hook (registry.runtime_env, child_env): a libllama built with --sanitize loads only into
+        a process started with its sanitizer runtime preloaded (subject.build.runtime_env); others need nothing."""
+        from .build import runtime_env
+        _, _, arg = spec.partition(":")
+        return runtime_env(arg or None, fuzzer=fuzzer)
+
     # -- identity -------------------------------------------------------------------------------
     @cached_property
     def identity(self) -> dict:
@@ -175,6 +183,8 @@ class LibLlama(Subject):
                 built = {"unreadable": str(info)}
             ident["built_by_dryz"] = {k: built.get(k) for k in (
                 "llama_cpp_python", "vendored_commit", "dry_fingerprint", "patch", "patch_sha256", "build_seconds")}
+            if built.get("sanitize"):
+                ident["built_by_dryz"]["sanitize"] = built["sanitize"]
             ident.setdefault("llama_cpp_python", built.get("llama_cpp_python"))
         return ident
 

@@ -73,10 +73,14 @@ class Outputs:
 @dataclass(frozen=True)
 class Crash:
     """The subject failed on this input instead of answering: its process died (a signal, an abort), hung, or
-    its server stopped answering. A verdict of class crash (a finding), never a harness error."""
+    its server stopped answering. A verdict of class crash (a finding), never a harness error; of class memory
+    when it died with a sanitizer report (dryz.check.crash_verdict)."""
     detail: str
     signal: str = ""      # e.g. SIGABRT, SIGSEGV, "hang", "exit 3"
     stderr: str = ""      # the subject's last words
+    # A sanitizer report in what the process printed before it died (a subject built with --sanitize;
+    # dryz.subject.sanitizer.report: sanitizer, kind, summary, frames, function): judged class memory.
+    report: dict | None = None
 
 
 @dataclass(frozen=True)

@@ -82,12 +82,15 @@ def child_env(spec: str, base: dict | None = None) -> dict:
     return env
 
 
-def runtime_env(spec: str) -> dict:
+def runtime_env(spec: str, fuzzer: bool = False) -> dict:
     """What a process needs in its environment before it starts to run this subject (e.g. a sanitizer runtime
-    to preload); empty for most."""
+    to preload: a libllama built with --sanitize); empty for most. fuzzer: for a libFuzzer job (a sanitized
+    libllama's runtime combined with libFuzzer, so atheris uses it and coverage counts)."""
     kind, _ = parse(spec)
     fn = getattr(subject_class(kind), "runtime_env", None)
-    return fn(spec) if fn else {}
+    if fn is None:
+        return {}
+    return fn(spec, fuzzer=True) if fuzzer else fn(spec)
 
 
 _OPENED: dict = {}

@@ -1,0 +1,81 @@
+"""`dryz mutate`, everything but option parsing (cli.py parses and calls `main`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from .modes import mode_names as gate_modes
+from .operators import OPERATORS, generate, sdist_source
+from .report import TriageError, default_triage, load_triage, markdown, summarize
+from .runner import Killer, MutateError, prepare, run, sample
+
+EXIT_OK, EXIT_FINDING, EXIT_ERROR = 0, 1, 2
+
+
+def select(version: str, operators: list[str] | None, ids: list[str] | None, n: int | None, log=print):
+    """(every mutant of the version's DRY code, the ones this run takes, the source's sha256)."""
+    source = sdist_source(version, log)
+    every = generate(source)
+    chosen = every
+    if operators:
+        bad = sorted(set(operators) - set(OPERATORS))
+        if bad:
+            raise MutateError(f"--operators: unknown {', '.join(bad)} (known: {', '.join(OPERATORS)})")
+        chosen = [m for m in chosen if m.operator in operators]
+    if ids:
+        known = {m.id for m in every}
+        bad = [i for i in ids if i not in known]
+        if bad:
+            raise MutateError(f"--ids: no mutant {', '.join(bad)} in {version}'s DRY code")
+        chosen = [m for m in chosen if m.id in set(ids)]
+    return every, sample(chosen, n), hashlib.sha256(source.encode()).hexdigest()
+
+
+def main(version: str, workdir: Path, n: int | None, operators, ids, mode_names, budget: float,
+         scheduler, upstream: bool, keep_builds: bool, triage_path, json_path, md_path, list_only: bool,
+         echo=print, log=print, sanitize: tuple = (), lanes: int = 2, first_kill: bool = False) -> int:
+    """`dryz mutate`: select the mutants, build and kill each with the gate's modes on `budget` seconds, report
+    the score; exit 1 when a survivor is not shown equivalent (untriaged, or triaged as a gap)."""
+    try:
+        names = gate_modes(budget, mode_names, lanes)
+    except ValueError as e:
+        raise MutateError(str(e)) from None
+    killer = Killer(tuple(names), float(budget), lanes, first_kill)
+    every, chosen, source_sha = select(version, operators, ids, n, log)
+    if list_only:
+        for m in chosen:
+            echo(json.dumps(m.to_json()))
+        log(f"{len(chosen)} of {len(every)} mutants of {version}'s DRY code")
+        return EXIT_OK
+    try:
+        triage = load_triage(Path(triage_path) if triage_path else default_triage(version))
+    except TriageError as e:
+        raise MutateError(str(e)) from None
+    log(f"dryz mutate: {len(chosen)} of the {len(every)} mutants of llama-cpp-python {version}'s DRY code; modes "
+        f"{', '.join(names)} (dryz gate, {budget:g} s each){' + upstream test-sampling' if upstream else ''}")
+    settings = {"sample": n, "operators": sorted(operators) if operators else None, "ids": ids}
+    if sanitize:  # sanitized builds have a work tree of their own already
+        settings["sanitize"] = list(sanitize)
+        plan = prepare(version, killer, workdir, chosen, source_sha, settings, upstream, log, tree=None,
+                       sanitize=sanitize)
+    else:
+        plan = prepare(version, killer, workdir, chosen, source_sha, settings, upstream, log)
+    results = run(plan, chosen, killer, workdir, scheduler, keep_builds, log)
+    summary = summarize(results, len(chosen), names, triage)
+    summary.update(version=version, all_generated=len(every), workdir=str(workdir),
+                   control=plan["control"]["results"])
+    summary["killer"] = killer.to_json()
+    md = markdown(summary, results, {m.id: m for m in chosen}, names)
+    if json_path:
+        Path(json_path).write_text(json.dumps({"summary": summary, "results": results}, indent=2) + "\n")
+    if md_path:
+        Path(md_path).write_text(md)
+    echo(md)
+    untriaged = [s for s in summary["survivors"] if not s["triage"]]
+    gaps = [s for s in summary["survivors"] if s["triage"] and s["triage"]["verdict"] == "gap"]
+    echo(f"dryz mutate: score {summary['score']}, {summary['killed']} killed, {len(summary['survivors'])} "
+         f"survived ({len(untriaged)} not triaged, {len(gaps)} triaged as gaps), {summary['stillborn']} "
+         f"stillborn, {summary['equivalent_proven']} equivalent by object code")
+    return EXIT_FINDING if untriaged or gaps else EXIT_OK

@@ -1,0 +1,222 @@
+"""dryz mutate: the operators over the pinned sdist's DRY code (deterministic, stable ids, every diff applies,
+comments and strings untouched), the stratified sample, the verdict of a mode's process, the score's arithmetic,
+equivalence by object code, and (tests/test_mutate_real.py) real mutants built and killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dryz.mutate.modes import classify, from_gate, mode_names, modes_for
+from dryz.mutate.operators import FUNCTIONS, OPERATORS, SOURCE, generate
+from dryz.mutate.report import TRIAGE_SCHEMA, TriageError, load_triage, summarize
+from dryz.mutate.runner import Killer, sample
+
+REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
+
+
+@pytest.fixture(scope="module")
+def source():
+    from dryz.mutate.operators import sdist_source
+    from dryz.subject.build import BuildError
+    try:
+        return sdist_source("0.3.36")
+    except (BuildError, OSError) as e:
+        if REQUIRE:
+            raise
+        pytest.skip(f"no llama-cpp-python 0.3.36 sdist: {e}")
+
+
+@pytest.fixture(scope="module")
+def mutants(source):
+    return generate(source)
+
+
+def test_the_pinned_sources_mutants(mutants):
+    """The exact list this source gives: 347 mutants over the six functions, every operator present."""
+    assert len(mutants) == 347
+    assert Counter(m.operator for m in mutants) == {"const": 98, "bound": 52, "ror": 53, "delete": 51, "aor": 42,
+                                                    "negate": 33, "return": 18}
+    assert Counter(m.function for m in mutants) == {"apply": 226, "overlap": 47, "init": 47, "accept": 14,
+                                                    "clone": 7, "reset": 6}
+    assert {m.function for m in mutants} == {name for name, _ in FUNCTIONS}
+    assert set(OPERATORS) == {m.operator for m in mutants}
+    assert len({m.id for m in mutants}) == len(mutants)
+
+
+def test_generation_is_deterministic_and_ids_survive_edits_elsewhere(source, mutants):
+    again = generate(source)
+    assert [m.to_json() for m in again] == [m.to_json() for m in mutants]
+    # Two lines added far above the DRY section: every id is the same, every line number moves by 2.
+    shifted = generate(source.replace("#include", "// one\n// two\n#include", 1))
+    assert [m.id for m in shifted] == [m.id for m in mutants]
+    assert all(b.line == a.line + 2 for a, b in zip(mutants, shifted))
+
+
+def test_every_diff_applies_with_patch(tmp_path, source, mutants):
+    """Each mutant's diff applies to the sdist's file with patch -p1 (as dryz subject build applies it), and
+    changes exactly the line it names."""
+    if shutil.which("patch") is None:
+        pytest.skip("no patch")
+    root = tmp_path / "tree"
+    (root / "src").mkdir(parents=True)
+    target = root / SOURCE
+    lines = source.split("\n")
+    for m in mutants:
+        target.write_text(source)
+        p = subprocess.run(["patch", "-p1", "--batch", "--silent"], input=m.diff, text=True, cwd=root,
+                           capture_output=True)
+        assert p.returncode == 0, (m.id, p.stdout, p.stderr)
+        new = target.read_text().split("\n")
+        assert lines[m.line - 1] == m.before.split("\n")[0], m.id
+        if m.operator == "delete":
+            assert new == lines[:m.line - 1] + lines[m.line:], m.id
+        elif m.operator == "return":
+            assert len(new) == len(lines) + 1 and "return" in m.after, m.id
+        else:
+            assert new[m.line - 1] == m.after and new[:m.line - 1] == lines[:m.line - 1], m.id
+
+
+def test_comments_and_strings_are_never_mutated():
+    src = ("\n// DRY\n"
+           "static void get_overlapping_token_sequences(int a) {\n    return;\n}\n"
+           "static void llama_sampler_dry_accept(int a) {\n    // if (a < b) a = a + 1;\n"
+           "    LOG(\"x == y, i + 1\");\n    a = 3 /* b < c */;\n}\n"
+           "static void llama_sampler_dry_apply(int a) {\n}\n"
+           "static void llama_sampler_dry_reset(int a) {\n}\n"
+           "static struct llama_sampler * llama_sampler_dry_clone(int a) {\n}\n"
+           "struct llama_sampler * llama_sampler_init_dry(int a) {\n}\n"
+           "struct llama_sampler * llama_sampler_init_dry_testing(int a) {\n}\n")
+    ms = generate(src)
+    assert {(m.operator, m.description.split(": ", 1)[1]) for m in ms} == {("delete", "`return;` deleted"),
+        ("return", "`return;` inserted before `LOG(\"x == y, i + 1\");`"),
+        ("delete", "`LOG(\"x == y, i + 1\");` deleted"),
+        ("return", "`return;` inserted before `a = 3 /* b < c */;`"),
+        ("const", "`3` -> `4` in `a = 3 /* b < c */;`"), ("const", "`3` -> `2` in `a = 3 /* b < c */;`"),
+        ("delete", "`a = 3 /* b < c */;` deleted")}
+
+
+def test_sample_is_stratified_and_deterministic(mutants):
+    s = sample(mutants, 80)
+    assert len(s) == 80 and [m.id for m in s] == [m.id for m in sample(list(reversed(mutants)), 80)][::-1]
+    assert Counter(m.function for m in s) == {"apply": 52, "overlap": 11, "init": 11, "accept": 3, "clone": 2,
+                                              "reset": 1}
+    assert set(Counter(m.operator for m in s)) == set(OPERATORS)
+    assert [m.line for m in s] == sorted(m.line for m in s)
+    assert sample(mutants, None) == mutants and sample(mutants, 10_000) == mutants
+    assert len(sample(mutants, 3)) == 3
+
+
+def test_a_modes_process_verdict():
+    assert classify(0, "", False)[0] == "survived"
+    assert classify(1, "", False)[0] == "killed"
+    assert classify(2, "dryz: error: bad\n", False) == ("error", "dryz: error: bad", [])
+    assert classify(-6, "terminate called\n", False) == ("crash", "died of SIGABRT", [])
+    assert classify(None, "", True)[0] == "timeout"
+    asan = ("==1==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x60 at pc 0x7f bp 0x7f sp 0x7f\n"
+            "WRITE of size 4 at 0x60 thread T0\n"
+            "    #0 0x7f12 in llama_sampler_dry_reset(llama_sampler*) /x/src/llama-sampler.cpp:3597:5\n"
+            "    #1 0x7f13 in llama_sampler_reset /x/src/llama-sampler.cpp:400:9\n")
+    status, detail, frames = classify(-6, asan, False)
+    assert status == "memory" and frames[0] == "llama_sampler_dry_reset(llama_sampler*) llama-sampler.cpp:3597:5"
+    assert detail.startswith("AddressSanitizer: heap-buffer-overflow (WRITE of size 4) in llama_sampler_dry_reset")
+    # exhaustive's pool worker dies with the report on stderr, the command exits 1: still memory
+    assert classify(1, asan, False)[0] == "memory"
+
+
+def test_the_killer_is_the_gates_plan():
+    """The killer is dryz.gate.plan on the mutant's library (no base: no differential), not a list of its own."""
+    from dryz import gate
+    modes = modes_for(120, lib="/L")
+    assert [m.name for m in modes] == [m.name for m in gate.plan(["--subject", "libllama:/L"], 120)]
+    assert {m.name for m in modes} == {n for lane in gate.LAYOUT for n in lane} - {"differential"}
+    argv = next(m for m in modes if m.name == "fuzz-vocab-random").argv(Path("/w"), 10)
+    assert argv[1:6] == ["-m", "dryz", "--subject", "libllama:/L", "-q"]
+    assert "--breakers" in argv and argv[-2:] == ["--", "-ignore_crashes=0"]
+    assert mode_names(120, ["replay", "certificate"]) == ["certificate", "replay"]
+    with pytest.raises(ValueError, match="unknown mode"):
+        modes_for(120, ["nope"])
+    k = Killer(("certificate",), 60.0)
+    assert k.to_json() == {"modes": ["certificate"], "budget": 60.0, "lanes": 2, "stop_on_finding": False}
+
+
+def test_a_gate_verdict_as_a_kill():
+    from dryz import gate
+    r = gate.ModeResult("fuzz", "finding", 1, 12.0, 10.0, "1 finding", [])
+    assert from_gate(r).status == "killed" and from_gate(r).kills
+    r.findings.append(gate.Finding("fuzz", "memory", "AddressSanitizer: container-overflow in f"))
+    assert from_gate(r).status == "memory" and from_gate(r).detail.startswith("AddressSanitizer")
+    for verdict, status in (("pass", "survived"), ("crash", "crash"), ("timeout", "timeout"), ("error", "error"),
+                            ("cancelled", "not run")):
+        m = from_gate(gate.ModeResult("x", verdict, None, 1.0, None, "", []))
+        assert m.status == status and m.kills == (status in ("crash", "timeout"))
+
+
+def _result(i, status, killers=(), upstream="survived", names=("a", "b")):
+    r = {"id": f"m{i}", "operator": "ror", "function": "apply", "status": status, "description": f"m{i}",
+         "seconds": 10.0 + i}
+    if status in ("killed", "survived"):
+        r["modes"] = [{"mode": n, "status": "killed" if n in killers else "survived", "seconds": 1.0 + i}
+                      for n in names]
+        r["killed_by"] = list(killers)
+        r["upstream"] = {"mode": "upstream", "status": upstream, "seconds": 1.0}
+    return r
+
+
+def test_the_score():
+    """killed / (generated - stillborn - shown equivalent), per mode and for the baseline."""
+    results = [_result(0, "killed", ["a"]), _result(1, "killed", ["a", "b"], upstream="killed"),
+               _result(2, "killed", ["b"]), _result(3, "survived"), _result(4, "survived", upstream="killed"),
+               _result(5, "stillborn"), _result(6, "equivalent")]
+    triage = {"m3": {"verdict": "equivalent", "reason": "only a log line"}}
+    s = summarize(results, 7, ["a", "b"], triage)
+    assert (s["denominator"], s["killed"], s["score"]) == (4, 3, 0.75)
+    assert (s["stillborn"], s["equivalent_proven"], s["equivalent_argued"]) == (1, 1, 1)
+    assert s["upstream"] == {"killed": 2, "score": 0.5, "run": 5}
+    assert s["killed_by_upstream_only"] == ["m4"]
+    by = {m["mode"]: m for m in s["modes"]}
+    assert (by["a"]["killed"], by["a"]["score"], by["a"]["only_killer"]) == (2, 0.5, 1)
+    assert by["a"]["median_seconds_to_kill"] == 1.5
+    assert [(x["id"], x["triage"]) for x in s["survivors"]] == [("m3", triage["m3"]), ("m4", None)]
+
+
+def test_triage_file(tmp_path):
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps({"schema": TRIAGE_SCHEMA, "mutants": {"x": {"verdict": "maybe", "reason": "r"}}}))
+    with pytest.raises(TriageError, match="verdict equivalent|gap"):
+        load_triage(f)
+    assert load_triage(tmp_path / "none.json") == {}
+
+
+def test_the_shipped_triage_names_real_mutants(mutants):
+    from dryz.mutate.report import default_triage
+    path = default_triage("0.3.36")
+    triage = load_triage(path)
+    assert triage, "the pinned release's survivors are triaged"
+    assert set(triage) <= {m.id for m in mutants}
+
+
+def test_cli_refuses_bad_options(tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "dryz", "mutate", *args], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120)
+    p = run("--sample", "0")
+    assert p.returncode == 2 and p.stderr == "dryz: error: --sample must be at least 1, got 0\n"
+    p = run("--modes", "nope", "--list")
+    assert p.returncode == 2 and p.stderr.startswith("dryz: error: unknown mode(s) nope") and \
+        p.stderr.count("\n") == 1
+
+
+def test_cli_lists_mutants(tmp_path, source):
+    p = subprocess.run([sys.executable, "-m", "dryz", "-q", "mutate", "--list", "--sample", "5"], capture_output=True,
+                       text=True, cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(x) for x in p.stdout.splitlines()]
+    assert len(rows) == 5 and all(r["diff"].startswith(f"--- a/{SOURCE}\n+++ b/{SOURCE}\n@@ ") for r in rows)
