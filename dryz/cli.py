@@ -7,10 +7,10 @@ import sys
 
 import click
 
-from . import __version__
+from . import __version__, inputs
 
 from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail as _fail, load_case_file, load_subject, load_trace_file,
-                     on_vocab, parse_json_file, quiet_mode, read as _read, say, spelled, vocab_filter)
+                     on_vocab, parse_json_file, quiet_mode, read as _read, say, spelled, vocab_filter, with_runtime)
 
 
 def say_subject(lib) -> None:
@@ -66,29 +66,7 @@ def cli(ctx, subject_spec, lib_path, quiet):
         ctx.obj = selected_spec(subject_spec, lib_path)
     except SubjectError as e:
         _fail(str(e))
-    _with_runtime(ctx.obj)
-
-
-_ENTRY_ARGV = None  # main()'s arguments: set when dryz runs as a program, so it may re-execute itself
-
-
-def _with_runtime(spec: str) -> None:
-    """A subject whose code must be started with something in the process's environment (a libllama built
-    with --sanitize: its sanitizer runtime preloaded; registry.runtime_env) loads only into a process started
-    so: dryz re-executes itself with it. The processes it starts get it through registry.child_env."""
-    from .subject.binding import SubjectError
-    from .subject.registry import runtime_env
-    try:
-        env = runtime_env(spec)
-    except SubjectError as e:
-        _fail(str(e))
-    if not env or all(os.environ.get(k) == v for k, v in env.items()):
-        return
-    if _ENTRY_ARGV is None:
-        _fail(f"the subject {spec} must be started with " + " ".join(f"{k}={v}" for k, v in env.items()))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "dryz", *_ENTRY_ARGV], {**os.environ, **env})
+    with_runtime(ctx.obj)
 
 
 @cli.group()
@@ -913,8 +891,7 @@ def report(inputs, html_path, md_path):
 
 def main(argv=None):
     """Entry point: click's usage errors become one-line messages with exit 2."""
-    global _ENTRY_ARGV
-    _ENTRY_ARGV = list(sys.argv[1:] if argv is None else argv)
+    inputs.ENTRY_ARGV = list(sys.argv[1:] if argv is None else argv)
     from .output import ClosedPipeSafe
     if not isinstance(sys.stdout, ClosedPipeSafe):
         sys.stdout = ClosedPipeSafe(sys.stdout)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 import click
 
@@ -240,3 +241,25 @@ def load_trace_file(path: str, read_as: str = "auto", as_trace: bool = False):
     if as_trace:
         fail(f"{path}: not a trace (a {TRACE_SCHEMA} object or a corpus entry with a trace)")
     return None
+
+
+ENTRY_ARGV = None  # main()'s arguments: set when dryz runs as a program, so it may re-execute itself
+
+
+def with_runtime(spec: str) -> None:
+    """A subject whose code must be started with something in the process's environment (a libllama built
+    with --sanitize: its sanitizer runtime preloaded; registry.runtime_env) loads only into a process started
+    so: dryz re-executes itself with it. The processes it starts get it through registry.child_env."""
+    from .subject.binding import SubjectError
+    from .subject.registry import runtime_env
+    try:
+        env = runtime_env(spec)
+    except SubjectError as e:
+        fail(str(e))
+    if not env or all(os.environ.get(k) == v for k, v in env.items()):
+        return
+    if ENTRY_ARGV is None:
+        fail(f"the subject {spec} must be started with " + " ".join(f"{k}={v}" for k, v in env.items()))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "dryz", *ENTRY_ARGV], {**os.environ, **env})
