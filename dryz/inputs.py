@@ -90,14 +90,6 @@ def parse_json_file(path: str, raw: bytes):
         fail(f"{path}: not usable JSON: {e}")
 
 
-def signame(sig: int) -> str:
-    import signal
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
-
-
 def selected_spec() -> str:
     """The subject spec the command line selected (--subject, --lib, or their environment variables)."""
     ctx = click.get_current_context(silent=True)

@@ -75,3 +75,14 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def fuzzer_main(target: str) -> None:
+    """What a packaged fuzzer (fuzz/ossfuzz/dry_<target>_fuzzer.py) runs: dryz's harness on that target, with a
+    writable cache where a fuzzing bot's home is read-only (dryz writes its symbol vocabulary there once)."""
+    import os
+    os.environ["DRYZ_FUZZ_TARGET"] = target
+    if "DRYZ_CACHE" not in os.environ and not os.access(os.path.expanduser("~"), os.W_OK):
+        os.environ["DRYZ_CACHE"] = os.path.join(tempfile.gettempdir(), "dryz-cache")
+    from .harness import main as harness
+    harness()

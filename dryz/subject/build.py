@@ -22,7 +22,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from .cache import cache_dir
+from .cache import cache_dir, sha256_file
 
 PINNED_VERSION = "0.3.36"  # llama-cpp-python, the default subject's provider (pyproject.toml)
 BUILD_INFO = "dryz-subject.json"  # written by `dryz subject build` beside the libraries it built
@@ -160,14 +160,6 @@ def locked(path: Path, log):
 SDIST_SHA256 = {"0.3.36": "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"}
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def sdist(version: str, log, log_file: Path) -> Path:
     """The llama-cpp-python sdist of `version`: from DRYZ_SDIST_DIR or the cache, else pip download; checked
     against SDIST_SHA256 where the version is listed there. The one sdist fetch of dryz (subject builds, the
@@ -175,7 +167,7 @@ def sdist(version: str, log, log_file: Path) -> Path:
     name = f"llama_cpp_python-{version}.tar.gz"
     want = SDIST_SHA256.get(version)
     for d in filter(None, [os.environ.get("DRYZ_SDIST_DIR"), str(cache_dir() / "sdists")]):
-        if (Path(d) / name).is_file() and (want is None or _sha256_file(Path(d) / name) == want):
+        if (Path(d) / name).is_file() and (want is None or sha256_file(Path(d) / name) == want):
             return Path(d) / name
     dl = cache_dir() / "sdists"
     dl.mkdir(parents=True, exist_ok=True)
@@ -185,8 +177,8 @@ def sdist(version: str, log, log_file: Path) -> Path:
          f"pip download llama-cpp-python=={version}")
     if not (dl / name).is_file():
         raise BuildError(f"pip download gave no {name} (see {log_file})")
-    if want is not None and _sha256_file(dl / name) != want:
-        got = _sha256_file(dl / name)
+    if want is not None and sha256_file(dl / name) != want:
+        got = sha256_file(dl / name)
         (dl / name).unlink()
         raise BuildError(f"{name}: sha256 {got[:16]}..., PyPI's is {want[:16]}... (refused)")
     return dl / name

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import hashlib
 import http.client
 import json
 import math
@@ -75,6 +74,7 @@ import numpy as np
 
 from ..oracle import softmax as sm
 from .binding import SubjectError
+from .cache import sha256_file
 from .protocol import Capabilities, Crash as ProtocolCrash, Output, Refused, Subject, SubjectCrashed, \
     Unrecoverable, Unsupported
 
@@ -338,14 +338,6 @@ def _how(rc) -> str:
     return f"exit {rc}"
 
 
-def _sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 # -- the subject -------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -410,8 +402,8 @@ class ServerSubject(Subject):
             except (OSError, ValueError):
                 build = None
             lib = Path(self.binary).parent / "libllama.so"
-            libs = {"libllama_path": str(lib.resolve()), "libllama_sha256": _sha256(lib)} if lib.exists() else {}
-            sha = _sha256(self.binary)
+            libs = {"libllama_path": str(lib.resolve()), "libllama_sha256": sha256_file(lib)} if lib.exists() else {}
+            sha = sha256_file(self.binary)
             self._identity = {"kind": KIND, "spec": self.spec, "label": self.label(), "path": self.binary,
                               "sha256": sha, "shown": {"llama-server": self.binary, "sha256": sha}, **libs,
                               "version": self.version["version"], "llama_cpp_commit": self.version["commit"],
@@ -451,7 +443,6 @@ class ServerSubject(Subject):
             from .tinymodel import tiny_model
             from .symbols import SYMBOLS
             if not key:
-                from .cache import sha256_file
                 from .symbol_vocab import symbol_vocab_path
                 path = symbol_vocab_path()
                 sha = sha256_file(path)
