@@ -7,7 +7,8 @@ Usage: python bench/campaign_ab.py X Y [--pairs 3] [--time 60] [-- DRYZ FUZZ OPT
   Options after --: passed to `dryz fuzz` (e.g. --traces, or --vocab llama-bpe).
 Each build is copied to a temporary directory as the package `dryz` (its call sequencer dryz/subject/_drive.c
 compiled with setuptools, as pip builds it) and run with PYTHONPATH set to it, in a fresh work directory, by this
-interpreter. Prints per campaign the summary's execs and seconds, exec/s over the run (what the summary says)
+interpreter. Prints per campaign the summary's execs and seconds, exec/s over the whole run (set-up included)
+and over libFuzzer's own time (what the summary says, for builds that say it)
 and the campaign's CPU seconds (user + system of every process it waited for); then per build the median
 exec/s and per pair the ratio X/Y.
 """
@@ -28,6 +29,7 @@ from fuzz_ab import build_drive  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SUMMARY = re.compile(r"summary: (?:traces: )?([\d,]+) execs in ([\d.]+) s")
+FUZZ_RATE = re.compile(r"\(([\d,]+) exec/s over libFuzzer's")  # builds since 2026-12-03 say it
 
 
 def materialize(spec: str, into: Path) -> Path:
@@ -63,7 +65,9 @@ def campaign(root: Path, seconds: int, extra: list) -> dict:
         sys.exit(f"campaign_ab: no summary (exit {p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
     execs, secs = int(m.group(1).replace(",", "")), float(m.group(2))
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"execs": execs, "seconds": secs, "rate": execs / secs, "cpu": cpu, "wall": wall, "exit": p.returncode}
+    f = FUZZ_RATE.search(p.stdout)
+    return {"execs": execs, "seconds": secs, "rate": execs / secs, "cpu": cpu, "wall": wall, "exit": p.returncode,
+            "fuzz_rate": f.group(1) if f else "-"}
 
 
 def main():
@@ -85,7 +89,7 @@ def main():
             r = campaign(roots[k], a.time, extra)
             runs[k].append(r)
             print(f"pair {i + 1} {(a.x if k == 'x' else a.y):>24}: {r['execs']:>8,} execs in {r['seconds']:5.1f} s = "
-                  f"{r['rate']:7.1f} exec/s  (CPU {r['cpu']:5.1f} s, {r['execs'] / max(r['cpu'], 1e-9):7.1f} execs "
+                  f"{r['rate']:7.1f} exec/s (libFuzzer's time: {r['fuzz_rate']})  (CPU {r['cpu']:5.1f} s, {r['execs'] / max(r['cpu'], 1e-9):7.1f} execs "
                   f"per CPU second; exit {r['exit']})", flush=True)
     shutil.rmtree(work, ignore_errors=True)
     for k, spec in (("x", a.x), ("y", a.y)):

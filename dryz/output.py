@@ -267,9 +267,10 @@ def vocab_certificate_text(result: dict, results: list, pieces) -> str:
 
 def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: float) -> str:
     """What `dryz fuzz` prints after its campaign: the figures, and every finding with its re-check."""
-    lines = [f"summary: {'traces: ' if traces else ''}{summary['execs']:,} execs in {summary['seconds']} s, "
-             f"cov {summary['cov']}, ft {summary['ft']}, corpus {summary['corpus']}, "
-             f"findings {len(summary['findings'])}"]
+    lines = [f"summary: {'traces: ' if traces else ''}{summary['execs']:,} execs in {summary['seconds']} s "
+             f"({summary['exec_per_s_overall']:,} exec/s over libFuzzer's {summary['fuzz_seconds']} s, after "
+             f"{summary['setup_seconds']} s of set-up), cov {summary['cov']}, ft {summary['ft']}, "
+             f"corpus {summary['corpus']}, findings {len(summary['findings'])}"]
     if summary["counters"]:
         lines.append(f"coverage counters: {summary['counters']}")
     if summary.get("stopped_at_hard_limit"):

@@ -203,6 +203,26 @@ def test_fork_server_runs_every_harness_process_as_its_fork(tmp_path, lib):
     assert server[0].poll() is not None and not Path(env[ENV]).exists()
 
 
+def test_every_job_and_merge_of_a_campaign_is_a_fork_of_the_server(tmp_path):
+    """libFuzzer's fork mode runs argv[0] for every job and every merge from its own process (itself a fork of
+    the server): each of those launchers finds the server too, so no harness process prepares the subject (and
+    a vocabulary's samplers) again. The server's log has one line per fork; the summary says exec/s over
+    libFuzzer's time and the set-up apart."""
+    w = tmp_path / "w"
+    p = dryz("fuzz", "--traces", "--time", "8", "--jobs", "1", "--workdir", str(w), "--json", str(tmp_path / "s.json"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    import re
+    jobs = max(int(n) for n in re.findall(r"job: (\d+)", (w / "libfuzzer.log").read_text()))
+    forks = [ln for ln in (w / "forkserver.log").read_text().splitlines() if ln.startswith("fork ")]
+    assert jobs >= 2
+    assert len([f for f in forks if "-reload=0" in f]) >= jobs  # every job (the last may be cut by time)
+    assert len([f for f in forks if "-merge" in f]) >= jobs      # the seeds' merge and one per job
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["fuzz_seconds"] > 0 and abs(s["exec_per_s_overall"] - s["execs"] / s["fuzz_seconds"]) <= \
+        0.01 * s["execs"] / s["fuzz_seconds"] + 1  # (the seconds are rounded to 0.1 s)
+    assert f"{s['exec_per_s_overall']:,} exec/s over libFuzzer's {s['fuzz_seconds']} s" in p.stdout
+
+
 def test_a_fork_server_that_cannot_start_is_no_server(tmp_path, lib):
     """A server that dies while it prepares (here: a subject spec it cannot open) is not waited for: the campaign
     falls back to launchers that run the harness themselves (no socket in their environment), and nothing is

@@ -298,9 +298,11 @@ class Campaign:
         interrupted = False
         limited = threading.Event()
         server, proc, rc = None, None, 130
+        t_fuzz, fuzz_seconds = None, 0.0
         try:
             with _sigterm_raises():
                 server = self.start_forkserver(env)  # (its start-up counts in the campaign's seconds)
+                t_fuzz = time.monotonic()
                 with open(log_path, "w") as logf:
                     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                             text=True, errors="replace", cwd=self.workdir)
@@ -324,6 +326,7 @@ class Campaign:
                         rc = proc.wait()
                     finally:
                         watchdog.cancel()
+                        fuzz_seconds = time.monotonic() - t_fuzz
         except KeyboardInterrupt:  # Ctrl-C (libFuzzer's whole group has it), or while the fork server got ready
             interrupted = True
             if proc is not None:
@@ -355,7 +358,12 @@ class Campaign:
             findings = [self.recheck(p) for p in order[:limit]] + [
                 {"file": str(p), "klass": "not re-checked (--recheck limit)", "reproduces": None}
                 for p in order[limit:]]
+        # exec/s over the time libFuzzer ran (--time); the fork server's preparation (a real vocabulary's
+        # samplers) comes before it, once per campaign, and is reported apart
         return {"seconds": round(time.monotonic() - t0, 1), "execs": stats.execs, "cov": stats.cov,
+                "fuzz_seconds": round(fuzz_seconds, 1),
+                "exec_per_s_overall": round(stats.execs / fuzz_seconds) if fuzz_seconds else 0,
+                "setup_seconds": round((t_fuzz or time.monotonic()) - t0, 1),
                 "ft": stats.ft, "corpus": stats.corpus, "exec_per_s": stats.exec_per_s,
                 "counters": stats.counters, "libfuzzer_exit": rc, "log": str(log_path),
                 "native": self.native, "fault": self.fault, "findings": findings, "interrupted": interrupted,

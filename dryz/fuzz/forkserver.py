@@ -133,7 +133,7 @@ def serve(path: str, prepare, run) -> None:
             stop(signal.SIGTERM, None)
         for _ in sel.select(timeout=0.05):
             conn, _ = listener.accept()
-            pid = _fork_one(conn, listener, children, sigint, run)
+            pid = _fork_one(conn, listener, children, sigint, run, path)
             if pid:
                 children[pid] = conn
         while children:
@@ -175,6 +175,16 @@ def _end_children(children, grace: float = 5.0) -> None:
         time.sleep(0.02)
 
 
+def _flags(argv) -> str:
+    """A harness process's argv for the server's log: its flags, a long list of seed files counted."""
+    out = []
+    for a in argv[1:]:
+        if a.startswith("-seed_inputs="):
+            a = f"-seed_inputs=<{a.count(',') + 1} files>"
+        out.append(a if len(a) <= 80 else a[:77] + "...")
+    return " ".join(out)
+
+
 def _die_with_parent() -> None:
     """PR_SET_PDEATHSIG: SIGKILL when the server (this process's parent) dies."""
     try:
@@ -184,7 +194,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _fork_one(conn, listener, children, sigint, run) -> int | None:
+def _fork_one(conn, listener, children, sigint, run, path) -> int | None:
     try:
         msg, anc, _, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(3 * array.array("i").itemsize))
         fds = array.array("i")
@@ -205,8 +215,12 @@ def _fork_one(conn, listener, children, sigint, run) -> int | None:
             conn.sendall(f"pid {pid}\n".encode())
         except OSError:
             pass
+        print(f"fork {pid}: {_flags(request['argv'])}", file=sys.stderr, flush=True)  # the server's log
         return pid
-    # the child: the launcher's descriptors, directory, argv and signal dispositions, then the harness
+    # the child: the launcher's descriptors, directory, argv and signal dispositions, then the harness. The
+    # server's socket in its environment: libFuzzer's fork mode runs argv[0] for every job and merge from this
+    # process, and each of those launchers must find the server too (the server was started before the
+    # campaign knew the socket's path, so its own environment does not name it).
     code = 1
     try:
         _die_with_parent()
@@ -218,6 +232,7 @@ def _fork_one(conn, listener, children, sigint, run) -> int | None:
             os.dup2(fd, i)
             os.close(fd)
         os.chdir(request["cwd"])
+        os.environ[ENV] = path
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, sigint)
         sys.argv = list(request["argv"])
