@@ -371,72 +371,34 @@ def check_cmd(path, read_as, isolate, vocab, as_trace):
 def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
     """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
     in ./corpus."""
-    from .check import fault
-    from .corpus import crash_entry, entry_json
-    from .shrink import NothingToMinimize, minimize_case
+    from .shrink import NothingToMinimize, minimize_case, minimize_trace_input
     t = load_trace_file(path, read_as, as_trace)
-    if t is not None:
-        return minimize_trace_file(path, *t, corpus_dir)
-    case, kind = load_case_file(path, read_as, vocab)
-    case = on_vocab(case, vocab)
-    lib = load_subject()
+    lib, log = load_subject(), (lambda msg: say(f"  {msg}"))
     try:
-        m = minimize_case(case, lib, isolate, log=lambda msg: say(f"  {msg}"), announce=lambda shown, iso: click.echo(
-            f"minimizing {path} ({kind}): class {shown}, {len(case.history)} tokens{', isolated' if iso else ''}"))
+        if t is not None:
+            trace, kind = t
+            ev, toks = trace.size()
+            m = minimize_trace_input(trace, lib, log, announce=lambda shown: click.echo(
+                f"minimizing {path} ({kind}): class {shown}, {ev} events, {toks} tokens"))
+        else:
+            case, kind = load_case_file(path, read_as, vocab)
+            case = on_vocab(case, vocab)
+            m = minimize_case(case, lib, isolate, log=log, announce=lambda shown, iso: click.echo(
+                f"minimizing {path} ({kind}): class {shown}, {len(case.history)} tokens{', isolated' if iso else ''}"))
     except NothingToMinimize as e:
         _fail(f"{path} (read as a {kind}): {e}")
-    provenance = {"found_by": "minimize", "minimized_from": str(path), "input_kind": kind,
-                  "original_length": len(case.history), "predicate_calls": m.calls,
-                  "seconds": round(m.seconds, 2), "fault": fault()}
-    if m.verdict is None:
-        data = crash_entry(m.case, m.shortest, provenance, lib.identity, m.sanitizer)
-    else:
-        data = entry_json(m.case, m.verdict, expect=m.verdict.klass, shortest=m.shortest, provenance=provenance,
-                          subject=lib.identity)
-    out = _store(data, corpus_dir)
-    click.echo(f"reproducer: {len(m.case.history)} tokens {spelled(m.case)!r}, shortest: {m.shortest}, "
-               f"{m.calls} predicate calls, {m.seconds:.1f} s")
-    click.echo(f"written: {out}")
-
-
-def _store(data: dict, corpus_dir):
-    """A reproducer written as a corpus entry (./corpus unless --corpus): its path, or one line and exit 2."""
     from .corpus import USER_DIR, CorpusError, write_entry
     try:
-        return write_entry(corpus_dir or USER_DIR, data)
+        written = write_entry(corpus_dir or USER_DIR, m.entry(str(path), kind, lib.identity) if t is not None
+                              else m.entry(str(path), kind, case, lib.identity))
     except CorpusError as e:
         _fail(str(e))
-
-
-def minimize_trace_file(path: str, trace, kind: str, corpus_dir) -> None:
-    """minimize for a trace: shrunk by shrink.minimize_trace on the selected subject, written as a corpus entry."""
-    from .check import fault
-    from .corpus import trace_entry_json
-    from .shrink import flatten, minimize_trace
-    from .trace_check import check_trace
-    rc, out = judge_trace_json(trace, kind)
-    klass = out["verdict"]["class"]
-    if klass in ("crash", "memory"):
-        why = out["verdict"].get("summary") or out["verdict"]["detail"]
-        _fail(f"{path}: the trace crashes the library ({why}); minimizing a crashing trace is not supported "
-              "(dryz check shows it)")
-    if klass == "agree":
-        _fail(f"{path} (read as a {kind}): the trace agrees with the oracles; nothing to minimize")
-    lib = load_subject()
-    first = check_trace(trace, lib)
-    ev, toks = trace.size()
-    click.echo(f"minimizing {path} ({kind}): class {first.klass}, {ev} events, {toks} tokens")
-    m = minimize_trace(trace, first, lib, log=lambda msg: say(f"  {msg}"))
-    provenance = {"found_by": "minimize", "minimized_from": str(path), "input_kind": kind, "original_events": ev,
-                  "original_tokens": toks, "predicate_calls": m.calls,
-                  "one_token_events": len(flatten(m.trace).events), "passes": m.passes,
-                  "seconds": round(m.seconds, 2), "fault": fault()}
-    data = trace_entry_json(m.trace, m.verdict, expect=m.verdict.klass, shortest=m.shortest, provenance=provenance,
-                            subject=lib.identity)
-    written = _store(data, corpus_dir)
-    click.echo("passes    " + "  ".join(f"{n} {p['wins']}/{p['runs']} ({p['calls']} calls)" for n, p in m.passes.items()))
-    click.echo(f"reproducer: {m.trace.spelled()!r} ({len(m.trace.events)} events, {len(flatten(m.trace).events)} "
-               f"with one token per accept), shortest: {m.shortest}, {m.calls} predicate calls, {m.seconds:.1f} s")
+    if t is not None:
+        from .output import minimized_trace_text
+        click.echo(minimized_trace_text(m))
+    else:
+        click.echo(f"reproducer: {len(m.case.history)} tokens {spelled(m.case)!r}, shortest: {m.shortest}, "
+                   f"{m.calls} predicate calls, {m.seconds:.1f} s")
     click.echo(f"written: {written}")
 
 

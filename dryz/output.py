@@ -285,6 +285,14 @@ def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: flo
     return "\n".join(lines)
 
 
+def minimized_trace_text(m) -> str:
+    """What `dryz minimize` prints for a shrunk trace (shrink.MinimizedTrace): the passes and the reproducer."""
+    from .shrink import flatten
+    return ("passes    " + "  ".join(f"{n} {p['wins']}/{p['runs']} ({p['calls']} calls)" for n, p in m.passes.items())
+            + f"\nreproducer: {m.trace.spelled()!r} ({len(m.trace.events)} events, {len(flatten(m.trace).events)} "
+            f"with one token per accept), shortest: {m.shortest}, {m.calls} predicate calls, {m.seconds:.1f} s")
+
+
 def replay_text(rows, here: dict) -> str:
     """What `dryz replay` prints: one line per entry (ok, CHANGED with where it was recorded, INVALID), then the
     counts."""

@@ -312,6 +312,18 @@ class Minimized:
     isolated: bool        # every evaluation ran in an isolation worker
     sanitizer: dict | None = None  # class memory: the reproducer's sanitizer report (kind, summary, frames)
 
+    def entry(self, source: str, kind: str, original: Case, identity: dict) -> dict:
+        """The reproducer as a corpus entry (dryz minimize writes it): where it came from, the subject it fails on."""
+        from .check import fault
+        from .corpus import crash_entry, entry_json
+        provenance = {"found_by": "minimize", "minimized_from": source, "input_kind": kind,
+                      "original_length": len(original.history), "predicate_calls": self.calls,
+                      "seconds": round(self.seconds, 2), "fault": fault()}
+        if self.verdict is None:
+            return crash_entry(self.case, self.shortest, provenance, identity, self.sanitizer)
+        return entry_json(self.case, self.verdict, expect=self.verdict.klass, shortest=self.shortest,
+                          provenance=provenance, subject=identity)
+
 
 def minimize_case(case: Case, subject, isolate: bool | None = None, log=None, announce=None) -> Minimized:
     """A failing case (or one that crashes the subject) shrunk to a shortest one that fails the same way on
@@ -545,6 +557,37 @@ class MinimizedTrace:
     calls: int
     passes: dict           # pass name -> {"runs", "wins", "calls"}
     seconds: float
+    original: object = None  # the trace it was shrunk from
+
+    def entry(self, source: str, kind: str, identity: dict) -> dict:
+        """The reproducer as a trace corpus entry (dryz minimize writes it)."""
+        from .check import fault
+        from .corpus import trace_entry_json
+        ev, toks = self.original.size()
+        provenance = {"found_by": "minimize", "minimized_from": source, "input_kind": kind, "original_events": ev,
+                      "original_tokens": toks, "predicate_calls": self.calls,
+                      "one_token_events": len(flatten(self.trace).events), "passes": self.passes,
+                      "seconds": round(self.seconds, 2), "fault": fault()}
+        return trace_entry_json(self.trace, self.verdict, expect=self.verdict.klass, shortest=self.shortest,
+                                provenance=provenance, subject=identity)
+
+
+def minimize_trace_input(trace, subject, log=None, announce=None) -> MinimizedTrace:
+    """A trace as `dryz minimize` takes it: judged in an isolation worker first (trace_check.judge_trace), refused
+    with NothingToMinimize when it agrees or crashes the subject (a crashing trace is not minimized: dryz check
+    shows it), else shrunk (minimize_trace). announce(class) is called once it is judged."""
+    from .trace_check import check_trace, judge_trace
+    v = judge_trace(trace, subject, True)
+    if v.klass in ("crash", "memory"):
+        crash = getattr(v, "crash", None) or {}
+        raise NothingToMinimize(f"the trace crashes the library ({crash.get('summary') or crash.get('detail') or v.klass}); "
+                                "minimizing a crashing trace is not supported (dryz check shows it)")
+    if v.klass == "agree":
+        raise NothingToMinimize("the trace agrees with the oracles; nothing to minimize")
+    first = check_trace(trace, subject)
+    if announce:
+        announce(first.klass)
+    return minimize_trace(trace, first, subject, log=log)
 
 
 def minimize_trace(trace, first, subject, log=None) -> MinimizedTrace:
@@ -557,4 +600,4 @@ def minimize_trace(trace, first, subject, log=None) -> MinimizedTrace:
     small = replace(small, note="")
     passes = {name: {"runs": s.runs, "wins": s.wins, "calls": s.calls} for name, s in stats.items()}
     return MinimizedTrace(small, check_trace(small, subject), shortest, calls, passes,
-                          time.perf_counter() - t0)
+                          time.perf_counter() - t0, trace)
