@@ -35,6 +35,30 @@ def _writable(path) -> None:
         _fail(f"cannot write {path}")
 
 
+class Bound(click.ParamType):
+    """An int or float option within lo..hi (hi None: at least lo), refused while the arguments are parsed with
+    one line: "--time must be in 10..86400 seconds, got 5"."""
+
+    def __init__(self, kind, lo, hi=None, unit: str = "", hi_text: str | None = None):
+        self.kind, self.lo, self.hi, self.unit, self.hi_text = kind, lo, hi, unit, hi_text
+        self.name = "integer" if kind is int else "number"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, self.kind) and not isinstance(value, bool):
+            v = value
+        else:
+            try:
+                v = self.kind(value)
+            except (TypeError, ValueError):
+                self.fail(f"{value!r} is not a valid {self.name}", param, ctx)
+        if v < self.lo or (self.hi is not None and v > self.hi) or v != v:
+            where = f"in {self.lo}..{self.hi_text or self.hi}" if self.hi is not None else f"at least {self.lo}"
+            got = v if self.kind is int else f"{v:g}"
+            raise click.UsageError(f"{max(param.opts, key=len)} must be {where}{' ' + self.unit if self.unit else ''}, "
+                                   f"got {got}")
+        return v
+
+
 def case_file_options(f):
     """--vocab and --trace, as every command that reads one case or trace file takes them."""
     f = click.option("--trace", "as_trace", is_flag=True,
@@ -87,7 +111,7 @@ def subject_show():
               help="llama-cpp-python sdist version whose vendored llama.cpp is built. [default: the pinned one]")
 @click.option("--patch", "patch", default=None, type=click.Path(dir_okay=False), metavar="FILE.diff",
               help="A patch applied to vendor/llama.cpp (patch -p1) before building.")
-@click.option("-j", "--jobs", type=int, default=None, help="Build jobs. [default: all cores]")
+@click.option("-j", "--jobs", type=Bound(int, 1, 64), default=None, help="Build jobs. [default: all cores]")
 @click.option("--force", is_flag=True, help="Rebuild even when cached.")
 @click.option("--server", is_flag=True,
               help="Build the llama-server executable instead (its own build directory); prints its path.")
@@ -112,8 +136,6 @@ def subject_build(version, patch, jobs, force, server, sanitize):
         _fail(f"--version must look like 0.3.36, got {version!r}")
     if patch is not None and not os.path.isfile(patch):
         _fail(f"--patch {patch}: no such file")
-    if jobs is not None and not 1 <= jobs <= 64:
-        _fail(f"--jobs must be in 1..64, got {jobs}")
     try:
         out = build(version, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force, server=server,
                     sanitize=sanitize)
@@ -428,8 +450,9 @@ def replay(directory, vocab):
 
 
 @cli.command()
-@click.option("-t", "--time", "seconds", type=int, default=60, show_default=True, help="Time budget, seconds.")
-@click.option("-j", "--jobs", type=int, default=None, help="Parallel fuzzing jobs (libFuzzer -fork). [default: all cores]")
+@click.option("-t", "--time", "seconds", type=Bound(int, 1, unit="second"), default=60, show_default=True,
+              help="Time budget, seconds.")
+@click.option("-j", "--jobs", type=Bound(int, 1), default=None, help="Parallel fuzzing jobs (libFuzzer -fork). [default: all cores]")
 @click.option("--workdir", default="fuzz-work", show_default=True, help="Working corpus and log directory.")
 @click.option("--artifacts", default=None, help="Where crash files go. [default: WORKDIR/artifacts]")
 @click.option("--native/--no-native", default=False, help="Also collect coverage of an instrumented libllama (needs clang).")
@@ -447,7 +470,7 @@ def replay(directory, vocab):
                    "or on that sampler after llama_sampler_reset (faster: a DRY clone copies the processed breakers).")
 @click.option("--traces", "traces", is_flag=True,
               help="Fuzz traces (bytes -> dryz.fuzz.traces.decode_trace -> check_trace) instead of single cases.")
-@click.option("--recheck", "recheck", type=int, default=None, metavar="N",
+@click.option("--recheck", "recheck", type=Bound(int, 1), default=None, metavar="N",
               help="Re-check at most N crash files (the smallest) in a clean process; the others are kept and "
                    "listed as not re-checked. [default: all]")
 @click.argument("libfuzzer_flags", nargs=-1, type=click.UNPROCESSED)
@@ -459,16 +482,10 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
 
     from .fuzz.campaign import Campaign, CampaignError
     from .output import write_json
-    if seconds < 1:
-        _fail(f"--time must be at least 1 second, got {seconds}")
     if traces and vocab is not None:
         _fail("--traces fuzzes traces over the symbol vocabulary (not with --vocab)")
     if jobs is None:
         jobs = os.cpu_count() or 1
-    if jobs < 1:
-        _fail(f"--jobs must be at least 1, got {jobs}")
-    if recheck is not None and recheck < 1:
-        _fail(f"--recheck must be at least 1, got {recheck}")
     lib = load_subject()
     if native:
         from .subject.libllama import pip_library
@@ -532,8 +549,9 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
 
 
 @cli.command()
-@click.option("-k", "--alphabet", type=int, default=3, show_default=True, help="Number of symbols.")
-@click.option("-n", "--max-length", type=int, default=7, show_default=True, help="Longest history.")
+@click.option("-k", "--alphabet", type=Bound(int, 3, 8, hi_text="8 (the configurations use a, b, c)"), default=3,
+              show_default=True, help="Number of symbols.")
+@click.option("-n", "--max-length", type=Bound(int, 1, 10), default=7, show_default=True, help="Longest history.")
 @click.option("--json", "json_path", default=None, help="Write the per-class counts here.")
 @click.option("--vocab", "vocabs", multiple=True, metavar="NAME|PATH|all",
               help="Instead: the restart sequences init_dry builds on this real vocabulary (repeatable; all: the "
@@ -541,7 +559,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
                    "(dryz.enumerate.vocab_restarts).")
 @click.option("--check", "check", type=click.Choice(["construction", "promise", "both"]), default="both",
               show_default=True, help="With --vocab: the construction probes, the text promise, or both.")
-@click.option("-t", "--time", "seconds", type=float, default=None,
+@click.option("-t", "--time", "seconds", type=Bound(float, 1, 86400, "seconds"), default=None,
               help="With --vocab: start no probe after this many seconds (the result says what was covered).")
 def restarts(alphabet, max_length, json_path, vocabs, check, seconds):
     """Multi-token restart sequences (length-2/3, contained, overlapping breakers): every history up to N
@@ -554,10 +572,6 @@ def restarts(alphabet, max_length, json_path, vocabs, check, seconds):
         _fail("--check and --time go with --vocab")
     from .output import write_json
     from .enumerate.restarts import CONFIGS, sweep
-    if not 3 <= alphabet <= 8:
-        _fail(f"--alphabet must be in 3..8 (the configurations use a, b, c), got {alphabet}")
-    if not 1 <= max_length <= 10:
-        _fail(f"--max-length must be in 1..10, got {max_length}")
     from .check import is_finding
     from .output import Progress, restarts_text
     total = len(CONFIGS) * sum(alphabet ** n for n in range(1, max_length + 1))
@@ -578,8 +592,6 @@ def restarts_vocab(vocabs, check, seconds, json_path):
     from .enumerate.vocab_restarts import run, summary_text, vocab_names
     from .output import write_json
     from .subject.vendored_vocabs import VocabUnavailable
-    if seconds is not None and not 1 <= seconds <= 86400:
-        _fail(f"--time must be in 1..86400 seconds, got {seconds:g}")
     lib = load_subject()
     from .subject.vendored_vocabs import resolve_vocab
     try:
@@ -606,9 +618,10 @@ def restarts_vocab(vocabs, check, seconds, json_path):
 @click.option("--versions", default=None, metavar="LIST",
               help="Comma-separated subjects: llama-cpp-python versions and/or xllamacpp[==V]. "
                    "[default: 0.3.16,0.3.34,0.3.35,0.3.36,xllamacpp]")
-@click.option("-t", "--time", "seconds", type=int, default=60, show_default=True,
+@click.option("-t", "--time", "seconds", type=Bound(int, 1, 86400, "seconds"), default=60, show_default=True,
               help="Fuzz campaign per subject, seconds.")
-@click.option("--random", "random_cases", type=int, default=2000, show_default=True,
+@click.option("--random", "random_cases", type=Bound(int, 0, 1_000_000, hi_text="1,000,000"), default=2000,
+              show_default=True,
               help="Random fuzz-decoder cases in the differential comparison (besides edge cases, the corpus and "
                    "the campaigns' kept inputs).")
 @click.option("--workdir", default="matrix-work", show_default=True, help="Per-subject results and campaigns.")
@@ -639,10 +652,6 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
             specs.append(Spec("subject", x))
     except (MatrixError, SubjectError) as e:
         _fail(str(e))
-    if not 1 <= seconds <= 86400:
-        _fail(f"--time must be in 1..86400 seconds, got {seconds}")
-    if not 0 <= random_cases <= 1_000_000:
-        _fail(f"--random must be in 0..1,000,000, got {random_cases}")
     result = run_matrix(specs, seconds, Path(workdir).resolve(), Path(corpus_dir), say, random_cases)
     table = markdown(result)
     click.echo(table)
@@ -660,9 +669,9 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
                    "libllama.so or its folder.")
 @click.option("--kept", "kept", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
               help="A fuzz campaign's kept inputs (its WORKDIR/corpus) to compare on too; repeatable.")
-@click.option("--random", "random_cases", type=int, default=2000, show_default=True,
-              help="Random fuzz-decoder cases besides edge cases, the corpus and the kept inputs.")
-@click.option("-t", "--time", "seconds", type=float, default=600, show_default=True,
+@click.option("--random", "random_cases", type=Bound(int, 0, 1_000_000, hi_text="1,000,000"), default=2000,
+              show_default=True, help="Random fuzz-decoder cases besides edge cases, the corpus and the kept inputs.")
+@click.option("-t", "--time", "seconds", type=Bound(float, 1, 86400, "seconds"), default=600, show_default=True,
               help="Start no random or kept case after this many seconds (the edge cases and the corpus are "
                    "always compared in full; the witnesses are minimized after).")
 @click.option("--corpus", "corpus_dir", default=None, help="Write each minimized witness here as a corpus entry.")
@@ -677,10 +686,6 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
     from .matrix import MatrixError, compare_pair
     from .output import write_json
     _writable(json_path)
-    if not 0 <= random_cases <= 1_000_000:
-        _fail(f"--random must be in 0..1,000,000, got {random_cases}")
-    if not 1 <= seconds <= 86400:
-        _fail(f"--time must be in 1..86400 seconds, got {seconds:g}")
     try:
         base_lib, new_lib = resolve_base(base, say), selected_spec()
     except GateError as e:
@@ -706,13 +711,13 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
               "mutated. [default: the pinned one]")
 @click.option("--workdir", default="mutate-work", show_default=True,
               help="Per-mutant results (a run resumes from here) and the plan.")
-@click.option("--sample", "n", type=int, default=None, metavar="N",
+@click.option("--sample", "n", type=Bound(int, 1), default=None, metavar="N",
               help="A deterministic sample of N mutants, stratified by function and operator. [default: every mutant]")
 @click.option("--operators", default=None, metavar="LIST", help="Only these operators (comma-separated).")
 @click.option("--ids", default=None, metavar="LIST", help="Only these mutant ids (comma-separated).")
 @click.option("--modes", "mode_names", default=None, metavar="LIST",
               help="Only these of the gate's modes (comma-separated). [default: all but the differential]")
-@click.option("-t", "--time", "seconds", type=float, default=120, show_default=True,
+@click.option("-t", "--time", "seconds", type=Bound(float, 10, 86400, "seconds"), default=120, show_default=True,
               help="The gate's budget per mutant, seconds (dryz gate --time).")
 @click.option("--lanes", type=click.IntRange(1, 2), default=2, show_default=True,
               help="The gate's lanes (modes run side by side).")
@@ -744,10 +749,6 @@ def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, firs
         sanitize = parse_sanitize(sanitize)
     except ValueError as e:
         _fail(str(e))
-    if n is not None and n < 1:
-        _fail(f"--sample must be at least 1, got {n}")
-    if not 10 <= seconds <= 86400:
-        _fail(f"--time must be in 10..86400 seconds, got {seconds:g}")
     _writable(json_path)
     _writable(md_path)
     split = (lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None)
@@ -768,7 +769,7 @@ def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, firs
 @click.option("--base", default=None, metavar="VERSION|PATH",
               help="Also compare the subject with this base: a llama-cpp-python release (built by dryz subject "
                    "build, outside the budget) or a libllama path.")
-@click.option("-t", "--time", "seconds", type=float, default=300, show_default=True,
+@click.option("-t", "--time", "seconds", type=Bound(float, 10, 86400, "seconds"), default=300, show_default=True,
               help="The budget, seconds of wall on two lanes (README: how it is split).")
 @click.option("--expect-change", "expect", multiple=True, metavar="CLASS",
               help="A behaviour change the subject means to make against the base (e.g. semantic-change@window=-1, "
@@ -793,8 +794,6 @@ def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes
     from .subject.binding import SubjectError, resolve
     for p in (md_path, html_path, json_path):
         _writable(p)
-    if not 10 <= seconds <= 86400:
-        _fail(f"--time must be in 10..86400 seconds, got {seconds:g}")
     try:
         declared = g.declared_changes(expect, expect_file)
     except g.GateError as e:
