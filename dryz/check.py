@@ -776,6 +776,13 @@ def judge_case(case: Case, lib, isolate: bool = True) -> Verdict:
         return check_in(w, case)
 
 
+def case_report(case: Case, kind: str, lib, isolate: bool = True) -> dict:
+    """What `dryz check` prints for a case (judge_case on the subject): the input's kind, the case, the verdict
+    and the subject."""
+    v = judge_case(case, lib, isolate)
+    return {"input": kind, "case": case.to_json(), "verdict": v.to_json(), "subject": lib.identity}
+
+
 def check_in(worker, case: Case) -> Verdict:
     """check() in an isolation worker (another process holding the subject): a case that kills or hangs the
     subject's process is a verdict of class crash."""

@@ -307,22 +307,18 @@ def merge(paths, json_path):
 
 
 def judge(case, kind: str, isolate: bool = True) -> tuple[int, dict]:
-    """(exit code, the check JSON) of a case on the selected subject (check.judge_case)."""
-    from .check import is_finding, judge_case
-    lib = load_subject()
-    v = judge_case(case, lib, isolate)
-    out = {"input": kind, "case": case.to_json(), "verdict": v.to_json(), "subject": lib.identity}
-    return (EXIT_FINDING if is_finding(v.klass) else EXIT_OK), out
+    """(exit code, what dryz check prints) of a case on the selected subject."""
+    from .check import case_report, is_finding
+    out = case_report(case, kind, load_subject(), isolate)
+    return (EXIT_FINDING if is_finding(out["verdict"]["class"]) else EXIT_OK), out
 
 
 def judge_trace_json(trace, kind: str, isolate: bool = True) -> tuple[int, dict]:
-    """(exit code, the check JSON) of a trace on the selected subject (trace_check.judge_trace)."""
+    """(exit code, what dryz check prints) of a trace on the selected subject."""
     from .check import is_finding
-    from .trace_check import judge_trace, trace_verdict_json
-    lib = load_subject()
-    v = judge_trace(trace, lib, isolate)
-    out = {"input": kind, "trace": trace.to_json(), "verdict": trace_verdict_json(v), "subject": lib.identity}
-    return (EXIT_FINDING if is_finding(v.klass) else EXIT_OK), out
+    from .trace_check import trace_report
+    out = trace_report(trace, kind, load_subject(), isolate)
+    return (EXIT_FINDING if is_finding(out["verdict"]["class"]) else EXIT_OK), out
 
 
 @cli.command()
@@ -534,18 +530,11 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
     write_json(work / "summary.json", summary)  # beside the log: what dryz report reads
     if json_path:
         write_json(json_path, summary)
-    if summary["interrupted"]:
-        click.echo(f"dryz fuzz: INTERRUPTED after {summary['seconds']} s of {seconds}: this summary covers only "
-                   f"that part; {len(summary['findings'])} crash file(s) kept, not re-checked", err=True)
-        sys.exit(130)
-    real = [f for f in summary["findings"] if f["reproduces"]]
-    if real or (confirmation is not None and not confirmation["passed"]):
-        sys.exit(EXIT_FINDING)
-    if summary["findings"]:
-        click.echo(f"dryz: error: {len(summary['findings'])} crash file(s) that do not reproduce on the subject: "
-                   "the harness is in doubt", err=True)
-        sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_OK)
+    from .fuzz.campaign import exit_code
+    rc, why = exit_code(summary, confirmation, seconds)
+    if why:
+        click.echo(why, err=True)
+    sys.exit(rc)
 
 
 @cli.command()

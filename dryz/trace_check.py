@@ -320,6 +320,12 @@ def _control(trace: Trace, p, starts, ends, out: Outputs, lib):
     return same.tolist()
 
 
+def trace_report(trace: Trace, kind: str, lib, isolate: bool = True) -> dict:
+    """What `dryz check` prints for a trace (judge_trace on the subject)."""
+    v = judge_trace(trace, lib, isolate)
+    return {"input": kind, "trace": trace.to_json(), "verdict": trace_verdict_json(v), "subject": lib.identity}
+
+
 def trace_verdict_json(v) -> dict:
     out = {"class": v.klass, "status": v.status, "first_bad_apply": v.first_bad_apply,
            "applies": [a.to_json() for a in v.applies]}

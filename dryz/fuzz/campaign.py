@@ -486,6 +486,21 @@ def recheck_op(subject, data: bytes, target: str, vocab, breakers):
         return f"{type(e).__name__}: {e}"
 
 
+def exit_code(summary: dict, confirmation: dict | None, seconds: int) -> tuple[int, str | None]:
+    """The campaign's exit code and, where there is one, its one-line reason for stderr: 130 interrupted (the
+    summary covers only that part), 1 a finding that reproduces or a missed ABI confirmation case, 2 crash files
+    that do not reproduce on the subject (the harness in doubt), else 0."""
+    if summary["interrupted"]:
+        return 130, (f"dryz fuzz: INTERRUPTED after {summary['seconds']} s of {seconds}: this summary covers only "
+                     f"that part; {len(summary['findings'])} crash file(s) kept, not re-checked")
+    if any(f["reproduces"] for f in summary["findings"]) or (confirmation is not None and not confirmation["passed"]):
+        return 1, None
+    if summary["findings"]:
+        return 2, (f"dryz: error: {len(summary['findings'])} crash file(s) that do not reproduce on the subject: "
+                   "the harness is in doubt")
+    return 0, None
+
+
 def confirmation_control(subject) -> dict:
     """The ABI confirmation case judged in an isolation worker (as `dryz check` runs it) before a
     symbol-vocabulary campaign: the summary records it, and a library that misses it makes the campaign a

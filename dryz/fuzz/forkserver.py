@@ -244,8 +244,20 @@ def _fork_one(conn, listener, children, sigint, run, path) -> int | None:
         import traceback
         traceback.print_exc()
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _exit_as_a_process(code)
+
+
+def _exit_as_a_process(code: int) -> None:
+    """End a child as a launcher running the harness itself ends: through C's exit(), so that the atexit handlers
+    run. libFuzzer's writes the crash file when the target ends the process inside an input (atheris exits on an
+    uncaught Python exception: "fuzz target exited", exit 77); with os._exit a finding left no file. Python's
+    finalization is skipped: the server's objects are not the child's to finalize."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        import ctypes
+        ctypes.CDLL(None).exit(int(code))
+    finally:
         os._exit(code)
 
 
