@@ -59,6 +59,15 @@ class Bound(click.ParamType):
         return v
 
 
+def _sanitizers(ctx, param, value) -> tuple[str, ...]:
+    """--sanitize address,undefined as the builder takes it, refused with one line while parsing."""
+    from .subject.build import parse_sanitize
+    try:
+        return parse_sanitize(value)
+    except ValueError as e:
+        raise click.UsageError(str(e))
+
+
 def case_file_options(f):
     """--vocab and --trace, as every command that reads one case or trace file takes them."""
     f = click.option("--trace", "as_trace", is_flag=True,
@@ -115,29 +124,15 @@ def subject_show():
 @click.option("--force", is_flag=True, help="Rebuild even when cached.")
 @click.option("--server", is_flag=True,
               help="Build the llama-server executable instead (its own build directory); prints its path.")
-@click.option("--sanitize", "sanitize", default=None, metavar="address,undefined",
+@click.option("--sanitize", "sanitize", default=None, metavar="address,undefined", callback=_sanitizers,
               help="Build libllama with clang's AddressSanitizer and/or UndefinedBehaviorSanitizer (its own work "
                    "tree; every dryz process on it preloads the runtime).")
 def subject_build(version, patch, jobs, force, server, sanitize):
     """Build libllama (the `llama` target only) into the cache and print the folder to pass to --lib
     (with --server: build llama-server and print the executable's path)."""
-    import re
-
-    from .subject.build import BuildError, build, parse_sanitize
-    from .subject.build import PINNED_VERSION
-    version = version or PINNED_VERSION
+    from .subject.build import PINNED_VERSION, BuildError, build
     try:
-        sanitize = parse_sanitize(sanitize)
-    except ValueError as e:
-        _fail(str(e))
-    if server and sanitize:
-        _fail("--server and --sanitize cannot be combined (the sanitized build is libllama's)")
-    if not re.fullmatch(r"\d+\.\d+\.\d+", version):
-        _fail(f"--version must look like 0.3.36, got {version!r}")
-    if patch is not None and not os.path.isfile(patch):
-        _fail(f"--patch {patch}: no such file")
-    try:
-        out = build(version, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force, server=server,
+        out = build(version or PINNED_VERSION, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force, server=server,
                     sanitize=sanitize)
     except BuildError as e:
         _fail(f"subject build: {e}")
@@ -721,7 +716,7 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
 @click.option("--json", "json_path", default=None, help="Write the summary and every result here.")
 @click.option("--markdown", "md_path", default=None, help="Write the report (score, kill matrix, survivors) here.")
 @click.option("--list", "list_only", is_flag=True, help="Print the selected mutants as JSON lines and exit.")
-@click.option("--sanitize", "sanitize", default=None, metavar="address,undefined",
+@click.option("--sanitize", "sanitize", default=None, metavar="address,undefined", callback=_sanitizers,
               help="Build every mutant (and the pristine control) with these sanitizers: a report kills as memory.")
 def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, first_kill, scheduler, no_upstream,
            keep_builds, triage_path, json_path, md_path, list_only, sanitize):
@@ -733,11 +728,7 @@ def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, firs
     from .enumerate.dask_exec import SchedulerError
     from .mutate.command import main as run_mutate
     from .mutate.runner import MutateError
-    from .subject.build import PINNED_VERSION, BuildError, parse_sanitize
-    try:
-        sanitize = parse_sanitize(sanitize)
-    except ValueError as e:
-        _fail(str(e))
+    from .subject.build import PINNED_VERSION, BuildError
     _writable(json_path)
     _writable(md_path)
     split = (lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None)

@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -322,6 +323,10 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
     server=True: the llama-server executable instead (its folder holds llama-server and the shared libraries it
     loads through RUNPATH $ORIGIN). sanitize: ("address", "undefined") or a part of it: clang with those
     sanitizers, in a work tree of its own. tree: a named work tree of its own (dryz mutate's)."""
+    if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+        raise BuildError(f"--version must look like 0.3.36, got {version!r}")
+    if patch is not None and not Path(patch).is_file():
+        raise BuildError(f"--patch {patch}: no such file")
     v = _Variant(server, sanitize, tree)
     patch_bytes = Path(patch).read_bytes() if patch else b""
     patch_sha = _sha256_bytes(patch_bytes) if patch else None
