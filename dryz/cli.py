@@ -41,19 +41,16 @@ class Bound(click.ParamType):
 
     def __init__(self, kind, lo, hi=None, unit: str = "", hi_text: str | None = None):
         self.kind, self.lo, self.hi, self.unit, self.hi_text = kind, lo, hi, unit, hi_text
-        self.name = "integer" if kind is int else "number"
+        self.name = "integer" if kind is int else "float"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, self.kind) and not isinstance(value, bool):
-            v = value
-        else:
-            try:
-                v = self.kind(value)
-            except (TypeError, ValueError):
-                self.fail(f"{value!r} is not a valid {self.name}", param, ctx)
-        if v < self.lo or (self.hi is not None and v > self.hi) or v != v:
+        try:
+            v = self.kind(value)
+        except (TypeError, ValueError, OverflowError):
+            self.fail(f"{value!r} is not a valid {self.name}", param, ctx)
+        if not (self.lo <= v <= (self.hi if self.hi is not None else float("inf")) and v < float("inf")):
             where = f"in {self.lo}..{self.hi_text or self.hi}" if self.hi is not None else f"at least {self.lo}"
-            got = v if self.kind is int else f"{v:g}"
+            got = v if self.kind is int else f"{v:.15g}"
             raise click.UsageError(f"{max(param.opts, key=len)} must be {where}{' ' + self.unit if self.unit else ''}, "
                                    f"got {got}")
         return v
@@ -130,12 +127,12 @@ def subject_show():
 def subject_build(version, patch, jobs, force, server, sanitize):
     """Build libllama (the `llama` target only) into the cache and print the folder to pass to --lib
     (with --server: build llama-server and print the executable's path)."""
-    from .subject.build import PINNED_VERSION, BuildError, build
+    from .subject.build import PINNED_VERSION, BuildArgumentError, BuildError, build
     try:
         out = build(version or PINNED_VERSION, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force, server=server,
                     sanitize=sanitize)
     except BuildError as e:
-        _fail(f"subject build: {e}")
+        _fail(str(e) if isinstance(e, BuildArgumentError) else f"subject build: {e}")
     click.echo(str(out / "llama-server") if server else str(out))
 
 
@@ -386,16 +383,18 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
     in ./corpus."""
     from .shrink import NothingToMinimize, minimize_case, minimize_trace_input
     t = load_trace_file(path, read_as, as_trace)
-    lib, log = load_subject(), (lambda msg: say(f"  {msg}"))
+    log = (lambda msg: say(f"  {msg}"))
     try:
         if t is not None:
             trace, kind = t
+            lib = load_subject()
             ev, toks = trace.size()
             m = minimize_trace_input(trace, lib, log, announce=lambda shown: click.echo(
                 f"minimizing {path} ({kind}): class {shown}, {ev} events, {toks} tokens"))
         else:
             case, kind = load_case_file(path, read_as, vocab)
             case = on_vocab(case, vocab)
+            lib = load_subject()
             m = minimize_case(case, lib, isolate, log=log, announce=lambda shown, iso: click.echo(
                 f"minimizing {path} ({kind}): class {shown}, {len(case.history)} tokens{', isolated' if iso else ''}"))
     except NothingToMinimize as e:

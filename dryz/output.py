@@ -268,7 +268,7 @@ def vocab_certificate_text(result: dict, results: list, pieces) -> str:
 def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: float) -> str:
     """What `dryz fuzz` prints after its campaign: the figures, and every finding with its re-check."""
     lines = [f"summary: {'traces: ' if traces else ''}{summary['execs']:,} execs in {summary['seconds']} s "
-             f"({summary['exec_per_s_overall']:,} exec/s over libFuzzer's {summary['fuzz_seconds']} s, after "
+             f"({summary['exec_per_s_fuzz']:,} exec/s over libFuzzer's {summary['fuzz_seconds']} s, after "
              f"{summary['setup_seconds']} s of set-up), cov {summary['cov']}, ft {summary['ft']}, "
              f"corpus {summary['corpus']}, findings {len(summary['findings'])}"]
     if summary["counters"]:

@@ -557,7 +557,7 @@ class MinimizedTrace:
     calls: int
     passes: dict           # pass name -> {"runs", "wins", "calls"}
     seconds: float
-    original: object = None  # the trace it was shrunk from
+    original: object       # the trace it was shrunk from
 
     def entry(self, source: str, kind: str, identity: dict) -> dict:
         """The reproducer as a trace corpus entry (dryz minimize writes it)."""

@@ -358,11 +358,12 @@ class Campaign:
             findings = [self.recheck(p) for p in order[:limit]] + [
                 {"file": str(p), "klass": "not re-checked (--recheck limit)", "reproduces": None}
                 for p in order[limit:]]
-        # exec/s over the time libFuzzer ran (--time); the fork server's preparation (a real vocabulary's
-        # samplers) comes before it, once per campaign, and is reported apart
+        # exec/s over the time libFuzzer ran (its --time, and any job it waits for after it); what came before
+        # it once per campaign (the fork server's preparation: a real vocabulary's samplers; with --native the
+        # counter probe) is the set-up, reported apart
         return {"seconds": round(time.monotonic() - t0, 1), "execs": stats.execs, "cov": stats.cov,
                 "fuzz_seconds": round(fuzz_seconds, 1),
-                "exec_per_s_overall": round(stats.execs / fuzz_seconds) if fuzz_seconds else 0,
+                "exec_per_s_fuzz": round(stats.execs / fuzz_seconds) if fuzz_seconds else 0,
                 "setup_seconds": round((t_fuzz or time.monotonic()) - t0, 1),
                 "ft": stats.ft, "corpus": stats.corpus, "exec_per_s": stats.exec_per_s,
                 "counters": stats.counters, "libfuzzer_exit": rc, "log": str(log_path),
@@ -490,15 +491,16 @@ def exit_code(summary: dict, confirmation: dict | None, seconds: int) -> tuple[i
     """The campaign's exit code and, where there is one, its one-line reason for stderr: 130 interrupted (the
     summary covers only that part), 1 a finding that reproduces or a missed ABI confirmation case, 2 crash files
     that do not reproduce on the subject (the harness in doubt), else 0."""
+    from ..inputs import EXIT_ERROR, EXIT_FINDING, EXIT_OK
     if summary["interrupted"]:
         return 130, (f"dryz fuzz: INTERRUPTED after {summary['seconds']} s of {seconds}: this summary covers only "
                      f"that part; {len(summary['findings'])} crash file(s) kept, not re-checked")
     if any(f["reproduces"] for f in summary["findings"]) or (confirmation is not None and not confirmation["passed"]):
-        return 1, None
+        return EXIT_FINDING, None
     if summary["findings"]:
-        return 2, (f"dryz: error: {len(summary['findings'])} crash file(s) that do not reproduce on the subject: "
+        return EXIT_ERROR, (f"dryz: error: {len(summary['findings'])} crash file(s) that do not reproduce on the subject: "
                    "the harness is in doubt")
-    return 0, None
+    return EXIT_OK, None
 
 
 def confirmation_control(subject) -> dict:

@@ -204,6 +204,10 @@ def _fork_one(conn, listener, children, sigint, run, path) -> int | None:
         request = json.loads(msg.decode())
         if len(fds) != 3:
             raise ValueError("expected 3 descriptors")
+        if not isinstance(request, dict) or not isinstance(request.get("cwd"), str) or \
+                not isinstance(request.get("argv"), list) or not all(isinstance(a, str) for a in request["argv"]):
+            raise ValueError("expected {argv: [str], cwd: str}")
+        line = f"{_flags(request['argv'])}"
     except (OSError, ValueError):
         conn.close()
         return None
@@ -215,12 +219,15 @@ def _fork_one(conn, listener, children, sigint, run, path) -> int | None:
             conn.sendall(f"pid {pid}\n".encode())
         except OSError:
             pass
-        print(f"fork {pid}: {_flags(request['argv'])}", file=sys.stderr, flush=True)  # the server's log
+        try:
+            print(f"fork {pid}: {line}", file=sys.stderr, flush=True)  # the server's log
+        except OSError:
+            pass
         return pid
     # the child: the launcher's descriptors, directory, argv and signal dispositions, then the harness. The
     # server's socket in its environment: libFuzzer's fork mode runs argv[0] for every job and merge from this
-    # process, and each of those launchers must find the server too (the server was started before the
-    # campaign knew the socket's path, so its own environment does not name it).
+    # process, and each of those launchers must find the server too (the campaign puts the socket in the
+    # launchers' environment only once the server is ready, so the server's own environment does not name it).
     code = 1
     try:
         _die_with_parent()
@@ -238,8 +245,11 @@ def _fork_one(conn, listener, children, sigint, run, path) -> int | None:
         sys.argv = list(request["argv"])
         run(sys.argv)
         code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
+    except SystemExit as e:  # as the interpreter ends on it: None is 0, a message is printed and is 1
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
     except BaseException:
         import traceback
         traceback.print_exc()
@@ -251,12 +261,17 @@ def _exit_as_a_process(code: int) -> None:
     """End a child as a launcher running the harness itself ends: through C's exit(), so that the atexit handlers
     run. libFuzzer's writes the crash file when the target ends the process inside an input (atheris exits on an
     uncaught Python exception: "fuzz target exited", exit 77); with os._exit a finding left no file. Python's
-    finalization is skipped: the server's objects are not the child's to finalize."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    finalization is skipped: the server's objects are not the child's to finalize. Nothing here can raise into
+    the server's loop (a flush to a reader that is gone, a Ctrl-C)."""
     try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except BaseException:
+                pass
         import ctypes
-        ctypes.CDLL(None).exit(int(code))
+        ctypes.PyDLL(None).exit(int(code))  # (PyDLL: the interpreter's lock held, as libFuzzer's own exit holds it)
     finally:
         os._exit(code)
 

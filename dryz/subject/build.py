@@ -82,7 +82,7 @@ class _Variant:
 
     def __init__(self, server: bool, sanitize: tuple = (), tree: str | None = None):
         if server and sanitize:
-            raise BuildError("--server and --sanitize cannot be combined (the sanitized build is libllama's)")
+            raise BuildArgumentError("--server and --sanitize cannot be combined (the sanitized build is libllama's)")
         self.server, self.sanitize, self.tree = server, tuple(sanitize), tree
         self.recipe = SERVER_RECIPE if server else RECIPE
         self.options = SERVER_CMAKE_OPTIONS if server else CMAKE_OPTIONS
@@ -110,6 +110,10 @@ class _Variant:
 
 class BuildError(Exception):
     """A step failed; the message carries the last lines of its output and where the whole log is."""
+
+
+class BuildArgumentError(BuildError):
+    """What was asked for cannot be built (a version, a patch file, a combination of options): said as is."""
 
 
 def subjects_dir() -> Path:
@@ -324,9 +328,9 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
     loads through RUNPATH $ORIGIN). sanitize: ("address", "undefined") or a part of it: clang with those
     sanitizers, in a work tree of its own. tree: a named work tree of its own (dryz mutate's)."""
     if not re.fullmatch(r"\d+\.\d+\.\d+", version):
-        raise BuildError(f"--version must look like 0.3.36, got {version!r}")
+        raise BuildArgumentError(f"--version must look like 0.3.36, got {version!r}")
     if patch is not None and not Path(patch).is_file():
-        raise BuildError(f"--patch {patch}: no such file")
+        raise BuildArgumentError(f"--patch {patch}: no such file")
     v = _Variant(server, sanitize, tree)
     patch_bytes = Path(patch).read_bytes() if patch else b""
     patch_sha = _sha256_bytes(patch_bytes) if patch else None
