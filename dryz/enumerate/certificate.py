@@ -60,15 +60,17 @@ def judge(r: dict) -> tuple[str, dict]:
     mism = sum(c["mismatches"] for c in configs)
     off_by_one = flagged > 0 or mism > 0 or (penalized == 0 and periodic.get("off_by_one_flagged", 0) > 0)
     mz = controls["multiplier_zero"]
-    checks = {"periodic_oracles": periodic.get("oracles_passed", periodic["passed"]), "off_by_one": off_by_one}
+    checks = {"periodic_oracles": periodic.get("oracles_passed", periodic["passed"])}
+    crashes = sum(len(c.get("crashes", [])) for c in configs) + ("crash" in mz) + sum(
+        1 for f in periodic.get("findings", []) if f.get("kind") == "crash")
+    if off_by_one or not crashes:  # a crashed slice's cases are not counted: on a subject that crashes on every
+        checks["off_by_one"] = off_by_one  # slice none is left to flag; its crash is the finding, not void
     if "crash" not in mz:  # a control the subject crashed on is the subject's finding, not the harness's doubt
         checks["multiplier_zero"] = mz["passed"]
     confirmation = controls.get("abi_confirmation")  # absent from results made before 2026-12-03
     if confirmation is not None:
         checks["abi_confirmation_oracles"] = confirmation["oracles_passed"]
-    crashes = sum(len(c.get("crashes", [])) for c in configs) + ("crash" in mz) + sum(
-        1 for f in periodic.get("findings", []) if f.get("kind") == "crash") + (
-        confirmation is not None and confirmation["class"] in ("crash", "memory"))
+    crashes += confirmation is not None and confirmation["class"] in ("crash", "memory")
     if shard is None and not crashes:
         if space["expected_cases"] is not None:
             checks["covered_cases"] = sum(c["cases"] for c in configs) == space["expected_cases"]

@@ -114,6 +114,9 @@ ABI_PROBES = (  # (name, A, B, C)
     ("on_both", 64, 64, 64),  # 7: allowed 64, window 64       | 8: n_ctx 64, allowed 64, window 64
     ("off_both", 1, 0, 0),    # 7: allowed 1, window 0         | 8: n_ctx 1, allowed 0, window 0
 )
+# (multiplier, base) of the probes, tried in turn until one decides: a library whose init_dry mistakes one
+# strength for DRY off (a mutant reading `multiplier != 1.0f`) is still read off the next, and driven.
+ABI_STRENGTHS = ((1.0, 2.0), (2.0, 1.5), (0.5, 3.0))
 # The fallback, for libraries whose init_dry makes a "dry" sampler even when DRY is off (llama.cpp before the
 # empty sampler, e.g. llama-cpp-python 0.3.16): accept these tokens, apply once to these candidates.
 ABI_APPLY_HISTORY = (0, 0, 1, 0, 0)
@@ -280,20 +283,30 @@ class Binding:
         declared = os.environ.get("DRYZ_INIT_DRY_ABI") or None
         if declared not in (None, "7", "8"):
             raise SubjectError(f"DRYZ_INIT_DRY_ABI must be 7 or 8, got {declared!r}")
-        names = {p[0]: self._probe_name(vocab, *p[1:]) for p in ABI_PROBES}
-        abi, why = abi_from_names(names)
-        evidence = {"decided_by": "llama_sampler_name", "names": names}
+        abi, why, why2 = None, [], []
+        for strength in ABI_STRENGTHS:
+            names = {p[0]: self._probe_name(vocab, *p[1:], strength=strength) for p in ABI_PROBES}
+            abi, w = abi_from_names(names)
+            evidence = {"decided_by": "llama_sampler_name", "names": names}
+            if abi is None:
+                changed = {p[0]: self._probe_apply(vocab, *p[1:], strength=strength) for p in ABI_PROBES[:2]}
+                abi, w2 = abi_from_changes(changed)
+                evidence = {"decided_by": "apply (window 0 against window 64)", "names": names, "changed": changed}
+                why2.append(f"{w2} (multiplier {strength[0]:g}, base {strength[1]:g})")
+            why.append(f"{w} (multiplier {strength[0]:g}, base {strength[1]:g})")
+            if abi is not None:
+                if strength != ABI_STRENGTHS[0]:
+                    evidence["strength"] = {"multiplier": strength[0], "base": strength[1],
+                                            "undecided_before": len(why) - 1}
+                break
+        why, why2 = "; ".join(why), "; ".join(why2)
         if abi is None:
-            changed = {p[0]: self._probe_apply(vocab, *p[1:]) for p in ABI_PROBES[:2]}
-            abi, why2 = abi_from_changes(changed)
-            evidence = {"decided_by": "apply (window 0 against window 64)", "names": names, "changed": changed}
-            if abi is None and declared is None:
+            if declared is None:
                 raise SubjectError(f"{self.path}: cannot tell llama_sampler_init_dry's ABI (7 or 8 arguments) "
                                    f"without relying on DRY's penalties: {why}; {why2}. If you know it, set "
                                    "DRYZ_INIT_DRY_ABI=7 or 8")
-            if abi is None:
-                abi = int(declared)
-                evidence = dict(evidence, decided_by="declared (DRYZ_INIT_DRY_ABI); the probes could not tell")
+            abi = int(declared)
+            evidence = dict(evidence, decided_by="declared (DRYZ_INIT_DRY_ABI); the probes could not tell")
         if declared is not None and int(declared) != abi:
             raise SubjectError(f"{self.path}: DRYZ_INIT_DRY_ABI={declared}, but llama_sampler_init_dry has the "
                                f"{abi}-argument ABI ({evidence['decided_by']})")
@@ -301,28 +314,29 @@ class Binding:
         self.set_abi(abi)
         return abi
 
-    def _probe_call(self, vocab, a: int, b: int, c: int):
-        """init_dry(vocab, a, 1.0, 2.0, b, c, NULL, 0) through the 8-argument declaration (see ABI_PROBES), on a
-        function object of its own: the one the sampler is driven through keeps the detected ABI's declaration."""
+    def _probe_call(self, vocab, a: int, b: int, c: int, strength=ABI_STRENGTHS[0]):
+        """init_dry(vocab, a, multiplier, base, b, c, NULL, 0) through the 8-argument declaration (see ABI_PROBES;
+        strength: (multiplier, base), in the float registers under either reading), on a function object of its
+        own: the one the sampler is driven through keeps the detected ABI's declaration."""
         f = self.handle["llama_sampler_init_dry"]  # [] makes a new function object (attribute access caches one)
         f.argtypes, f.restype = ARGS8, _vp
-        s = f(vocab, a, 1.0, 2.0, b, c, None, 0)
+        s = f(vocab, a, strength[0], strength[1], b, c, None, 0)
         if not s:
             raise SubjectError(f"{self.path}: llama_sampler_init_dry returned NULL")
         return s
 
-    def _probe_name(self, vocab, a: int, b: int, c: int) -> str:
-        s = self._probe_call(vocab, a, b, c)
+    def _probe_name(self, vocab, a: int, b: int, c: int, strength=ABI_STRENGTHS[0]) -> str:
+        s = self._probe_call(vocab, a, b, c, strength)
         try:
             name = self.llama_sampler_name(s)
             return name.decode(errors="replace") if name is not None else "(NULL)"
         finally:
             self.llama_sampler_free(s)
 
-    def _probe_apply(self, vocab, a: int, b: int, c: int) -> bool:
+    def _probe_apply(self, vocab, a: int, b: int, c: int, strength=ABI_STRENGTHS[0]) -> bool:
         """Whether one apply after accepting ABI_APPLY_HISTORY changes any of the candidates ABI_APPLY_IDS
         (logit 0 each)."""
-        s = self._probe_call(vocab, a, b, c)
+        s = self._probe_call(vocab, a, b, c, strength)
         try:
             for t in ABI_APPLY_HISTORY:
                 self.llama_sampler_accept(s, t)
