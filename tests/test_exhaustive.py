@@ -74,3 +74,10 @@ def test_a_library_off_by_one_is_a_finding_not_void(lib, tmp_path):
     for c in r["configs"]:
         c["mismatches"] = 0
     assert judge(r)[0] == "void" and not judge(r)[1]["off_by_one"]  # no mismatch and no flag: vacuous
+    # a subject that crashed every slice leaves no case counted, so nothing to flag: its crash is the finding
+    for c in r["configs"]:
+        c["crashes"] = [{"signal": "SIGABRT", "slice": {"top": 5}}]
+        c["cases"] = c["penalized_cases"] = 0
+    assert judge(r)[0] == "crash" and all(judge(r)[1].values())
+    r["controls"]["periodic"]["off_by_one_flagged"] = 0  # (its controls crashed too)
+    assert judge(r)[0] == "crash" and "off_by_one" not in judge(r)[1]
