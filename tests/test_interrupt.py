@@ -28,10 +28,10 @@ def _default_sigint():
 class Run:
     """A dryz command in its own process group, SIGINT at its default disposition, its output read as it comes."""
 
-    def __init__(self, *args, cwd):
+    def __init__(self, *args, cwd, sigint=_default_sigint):
         self.p = subprocess.Popen([sys.executable, "-m", "dryz", *args], start_new_session=True, cwd=cwd,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  preexec_fn=_default_sigint)
+                                  preexec_fn=sigint)
         self.pid = self.p.pid
         self.out: list[str] = []
         self.err: list[str] = []
@@ -66,7 +66,7 @@ def has_mapped(pid: int, fragment: str) -> bool:
         return False
 
 
-def interrupt_when(run: Run, ready, then: float = 1.0, limit: float = 300.0):
+def interrupt_when(run: Run, ready, then: float = 1.0, limit: float = 300.0, disposition: str = "caught"):
     """Wait until ready() (the run's work has begun), `then` seconds more, send SIGINT to the run's process group;
     (exit code, stdout, stderr). A run that ends before it is interrupted, or does not end within ENDS_WITHIN
     seconds of the SIGINT, fails the test (and is killed)."""
@@ -80,7 +80,7 @@ def interrupt_when(run: Run, ready, then: float = 1.0, limit: float = 300.0):
         time.sleep(0.05)
     time.sleep(then)
     assert run.poll() is None, "the run ended before it could be interrupted"
-    assert sigint_disposition(run.pid) == "caught"  # Python's handler: the run will see the Ctrl-C
+    assert sigint_disposition(run.pid) == disposition  # caught: Python's handler, the run will see the Ctrl-C
     os.killpg(run.pid, signal.SIGINT)
     try:
         return run.wait(timeout=ENDS_WITHIN)
@@ -154,6 +154,17 @@ def test_fuzz_sigint_says_interrupted(tmp_path):
     assert rc == 130, (rc, err[-2000:])
     assert "INTERRUPTED" in err and "Traceback" not in err
     assert json.loads((tmp_path / "f.json").read_text())["interrupted"] is True
+
+
+def test_fuzz_that_ignores_sigint_still_says_libfuzzer_was_interrupted(tmp_path):
+    """dryz started as a background job (SIGINT ignored): a SIGINT to its group still stops libFuzzer, which
+    installs its own handler; the campaign says so (INTERRUPTED, exit 130), never a clean short run."""
+    run = Run("fuzz", "--time", "600", "--jobs", "1", "--workdir", "w", "--json", "f.json", cwd=tmp_path,
+              sigint=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    rc, out, err = interrupt_when(run, lambda: any(ln.startswith("[") and "] execs" in ln for ln in run.out),
+                                  disposition="ignored")
+    assert rc == 130, (rc, err[-2000:])
+    assert "INTERRUPTED" in err and json.loads((tmp_path / "f.json").read_text())["interrupted"] is True
 
 
 def test_progress_off_a_terminal_is_one_line_per_interval_with_an_eta():

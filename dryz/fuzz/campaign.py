@@ -33,6 +33,7 @@ if not client(sys.argv):
     from dryz.fuzz.harness import main
     main()
 """
+LIBFUZZER_INTERRUPTED = 72  # libFuzzer's exit code after SIGINT or SIGTERM (-interrupted_exitcode)
 FORKSERVER_WAIT = 600  # seconds the server may take to get ready (a real vocabulary's samplers: ~15 s here)
 
 _STAT = re.compile(r"(cov|ft|corp|exec/s|rss):? ?(\d+)")
@@ -345,6 +346,8 @@ class Campaign:
             raise
         finally:
             self.stop_forkserver(server)
+        if rc == LIBFUZZER_INTERRUPTED and not limited.is_set():
+            interrupted = True  # libFuzzer took a SIGINT this process ignores (a background job's): still a stop
         if stats.execs == 0 and rc != 0 and not interrupted and not limited.is_set():
             tail = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
             raise CampaignError(f"libFuzzer did not run (exit {rc}): {tail[-1] if tail else 'no output'} "
