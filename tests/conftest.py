@@ -71,3 +71,10 @@ def bpe(lib):
 @pytest.fixture(scope="session")
 def spm(lib):
     return vocab("llama-spm", lib)
+
+
+def default_sigint():
+    """preexec_fn for a child that a test interrupts with SIGINT: SIGINT back to its default disposition before
+    exec (a runner started as a background job ignores SIGINT, and an ignored disposition survives exec)."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -266,7 +266,8 @@ def test_ctrl_c_leaves_a_partial_result_and_no_process(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT")}
     p = subprocess.Popen([sys.executable, "-m", "dryz", "gate", "--time", "120", "--workdir", str(work), "--mode",
                           "certificate", "--mode", "fuzz", "--mode", "traces", "--mode", "fuzz-traces"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+                         preexec_fn=conftest.default_sigint)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (work / "fuzz" / "libfuzzer.log").exists():
         time.sleep(0.5)

@@ -17,18 +17,15 @@ import time
 
 import pytest
 
+from conftest import default_sigint
+
 ENDS_WITHIN = 120  # seconds; a run that has not ended by then after SIGINT is a failure (and is killed)
-
-
-def _default_sigint():
-    """In the child, before exec: SIGINT back to its default disposition (an ignored one survives exec)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Run:
     """A dryz command in its own process group, SIGINT at its default disposition, its output read as it comes."""
 
-    def __init__(self, *args, cwd, sigint=_default_sigint):
+    def __init__(self, *args, cwd, sigint=default_sigint):
         self.p = subprocess.Popen([sys.executable, "-m", "dryz", *args], start_new_session=True, cwd=cwd,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   preexec_fn=sigint)
@@ -102,7 +99,7 @@ def test_children_get_sigint_at_its_default_even_when_the_runner_ignores_it(tmp_
     try:
         code = "import sys; print('up', flush=True); sys.stdin.read()"
         kids = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 text=True, **kw) for kw in ({}, {"preexec_fn": _default_sigint})]
+                                 text=True, **kw) for kw in ({}, {"preexec_fn": default_sigint})]
         try:
             for q in kids:
                 assert q.stdout.readline() == "up\n"  # running user code: start-up has set its handlers

@@ -26,6 +26,8 @@ from dryz.subject.server import (Crash, Refused, ServedOutput, ServerError, Serv
                                  ServerSubject, Unrecoverable)
 from dryz.subject.symbols import from_symbols
 
+from conftest import default_sigint
+
 REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
 SOURCE_EXAMPLE = tuple(from_symbols("abccbcyabc"))
 
@@ -233,7 +235,7 @@ def test_no_orphan_server(server_bin, sig):
         time.sleep(600)
     """)
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                              cwd=Path(__file__).resolve().parent.parent)
+                              cwd=Path(__file__).resolve().parent.parent, preexec_fn=default_sigint)
     try:
         pid = int(parent.stdout.readline())
         assert pid in pids_of(server_bin)
