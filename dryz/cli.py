@@ -8,6 +8,7 @@ import sys
 import click
 
 from . import __version__, inputs
+from .enumerate.selection import MAX_TRACE_EVENTS
 
 from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail as _fail, load_case_file, load_subject, load_trace_file,
                      on_vocab, parse_json_file, quiet_mode, read as _read, say, spelled, vocab_filter, with_runtime)
@@ -36,8 +37,8 @@ def _writable(path) -> None:
 
 
 class Bound(click.ParamType):
-    """An int or float option within lo..hi (hi None: at least lo), refused while the arguments are parsed with
-    one line: "--time must be in 10..86400 seconds, got 5"."""
+    """An int or float option within lo..hi (hi None: at least lo; a function: its value, asked when an argument
+    is read), refused while the arguments are parsed with one line: "--time must be in 10..86400 seconds, got 5"."""
 
     def __init__(self, kind, lo, hi=None, unit: str = "", hi_text: str | None = None):
         self.kind, self.lo, self.hi, self.unit, self.hi_text = kind, lo, hi, unit, hi_text
@@ -48,12 +49,18 @@ class Bound(click.ParamType):
             v = self.kind(value)
         except (TypeError, ValueError, OverflowError):
             self.fail(f"{value!r} is not a valid {self.name}", param, ctx)
-        if not (self.lo <= v <= (self.hi if self.hi is not None else float("inf")) and v < float("inf")):
-            where = f"in {self.lo}..{self.hi_text or self.hi}" if self.hi is not None else f"at least {self.lo}"
+        hi = self.hi() if callable(self.hi) else self.hi
+        if not (self.lo <= v <= (hi if hi is not None else float("inf")) and v < float("inf")):
+            where = f"in {self.lo}..{self.hi_text or hi}" if hi is not None else f"at least {self.lo}"
             got = v if self.kind is int else f"{v:.15g}"
             raise click.UsageError(f"{max(param.opts, key=len)} must be {where}{' ' + self.unit if self.unit else ''}, "
                                    f"got {got}")
         return v
+
+
+def _max_alphabet() -> int:
+    from .subject.symbols import MAX_ALPHABET  # (imported when asked: the subject package loads numpy)
+    return MAX_ALPHABET
 
 
 def _sanitizers(ctx, param, value) -> tuple[str, ...]:
@@ -137,8 +144,9 @@ def subject_build(version, patch, jobs, force, server, sanitize):
 
 
 @cli.command()
-@click.option("-k", "--alphabet", type=int, default=3, show_default=True, help="Number of symbols.")
-@click.option("-n", "--max-length", type=int, default=11, show_default=True, help="Longest history.")
+@click.option("-k", "--alphabet", type=Bound(int, 1, _max_alphabet), default=3, show_default=True,
+              help="Number of symbols.")
+@click.option("-n", "--max-length", type=Bound(int, 1), default=11, show_default=True, help="Longest history.")
 @click.option("-c", "--config", "configs", multiple=True, metavar="NAME",
               help="Configuration to run (base, window4, breaker, windowW); repeatable. Default: all three "
                    "(with --all-alphabets: base and window4).")
@@ -168,7 +176,7 @@ def subject_build(version, patch, jobs, force, server, sanitize):
 @click.option("--breakers", "breakers", multiple=True, metavar="PRESET|STRING",
               help="With --vocab: a breaker string (\\n and \\t read as newline and tab), or a preset: default "
                    "(llama.cpp's \\n : \" *) or none; repeatable. [default: default]")
-@click.option("--traces", "trace_events", type=int, default=None, metavar="N",
+@click.option("--traces", "trace_events", type=Bound(int, 1, MAX_TRACE_EVENTS, "events"), default=None, metavar="N",
               help="Then run every trace of 1..N events (accept a/b, apply, reset, clone, free last; four "
                    "configurations) on the same library, judged after every apply (docs/traces.md).")
 def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,
@@ -401,8 +409,7 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
         _fail(f"{path} (read as a {kind}): {e}")
     from .corpus import USER_DIR, CorpusError, write_entry
     try:
-        written = write_entry(corpus_dir or USER_DIR, m.entry(str(path), kind, lib.identity) if t is not None
-                              else m.entry(str(path), kind, case, lib.identity))
+        written = write_entry(corpus_dir or USER_DIR, m.entry(str(path), kind, lib.identity))
     except CorpusError as e:
         _fail(str(e))
     if t is not None:

@@ -310,14 +310,15 @@ class Minimized:
     calls: int            # predicate calls
     seconds: float
     isolated: bool        # every evaluation ran in an isolation worker
+    original: Case | None = None   # the case it was shrunk from
     sanitizer: dict | None = None  # class memory: the reproducer's sanitizer report (kind, summary, frames)
 
-    def entry(self, source: str, kind: str, original: Case, identity: dict) -> dict:
+    def entry(self, source: str, kind: str, identity: dict) -> dict:
         """The reproducer as a corpus entry (dryz minimize writes it): where it came from, the subject it fails on."""
         from .check import fault
         from .corpus import crash_entry, entry_json
         provenance = {"found_by": "minimize", "minimized_from": source, "input_kind": kind,
-                      "original_length": len(original.history), "predicate_calls": self.calls,
+                      "original_length": len(self.original.history), "predicate_calls": self.calls,
                       "seconds": round(self.seconds, 2), "fault": fault()}
         if self.verdict is None:
             return crash_entry(self.case, self.shortest, provenance, identity, self.sanitizer)
@@ -354,7 +355,7 @@ def minimize_case(case: Case, subject, isolate: bool | None = None, log=None, an
             final = check_in(w, reduced)
             report = final.crash if final.klass == MEMORY else None
     verdict = None if crashed else check(reduced, subject)
-    return Minimized(reduced, verdict, shown, shortest, calls, time.perf_counter() - t0, isolated, report)
+    return Minimized(reduced, verdict, shown, shortest, calls, time.perf_counter() - t0, isolated, case, report)
 
 
 def minimize_divergence(case: Case, klass: str, subject, *, sole: bool | None = None, lib_check: bool = True,

@@ -207,7 +207,7 @@ def _fork_one(conn, listener, children, sigint, run, path) -> int | None:
         if not isinstance(request, dict) or not isinstance(request.get("cwd"), str) or \
                 not isinstance(request.get("argv"), list) or not all(isinstance(a, str) for a in request["argv"]):
             raise ValueError("expected {argv: [str], cwd: str}")
-        line = f"{_flags(request['argv'])}"
+        line = _flags(request["argv"])
     except (OSError, ValueError):
         conn.close()
         return None
