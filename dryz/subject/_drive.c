@@ -291,6 +291,22 @@ static Py_ssize_t flat_max_size(const flat_in *f) {
     return m;
 }
 
+/* What run_many and run_trace both hold before their first call: the breakers' texts in c, a scratch array for
+ * the largest candidate array, and the output's per-array buffers for n arrays. 0, or -1 with the exception set
+ * (what was made is freed by the caller's cleanup). */
+static int batch_buffers(fresh_cfg *c, PyObject *breakers_o, PyObject **breakers, const flat_in *f, outbuf_t *o,
+                         token_data **scratch, Py_ssize_t n) {
+    if (!(*breakers = PySequence_Fast(breakers_o, "breakers must be a sequence")) ||
+        !(c->texts = breaker_texts(*breakers, &c->nb)))
+        return -1;
+    if (!(*scratch = malloc(flat_max_size(f) * sizeof(token_data))) ||
+        !(o->sizes = malloc((n ? n : 1) * sizeof(int32_t))) || !(o->sorted = malloc(n ? n : 1))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
 static void fill(token_data *d, const int32_t *ids, const float *logits, int32_t n) {
     for (int32_t i = 0; i < n; ++i)
         d[i].id = ids[i], d[i].logit = logits[i], d[i].p = 0.0f;
@@ -326,14 +342,8 @@ static PyObject *drive_run_many(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "run_many: one token count per case");
         goto done;
     }
-    if (!(breakers = PySequence_Fast(breakers_o, "breakers must be a sequence")) ||
-        !(c.texts = breaker_texts(breakers, &c.nb)))
+    if (batch_buffers(&c, breakers_o, &breakers, &f, &o, &scratch, ncase) < 0)
         goto done;
-    if (!(scratch = malloc(flat_max_size(&f) * sizeof(token_data))) ||
-        !(o.sizes = malloc((ncase ? ncase : 1) * sizeof(int32_t))) || !(o.sorted = malloc(ncase ? ncase : 1))) {
-        PyErr_NoMemory();
-        goto done;
-    }
     const int32_t *tok = f.tok.buf, *cnt = f.cnt.buf, *ids = f.ids.buf, *sz = f.sizes.buf;
     const float *lg = f.logits.buf;
     const char *srt = f.sorted.buf;
@@ -432,14 +442,8 @@ static PyObject *drive_run_trace(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "run_trace: the events do not match the token counts and arrays");
         goto done;
     }
-    if (!(breakers = PySequence_Fast(breakers_o, "breakers must be a sequence")) ||
-        !(c.texts = breaker_texts(breakers, &c.nb)))
+    if (batch_buffers(&c, breakers_o, &breakers, &f, &o, &scratch, n_app) < 0)
         goto done;
-    if (!(scratch = malloc(flat_max_size(&f) * sizeof(token_data))) ||
-        !(o.sizes = malloc((n_app ? n_app : 1) * sizeof(int32_t))) || !(o.sorted = malloc(n_app ? n_app : 1))) {
-        PyErr_NoMemory();
-        goto done;
-    }
     void *s = fresh_init(&c);
     if (!s) {
         PyErr_SetString(PyExc_RuntimeError, "llama_sampler_init_dry returned NULL");
