@@ -6,7 +6,7 @@ Usage: python bench/fuzz_vocab.py [--vocab llama-bpe] [--breakers default] [--ba
        [--sampler clone|reset] [--instrumented]
 Reports exec/s per core over the inputs whose history is LO..HI-1 tokens (default 0..256), after a warm-up pass
 over the same inputs (which initializes one sampler per configuration met: init_dry is not what is measured,
-its count is reported), best of --rounds passes.
+its count is reported), best of --rounds passes; then one pass with the library's calls (run_clone) timed apart.
 """
 
 import argparse
@@ -66,11 +66,41 @@ def main():
             except target.Finding:
                 pass
         best = min(best, time.perf_counter() - t)
+    # The library's share: one more pass with the call sequencer's run_clone (clone, accepts, apply, free in C)
+    # timed apart; the rest of an input is dryz's (decoding, the oracles, the verdict).
+    from dryz.subject import libllama
+    drive, inside = libllama._DRIVE, [0.0]
+    timed = getattr(drive, "run_clone", None)
+    if timed is not None:
+        class Timed:
+            def __getattr__(self, name):
+                return getattr(drive, name)
+
+            @staticmethod
+            def run_clone(*args):
+                t0 = time.perf_counter()
+                try:
+                    return timed(*args)
+                finally:
+                    inside[0] += time.perf_counter() - t0
+        libllama._DRIVE = Timed()
+        t = time.perf_counter()
+        for d in datas:
+            try:
+                target.test_one_input(d)
+            except target.Finding:
+                pass
+        total = time.perf_counter() - t
+        libllama._DRIVE = drive
+        share = (f"; in that pass the library's clone, accepts and apply took {inside[0] / len(datas) * 1e6:.0f} of "
+                 f"{total / len(datas) * 1e6:.0f} us/input")
+    else:
+        share = ""
     lens = [len(decode(d).history) for d in datas]
     print(f"{a.vocab} breakers={a.breakers} sampler={a.sampler}{' instrumented' if a.instrumented else ''}: "
           f"{len(datas) / best:,.0f} exec/s  {best / len(datas) * 1e6:.0f} us/input  ({len(datas)} inputs, "
           f"histories {lo}..{hi - 1}, mean {np.mean(lens):.0f} tokens; warm-up {warm:.1f} s initializing "
-          f"{protos} samplers; {found} findings)")
+          f"{protos} samplers; {found} findings{share})")
 
 
 if __name__ == "__main__":
