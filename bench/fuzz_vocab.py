@@ -57,15 +57,16 @@ def main():
             found += 1
     warm = time.perf_counter() - t
     protos = len(target.SUBJECT.__dict__.get("_prototypes", {}))
-    best = float("inf")
-    for _ in range(a.rounds):
+    def one_pass() -> float:
         t = time.perf_counter()
         for d in datas:
             try:
                 target.test_one_input(d)
             except target.Finding:
                 pass
-        best = min(best, time.perf_counter() - t)
+        return time.perf_counter() - t
+
+    best = min(one_pass() for _ in range(a.rounds))
     # The library's share: one more pass with the call sequencer's run_clone (clone, accepts, apply, free in C)
     # timed apart; the rest of an input is dryz's (decoding, the oracles, the verdict).
     from dryz.subject import libllama
@@ -84,13 +85,7 @@ def main():
                 finally:
                     inside[0] += time.perf_counter() - t0
         libllama._DRIVE = Timed()
-        t = time.perf_counter()
-        for d in datas:
-            try:
-                target.test_one_input(d)
-            except target.Finding:
-                pass
-        total = time.perf_counter() - t
+        total = one_pass()
         libllama._DRIVE = drive
         share = (f"; in that pass the library's clone, accepts and apply took {inside[0] / len(datas) * 1e6:.0f} of "
                  f"{total / len(datas) * 1e6:.0f} us/input")

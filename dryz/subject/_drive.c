@@ -307,6 +307,15 @@ static int batch_buffers(fresh_cfg *c, PyObject *breakers_o, PyObject **breakers
     return 0;
 }
 
+/* batch_buffers' counterpart, with the input's buffers: everything run_many and run_trace hold, freed. */
+static void batch_release(flat_in *f, outbuf_t *o, token_data *scratch, fresh_cfg *c, PyObject *breakers) {
+    flat_release(f);
+    out_free(o);
+    free(scratch);
+    free(c->texts);
+    Py_XDECREF(breakers);
+}
+
 static void fill(token_data *d, const int32_t *ids, const float *logits, int32_t n) {
     for (int32_t i = 0; i < n; ++i)
         d[i].id = ids[i], d[i].logit = logits[i], d[i].p = 0.0f;
@@ -379,11 +388,7 @@ static PyObject *drive_run_many(PyObject *self, PyObject *args) {
 done:
     if (proto)
         ((free_fn)(uintptr_t)c.free)(proto);
-    flat_release(&f);
-    out_free(&o);
-    free(scratch);
-    free(c.texts);
-    Py_XDECREF(breakers);
+    batch_release(&f, &o, scratch, &c, breakers);
     return result;
 }
 
@@ -500,11 +505,7 @@ done:
             ((free_fn)(uintptr_t)c.free)(live[i]);
     if (have_ops)
         PyBuffer_Release(&ops);
-    flat_release(&f);
-    out_free(&o);
-    free(scratch);
-    free(c.texts);
-    Py_XDECREF(breakers);
+    batch_release(&f, &o, scratch, &c, breakers);
     return result;
 }
 
