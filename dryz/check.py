@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import math
 import os
+import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -52,8 +53,10 @@ PROMISE_CLASSES = {"contained-restart": "documented-contained-restart",
 
 # Fault injection for positive controls (fuzz campaign, minimizer demo): DRYZ_FAULT=off-by-one makes the
 # reference claim one more than the true length wherever that length is >= 2, in both oracles;
-# DRYZ_FAULT=abort kills the process (as a crashing subject would) wherever a length is >= 3.
-FAULTS = ("off-by-one", "abort")
+# DRYZ_FAULT=abort kills the process (as a crashing subject would) wherever a length is >= 3;
+# DRYZ_FAULT=slow pauses the process 1.5 s the first time a length is >= 3 (as a busy machine pauses a run).
+FAULTS = ("off-by-one", "abort", "slow")
+_paused = False
 
 
 # os.environ's own bytes mapping (CPython, POSIX): a lookup there costs no KeyError when the variable is absent,
@@ -108,6 +111,12 @@ def invert_deltas(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return L, bad
 
 
+def _pause() -> None:
+    global _paused
+    _paused = True
+    time.sleep(1.5)
+
+
 def predict_all(H: np.ndarray, cands: np.ndarray, cfg: Config, lengths=None) -> list[Prediction]:
     """The shipped model on every registered match-length oracle (dryz.oracle.MATCH_LENGTHS, the primary
     first), with DRYZ_FAULT's planted reference error if set."""
@@ -117,6 +126,8 @@ def predict_all(H: np.ndarray, cands: np.ndarray, cfg: Config, lengths=None) -> 
         preds = [_inject(p) for p in preds]
     elif planted == "abort" and np.greater_equal(preds[0].L, 3).any():
         os.abort()
+    elif planted == "slow" and not _paused and np.greater_equal(preds[0].L, 3).any():
+        _pause()
     return preds
 
 

@@ -453,7 +453,7 @@ def replay(directory, vocab):
 @click.option("--workdir", default="fuzz-work", show_default=True, help="Working corpus and log directory.")
 @click.option("--artifacts", default=None, help="Where crash files go. [default: WORKDIR/artifacts]")
 @click.option("--native/--no-native", default=False, help="Also collect coverage of an instrumented libllama (needs clang).")
-@click.option("--fault", type=click.Choice(["off-by-one", "abort"]), default=None,
+@click.option("--fault", type=click.Choice(["off-by-one", "abort", "slow"]), default=None,
               help="Positive control: judge against a deliberately wrong reference.")
 @click.option("--json", "json_path", default=None, help="Write the campaign summary here.")
 @click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",

@@ -282,6 +282,10 @@ def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: flo
             continue
         again = {True: "reproduces", False: "does NOT reproduce", None: "not re-checked"}[f["reproduces"]]
         lines.append(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
+    for f in summary.get("slow", []):
+        lines.append(f"slow input (not a finding): {f['file']} (libFuzzer saw one run take "
+                     f"{summary['slow_unit_seconds']} s or more; re-checked "
+                     f"in a clean process: agree in {f['recheck_seconds']} s)")
     return "\n".join(lines)
 
 

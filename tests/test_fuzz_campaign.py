@@ -236,3 +236,18 @@ def test_a_fork_server_that_cannot_start_is_no_server(tmp_path, lib):
     env = dict(c.env(), DRYZ_SUBJECT="libllama:" + str(tmp_path / "no-such-libllama.so"))
     assert c.start_forkserver(env) is None
     assert ENV not in env and any("not ready" in m for m in said)
+
+
+def test_a_slow_run_is_a_note_not_a_finding_nor_a_doubt(tmp_path):
+    """A run that takes over -report_slow_units seconds leaves a slow-unit file (a busy machine pauses a run as
+    easily as a slow subject makes one). Re-checked and agreeing, it is reported as a slow input and the campaign
+    stays clean (exit 0), not 'crash files that do not reproduce' (exit 2). DRYZ_FAULT=slow pauses each process
+    once, 1.5 s, on its first input with a length >= 3."""
+    p = dryz("fuzz", "--time", "10", "--jobs", "1", "--workdir", str(tmp_path / "w"), "--fault", "slow",
+             "--json", str(tmp_path / "s.json"), "--", "-report_slow_units=1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["findings"] == [] and summary["slow"], summary
+    assert all(Path(f["file"]).name.startswith("slow-unit-") and f["klass"] == "agree" for f in summary["slow"])
+    assert summary["slow_unit_seconds"] == 1
+    assert "slow input (not a finding)" in p.stdout and "1 s or more" in p.stdout

@@ -35,6 +35,7 @@ if not client(sys.argv):
 """
 LIBFUZZER_INTERRUPTED = 72  # libFuzzer's exit code after SIGINT or SIGTERM (-interrupted_exitcode)
 FORKSERVER_WAIT = 600  # seconds the server may take to get ready (a real vocabulary's samplers: ~15 s here)
+SLOW_UNIT_SECONDS = 10  # libFuzzer's default -report_slow_units: a run this long leaves a slow-unit file
 
 _STAT = re.compile(r"(cov|ft|corp|exec/s|rss):? ?(\d+)")
 _EXECS = re.compile(r"^#(\d+)")
@@ -278,7 +279,7 @@ class Campaign:
         cmd = [str(self.launcher()), f"-max_total_time={self.seconds}",
                f"-artifact_prefix={self.artifacts}/", "-print_final_stats=1", "-max_len=4096",
                f"-fork={self.jobs}", "-ignore_crashes=1", "-ignore_timeouts=1", "-ignore_ooms=1",
-               "-timeout=30"]
+               "-timeout=30", f"-report_slow_units={SLOW_UNIT_SECONDS}"]
         return cmd + list(self.extra) + [str(work), str(seeds)]
 
     def run(self) -> dict:
@@ -361,6 +362,11 @@ class Campaign:
             findings = [self.recheck(p) for p in order[:limit]] + [
                 {"file": str(p), "klass": "not re-checked (--recheck limit)", "reproduces": None}
                 for p in order[limit:]]
+        # a slow-unit file is libFuzzer's note that one run took over -report_slow_units seconds (a busy machine
+        # pauses a run as easily as a slow subject makes one): a finding only when its re-check disagrees
+        slow = [f for f in findings if Path(f["file"]).name.startswith("slow-unit-") and f["reproduces"] is False
+                and f["klass"] == "agree"]
+        findings = [f for f in findings if f not in slow]
         # exec/s over the time libFuzzer ran (its --time, and any job it waits for after it); what came before
         # it once per campaign (the fork server's preparation: a real vocabulary's samplers; with --native the
         # counter probe) is the set-up, reported apart
@@ -370,8 +376,15 @@ class Campaign:
                 "setup_seconds": round((t_fuzz or time.monotonic()) - t0, 1),
                 "ft": stats.ft, "corpus": stats.corpus, "exec_per_s": stats.exec_per_s,
                 "counters": stats.counters, "libfuzzer_exit": rc, "log": str(log_path),
-                "native": self.native, "fault": self.fault, "findings": findings, "interrupted": interrupted,
+                "native": self.native, "fault": self.fault, "findings": findings, "slow": slow if not interrupted else [],
+                "slow_unit_seconds": self.slow_unit_seconds(),
+                "interrupted": interrupted,
                 "target": self.target, "stopped_at_hard_limit": limited.is_set()}
+
+    def slow_unit_seconds(self) -> int:
+        """libFuzzer's -report_slow_units as this campaign runs it: the default, or the user's own flag."""
+        given = [f.split("=", 1)[1] for f in self.extra if f.startswith("-report_slow_units=")]
+        return int(given[-1]) if given and given[-1].isdigit() else SLOW_UNIT_SECONDS
 
     def hard_limit(self) -> float:
         """Seconds after which dryz stops libFuzzer itself: --time plus a quarter, at least 30 s more."""
@@ -456,7 +469,9 @@ class Campaign:
         if self.fault:
             env["DRYZ_FAULT"] = self.fault
         with Worker(self.subject.spec, timeout=120, env=env) as w:
+            t = time.monotonic()
             out = w.call(recheck_op, artifact.read_bytes(), self.target, self.vocab, self.breakers)
+            base["recheck_seconds"] = round(time.monotonic() - t, 3)
         from ..subject.protocol import Crash
         if isinstance(out, Crash):
             if out.signal == "hang":
