@@ -16,6 +16,7 @@ from typing import Any
 from .subject.symbols import MAX_ALPHABET, SYMBOLS, from_symbols, to_symbols
 
 from .params import N_CTX_TRAIN, DryParams, f32, is_int as _is_int, is_number as _is_number
+from .errors import DryzError
 
 CASE_SCHEMA = "dryz.case/1"
 MAX_HISTORY = 1 << 16
@@ -24,7 +25,7 @@ MAX_HISTORY = 1 << 16
 MAX_VOCAB = (1 << 31) - 1
 
 
-class CaseError(ValueError):
+class CaseError(ValueError, DryzError):
     """A Case (or its JSON) that dryz refuses, with a one-line reason."""
 
 

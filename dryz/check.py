@@ -21,9 +21,11 @@ from .oracle.shipped import (Config, Prediction, output_logits, output_logits_ze
 from .config import case_config
 from .subject.protocol import Crash, Refused, Unrecoverable, Unsupported
 from .subject.symbols import MAX_ALPHABET
+from .errors import DryzError
 
-class HarnessError(RuntimeError):
+class HarnessError(RuntimeError, DryzError):
     """The harness itself is in doubt (exit 2), never the library's doing."""
+    prefix = "harness error: "
 
 
 AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"

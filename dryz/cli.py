@@ -11,15 +11,13 @@ from . import __version__, inputs
 from .enumerate.selection import MAX_TRACE_EVENTS
 
 from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail as _fail, load_case_file, load_subject, load_trace_file,
-                     on_vocab, parse_json_file, quiet_mode, read as _read, say, spelled, vocab_filter, with_runtime)
+                     on_vocab, quiet_mode, say, spelled, vocab_filter, with_runtime)
 
 
 def say_subject(lib) -> None:
     """The subject a command judges, named before its results."""
-    from .output import subject_details
-    click.echo(f"subject: {lib.label()}")
-    for line in subject_details(lib.identity):
-        click.echo(f"         {line}")
+    from .output import subject_header
+    click.echo(subject_header(lib))
 
 
 def _writable(path) -> None:
@@ -97,12 +95,8 @@ def cli(ctx, subject_spec, lib_path, quiet):
     """Audit llama.cpp's DRY sampler against independent oracles."""
     if quiet:
         os.environ["DRYZ_QUIET"] = "1"
-    from .subject.binding import SubjectError
     from .subject.registry import selected_spec
-    try:
-        ctx.obj = selected_spec(subject_spec, lib_path)
-    except SubjectError as e:
-        _fail(str(e))
+    ctx.obj = selected_spec(subject_spec, lib_path)
     with_runtime(ctx.obj)
 
 
@@ -134,12 +128,9 @@ def subject_show():
 def subject_build(version, patch, jobs, force, server, sanitize):
     """Build libllama (the `llama` target only) into the cache and print the folder to pass to --lib
     (with --server: build llama-server and print the executable's path)."""
-    from .subject.build import PINNED_VERSION, BuildArgumentError, BuildError, build
-    try:
-        out = build(version or PINNED_VERSION, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force, server=server,
-                    sanitize=sanitize)
-    except BuildError as e:
-        _fail(str(e) if isinstance(e, BuildArgumentError) else f"subject build: {e}")
+    from .subject.build import PINNED_VERSION, build
+    out = build(version or PINNED_VERSION, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force,
+                server=server, sanitize=sanitize)
     click.echo(str(out / "llama-server") if server else str(out))
 
 
@@ -183,99 +174,10 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
                json_path, workers, progress, resume_path, vocab, tokens, breakers, trace_events):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
     _writable(json_path)
-    from .enumerate.selection import validate_traces_option
-    validate_traces_option(trace_events, shard, resume_path)
-    if vocab is not None:
-        if trace_events is not None:
-            _fail("--traces runs over the symbol vocabulary (not with --vocab)")
-        return exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path,
-                                progress)
-    if tokens is not None or breakers:
-        _fail("--tokens and --breakers go with --vocab")
-    from .check import HarnessError
-    from .enumerate.dask_exec import SchedulerError
-    from .enumerate.selection import executor, select_space
-    from .subject.binding import ArrayChanged
-    sel = select_space(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, shard)
-    workers, client = executor(scheduler, workers)
-    resume = None
-    if resume_path is not None:
-        resume = parse_json_file(resume_path, _read(resume_path))
-        if not isinstance(resume, dict) or resume.get("tool") != "dryz exhaustive":
-            _fail(f"--resume {resume_path}: not a dryz exhaustive result")
-    from .enumerate.exhaustive import ExhaustiveInterrupted, ResumeError, run_exhaustive
-    lib = load_subject()
-    try:
-        result = run_exhaustive(lib, sel.alphabet, max_length, sel.specs, json_path, progress, workers, canonical,
-                                sel.shard, scheduler=client, resume=resume)
-    except ResumeError as e:
-        _fail(str(e))
-    except ExhaustiveInterrupted as e:
-        it = e.result["interrupted"]
-        click.echo(f"dryz exhaustive: INTERRUPTED after {len(it['done_tasks'])} of {it['total_tasks']} slices; "
-                   f"partial result (not a certificate) in {json_path}; continue with the same command and "
-                   f"--resume {json_path}", err=True)
-        sys.exit(130)
-    except (KeyError, TypeError, ValueError) as e:
-        if resume is None:
-            raise
-        _fail(f"--resume {resume_path}: not a partial result this dryz can continue ({e})")
-    except HarnessError as e:
-        _fail(f"harness error: {e}")
-    except SchedulerError as e:  # a Dask cluster that cannot run this subject: its one-line reason
-        _fail(str(e))
-    except ArrayChanged as e:
-        click.echo(f"dryz exhaustive: MISMATCH: {e} (a finding: DRY only changes logits)")
-        sys.exit(EXIT_FINDING)
-    finally:
-        if client is not None:
-            client.close()
-    if trace_events is not None:
-        from .enumerate.selection import TRACE_ALPHABET
-        from .enumerate.traces import TraceSpaceInterrupted, add_to_certificate
-        from .output import write_json
-        try:
-            result = add_to_certificate(result, trace_events, load_subject(), TRACE_ALPHABET)
-        except TraceSpaceInterrupted:  # the history space's certificate is marked interrupted, not a certificate
-            write_json(json_path, result)
-            click.echo(f"dryz exhaustive: INTERRUPTED in the trace space; {json_path} is marked interrupted (not a "
-                       "certificate)", err=True)
-            sys.exit(130)
-        except ValueError as e:
-            _fail(str(e))
-        write_json(json_path, result)
-    _print_certificate(result, json_path)
-
-
-def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path, progress):
-    """`dryz exhaustive --vocab`: every history over real tokens (dryz.enumerate.vocab_space)."""
-    from .enumerate.selection import select_vocab_space
-    from .enumerate.vocab_space import certificate
-    from .output import Progress, write_json
-    lib = load_subject()
-    v, ids, strings, specs, total_h = select_vocab_space(lib, vocab, tokens, breakers, max_length, configs,
-                                                         parameters, window_caps)
-    bar = Progress(total_h * len(specs), "histories", enabled=progress)
-    result, results = certificate(lib, v, ids, max_length, specs, strings, bar)
-    bar.close()
-    write_json(json_path, result)
-    from .output import vocab_certificate_text
-    click.echo(vocab_certificate_text(result, results, v.pieces()))
-    click.echo(f"verdict   {result['verdict']}\nresults   {json_path}")
-    if not any(r.off_by_one_flagged for r in results):
-        click.echo("dryz: error: the off-by-one control flagged nothing: the harness is in doubt", err=True)
-        sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_OK if result["verdict"] == "agree" else EXIT_FINDING)
-
-
-def _print_certificate(result, json_path):
-    from .output import certificate_report
-    click.echo(certificate_report(result, json_path))
-    if result["verdict"] == "void":
-        failed = ", ".join(k for k, ok in result["checks"].items() if not ok)
-        click.echo(f"dryz: error: the harness is in doubt, the run is void: failed {failed}", err=True)
-        sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_FINDING if result["verdict"] in ("mismatch", "crash") else EXIT_OK)
+    from .enumerate import command
+    sys.exit(command.exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters,
+                                scheduler, shard, json_path, workers, progress, resume_path, vocab, tokens, breakers,
+                                trace_events, click.echo))
 
 
 @cli.command()
@@ -284,23 +186,8 @@ def _print_certificate(result, json_path):
 def merge(paths, json_path):
     """Combine `dryz exhaustive --shard` results into one certificate (refuses shards that do not fit)."""
     _writable(json_path)
-
-    from .enumerate.certificate import MergeError, merge as merge_results
-    from .output import write_json
-    data = []
-    for p in paths:
-        d = parse_json_file(p, _read(p))
-        if not isinstance(d, dict):
-            _fail(f"{p}: not a dryz exhaustive --shard result (a JSON object)")
-        data.append(d)
-    try:
-        result = merge_results(data, list(paths))
-    except MergeError as e:
-        _fail(str(e))
-    except (KeyError, TypeError) as e:
-        _fail(f"a shard result lacks a field ({e}); not a dryz exhaustive --shard result")
-    write_json(json_path, result)
-    _print_certificate(result, json_path)
+    from .enumerate import command
+    sys.exit(command.merge(paths, json_path, click.echo))
 
 
 # -- single cases, minimizer, corpus ---------------------------------------------------------------------
@@ -407,11 +294,8 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
                 f"minimizing {path} ({kind}): class {shown}, {len(case.history)} tokens{', isolated' if iso else ''}"))
     except NothingToMinimize as e:
         _fail(f"{path} (read as a {kind}): {e}")
-    from .corpus import USER_DIR, CorpusError, write_entry
-    try:
-        written = write_entry(corpus_dir or USER_DIR, m.entry(str(path), kind, lib.identity))
-    except CorpusError as e:
-        _fail(str(e))
+    from .corpus import USER_DIR, write_entry
+    written = write_entry(corpus_dir or USER_DIR, m.entry(str(path), kind, lib.identity))
     if t is not None:
         from .output import minimized_trace_text
         click.echo(minimized_trace_text(m))
@@ -428,18 +312,12 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
 def replay(directory, vocab):
     """Re-run every corpus entry through check() on the selected subject; exit 1 if any verdict changed.
     Default: the project's own corpus (shipped inside the package)."""
-    from .corpus import DEFAULT_DIR, CorpusError, replay as replay_dir
-    d = directory or str(DEFAULT_DIR)
+    from .corpus import DEFAULT_DIR, replay as replay_dir
     lib = load_subject()
-    here = lib.identity
     say_subject(lib)
-
-    try:
-        rows = replay_dir(d, lib, select=vocab_filter(vocab, lib) if vocab else None)
-    except CorpusError as e:
-        _fail(str(e))
+    rows = replay_dir(directory or str(DEFAULT_DIR), lib, select=vocab_filter(vocab, lib) if vocab else None)
     from .output import replay_text
-    click.echo(replay_text(rows, here))
+    click.echo(replay_text(rows, lib.identity))
     bad = [r for r in rows if not r.ok]
     if any(r.error for r in rows):
         sys.exit(EXIT_ERROR)
@@ -475,67 +353,9 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
          libfuzzer_flags):
     """Coverage-guided campaign (atheris + libFuzzer); flags after `--` go to libFuzzer."""
     _writable(json_path)
-    from pathlib import Path
-
-    from .fuzz.campaign import Campaign, CampaignError
-    from .output import write_json
-    if traces and vocab is not None:
-        _fail("--traces fuzzes traces over the symbol vocabulary (not with --vocab)")
-    if jobs is None:
-        jobs = os.cpu_count() or 1
-    lib = load_subject()
-    if native:
-        from .subject.libllama import pip_library
-        if lib.kind != "libllama" or lib.path != pip_library():
-            _fail("--native fuzzes an instrumented libllama built from the pinned sdist, not the selected subject; "
-                  "run without --native to audit it")
-    for f in libfuzzer_flags:
-        if not f.startswith("-"):
-            _fail(f"unexpected argument {f!r} (libFuzzer flags start with '-')")
-    work = Path(workdir).resolve()  # libFuzzer runs with the work dir as its cwd: paths must be absolute
-    camp = Campaign(seconds=seconds, jobs=jobs, workdir=work,
-                    artifacts=Path(artifacts).resolve() if artifacts else work / "artifacts",
-                    native=native, fault=fault, extra=list(libfuzzer_flags), vocab=vocab, breakers=breakers,
-                    target="traces" if traces else "cases", subject=lib, recheck_limit=recheck)
-    camp.log = say
-    if vocab is not None:
-        from .vocab_cases import load_vocab
-        load_vocab(vocab, lib)  # one line and exit 2 when it cannot be had, before libFuzzer starts
-        os.environ["DRYZ_VOCAB_SAMPLER"] = sampler  # the jobs inherit it (LibLlama.reuse_samplers)
-    say_subject(lib)
-    confirmation = None
-    if vocab is None:  # the ABI confirmation case, judged as `dryz check` judges it; it also seeds the campaign
-        from .fuzz.campaign import confirmation_control
-        from .output import abi_confirmation_text
-        confirmation = confirmation_control(lib)
-        say(f"control: {abi_confirmation_text(confirmation)}")
-        if not confirmation["oracles_passed"]:
-            _fail("the oracles miss the ABI confirmation case's logit -1: the harness is in doubt")
-        from .case import Case
-        for ex in confirmation["findings"]:
-            click.echo(f"finding: {ex['kind']} (ABI confirmation control): {Case.from_json(ex['case']).dumps()}")
-    try:
-        summary = camp.run()
-    except CampaignError as e:
-        _fail(str(e))
-    except SystemExit as e:  # the native build reports a missing toolchain this way
-        _fail(f"native build unavailable (exit {e.code}); run without --native for Python coverage only")
-    except Exception as e:
-        from .fuzz.native import NativeBuildError
-        if isinstance(e, NativeBuildError):
-            _fail(f"native build: {e}")
-        raise
-    from .output import fuzz_summary_text
-    click.echo(fuzz_summary_text(summary, traces, seconds, camp.hard_limit()))
-    camp.complete(summary, confirmation, sampler)
-    write_json(work / "summary.json", summary)  # beside the log: what dryz report reads
-    if json_path:
-        write_json(json_path, summary)
-    from .fuzz.campaign import exit_code
-    rc, why = exit_code(summary, confirmation, seconds)
-    if why:
-        click.echo(why, err=True)
-    sys.exit(rc)
+    from .fuzz import command
+    sys.exit(command.run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler,
+                         traces, recheck, libfuzzer_flags, click.echo))
 
 
 @cli.command()
@@ -556,52 +376,8 @@ def restarts(alphabet, max_length, json_path, vocabs, check, seconds):
     through the library, verdict counts per class. Exit 1 on a mismatch or an undocumented class.
     With --vocab: restart sequences on real vocabularies (construction probes and the text promise)."""
     _writable(json_path)
-    if vocabs:
-        return restarts_vocab(vocabs, check, seconds, json_path)
-    if seconds is not None or check != "both":
-        _fail("--check and --time go with --vocab")
-    from .output import write_json
-    from .enumerate.restarts import CONFIGS, sweep
-    from .check import is_finding
-    from .output import Progress, restarts_text
-    total = len(CONFIGS) * sum(alphabet ** n for n in range(1, max_length + 1))
-    say_subject(lib := load_subject())
-    bar = Progress(total, "histories")
-    results = sweep(lib, k=alphabet, max_len=max_length, configs=CONFIGS, progress=bar)
-    bar.close()
-    click.echo(restarts_text(results))
-    bad = any(is_finding(k) for r in results for k in r.counts)
-    if json_path:
-        write_json(json_path, {"alphabet": alphabet, "max_length": max_length,
-                               "configs": [r.to_json() for r in results]})
-    sys.exit(EXIT_FINDING if bad else EXIT_OK)
-
-
-def restarts_vocab(vocabs, check, seconds, json_path):
-    """`dryz restarts --vocab`: the work is dryz.enumerate.vocab_restarts.run; this parses and prints."""
-    from .enumerate.vocab_restarts import run, summary_text, vocab_names
-    from .output import write_json
-    from .subject.vendored_vocabs import VocabUnavailable
-    lib = load_subject()
-    from .subject.vendored_vocabs import resolve_vocab
-    try:
-        names = vocab_names(vocabs)
-        for n in names:
-            resolve_vocab(n)
-    except VocabUnavailable as e:
-        _fail(f"--vocab: {e}")
-    click.echo(f"dryz restarts --vocab: {', '.join(names)}")
-    say_subject(lib)
-    checks = ("construction", "promise") if check == "both" else (check,)
-    try:
-        result = run(lib, names, checks, seconds, log=click.echo)
-    except VocabUnavailable as e:
-        _fail(str(e))
-    click.echo(summary_text(result))
-    if json_path:
-        write_json(json_path, result)
-        click.echo(f"results   {json_path}")
-    sys.exit(EXIT_FINDING if result["findings"] else EXIT_OK)
+    from .enumerate import command
+    sys.exit(command.restarts(alphabet, max_length, json_path, vocabs, check, seconds, click.echo))
 
 
 @cli.command()
@@ -627,30 +403,10 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
     --window-caps, the restart sweep and a fuzz campaign on it, and minimize every behaviour that differs
     between a subject and the pinned release to a witness naming both. Exit 1 when any subject has a finding or
     differs, 2 when a subject could not be had or a cell could not run."""
-    from pathlib import Path
-
-    from .matrix import DEFAULT_VERSIONS, MatrixError, Spec, markdown, parse_versions, run_matrix
-    from .output import write_json
-    from .subject.registry import SubjectError, parse
+    from .matrix import command
     _writable(json_path)
     _writable(md_path)
-    try:
-        specs = parse_versions(versions if versions is not None else ",".join(DEFAULT_VERSIONS)) if (
-            versions != "" or not extra) else []
-        for x in extra:
-            parse(x)
-            specs.append(Spec("subject", x))
-    except (MatrixError, SubjectError) as e:
-        _fail(str(e))
-    result = run_matrix(specs, seconds, Path(workdir).resolve(), Path(corpus_dir), say, random_cases)
-    table = markdown(result)
-    click.echo(table)
-    if json_path:
-        write_json(json_path, result)
-    if md_path:
-        Path(md_path).write_text(table)
-    from .matrix import exit_code
-    sys.exit(exit_code(result))
+    sys.exit(command(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_path, extra, say, click.echo))
 
 
 @cli.command()
@@ -669,31 +425,11 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
 def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
     """The selected subject (NEW) against BASE, case by case, as dryz matrix compares releases (edge cases, the
     corpus, random and kept inputs), each kind of difference minimized to a witness. Exit 1 when they differ."""
-    from pathlib import Path
-
-    from .gate import GateError, resolve_base
     from .inputs import selected_spec
-    from .matrix import MatrixError, compare_pair
-    from .output import write_json
+    from .matrix import compare_command
     _writable(json_path)
-    try:
-        base_lib, new_lib = resolve_base(base, say), selected_spec()
-    except GateError as e:
-        _fail(str(e))
-    try:
-        r = compare_pair(base_lib, new_lib, [Path(k) for k in kept], random_cases, seconds, Path.cwd(),
-                         Path(corpus_dir) if corpus_dir else None, say)
-    except MatrixError as e:
-        _fail(str(e))
-    click.echo(f"new       {r['new']['subject']}\n          {r['new']['spec']}\nbase      {r['base']['subject']}\n"
-               f"          {r['base']['spec']}")
-    from .output import compare_text
-    click.echo(compare_text(r))
-    if json_path:
-        write_json(json_path, r)
-    if r["counts"].get("error"):
-        _fail(f"{r['counts']['error']} case(s) could not be judged on one side: the harness is in doubt")
-    sys.exit(EXIT_FINDING if r["differences"] else EXIT_OK)
+    sys.exit(compare_command(base, selected_spec(), kept, random_cases, seconds, corpus_dir, json_path, say,
+                             click.echo))
 
 
 @cli.command()
@@ -731,22 +467,15 @@ def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, firs
     not shown equivalent)."""
     from pathlib import Path
 
-    from .enumerate.dask_exec import SchedulerError
     from .mutate.command import main as run_mutate
-    from .mutate.runner import MutateError
-    from .subject.build import PINNED_VERSION, BuildError
+    from .subject.build import PINNED_VERSION
     _writable(json_path)
     _writable(md_path)
     split = (lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None)
-    try:
-        rc = run_mutate(version or PINNED_VERSION, Path(workdir), n, split(operators), split(ids), split(mode_names),
+    sys.exit(run_mutate(version or PINNED_VERSION, Path(workdir), n, split(operators), split(ids), split(mode_names),
                         seconds, scheduler, not no_upstream, keep_builds, triage_path, json_path, md_path,
-                        list_only, echo=click.echo,
-                        log=lambda m: None if quiet_mode() else click.echo(m, err=True), sanitize=sanitize,
-                        lanes=lanes, first_kill=first_kill)
-    except (MutateError, BuildError, SchedulerError) as e:
-        _fail(str(e))
-    sys.exit(rc)
+                        list_only, echo=click.echo, log=lambda m: None if quiet_mode() else click.echo(m, err=True),
+                        sanitize=sanitize, lanes=lanes, first_kill=first_kill))
 
 
 @cli.command("gate")
@@ -772,40 +501,14 @@ def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, firs
 def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes, md_path, html_path, json_path):
     """Every audit mode on the subject within a budget, and with --base what it does differently from the
     base: exit 0 clean, 1 a finding or an undeclared change (or a declared one not seen), 2 the harness."""
-    from pathlib import Path
-
-    from . import gate as g
+    from .gate import command
     from .inputs import selected_spec
-    from .output import write_json
-    from .subject.binding import SubjectError, resolve
+    from .subject.binding import resolve
     for p in (md_path, html_path, json_path):
         _writable(p)
-    try:
-        declared = g.declared_changes(expect, expect_file)
-    except g.GateError as e:
-        _fail(str(e))
-    try:
-        subject = f"libllama:{resolve(gate_lib)}" if gate_lib else selected_spec()
-    except SubjectError as e:
-        _fail(f"subject: {e}")
-    try:
-        res = g.gate(["--subject", subject], seconds, base, declared, Path(workdir), list(modes) or None, lanes,
-                     log=lambda m: None if quiet_mode() else click.echo(m, err=True))  # stdout: the summary
-    except g.GateError as e:
-        _fail(str(e))
-    md = g.markdown(res)
-    data = res.to_json()
-    write_json(Path(res.work) / "gate.json", data)
-    if json_path:
-        write_json(json_path, data)
-    if md_path:
-        Path(md_path).write_text(md)
-    if html_path:
-        from .report import build_report
-        page, _ = build_report([str(Path(res.work) / "gate.json")] + g.report_inputs(res))
-        Path(html_path).write_text(page)
-    click.echo(md, nl=False)
-    sys.exit(res.exit)
+    subject = f"libllama:{resolve(gate_lib)}" if gate_lib else selected_spec()
+    sys.exit(command(subject, seconds, base, expect, expect_file, workdir, modes, lanes, md_path, html_path,
+                     json_path, lambda m: None if quiet_mode() else click.echo(m, err=True), click.echo))
 
 
 @cli.command()
@@ -816,24 +519,10 @@ def report(inputs, html_path, md_path):
     """One self-contained HTML page (and Markdown) from certificate JSONs, fuzz campaign work directories,
     matrix JSONs and corpus directories: the subject, the space, controls, counts, L histograms and penalty
     plots, coverage and exec/s over time, findings by class with their witnesses."""
-    from pathlib import Path
-
-    from .report import ReportError, build_report
+    from .report import command
     _writable(html_path)
     _writable(md_path)
-    for i in inputs:
-        if not Path(i).exists():
-            _fail(f"{i}: no such file or directory")
-    try:
-        page, md = build_report(list(inputs))
-    except ReportError as e:
-        _fail(str(e))
-    except (KeyError, TypeError, ValueError) as e:
-        _fail(f"an input lacks what its kind must have ({type(e).__name__}: {e}); not written by this dryz?")
-    Path(html_path).write_text(page)
-    if md_path:
-        Path(md_path).write_text(md)
-    click.echo(f"written: {html_path}" + (f", {md_path}" if md_path else ""))
+    click.echo(command(inputs, html_path, md_path))
 
 
 def main(argv=None):
@@ -866,12 +555,14 @@ def main(argv=None):
         click.echo(f"dryz: error: {e.strerror or e}:{where}", err=True)
         sys.exit(EXIT_ERROR)
     except Exception as e:  # bad input found deep in a command (a Case out of range, an unusable subject)
-        from .case import CaseError
-        from .corpus import CorpusError
-        from .subject import SubjectError
-        from .subject.protocol import Unsupported
-        if isinstance(e, (CaseError, CorpusError, SubjectError, Unsupported)):
-            click.echo(f"dryz: error: {e}", err=True)
+        from .errors import DryzError
+        from .subject.binding import ArrayChanged
+        if isinstance(e, ArrayChanged):  # the library's doing: DRY only changes logits
+            command = next((a for a in inputs.ENTRY_ARGV if a in cli.commands), "")
+            click.echo(f"dryz {command}: MISMATCH: {e} (a finding: DRY only changes logits)")
+            sys.exit(EXIT_FINDING)
+        if isinstance(e, DryzError):
+            click.echo(f"dryz: error: {e.line()}", err=True)
             sys.exit(EXIT_ERROR)
         # Anything else is dryz's own failure: the harness is in doubt (exit 2), never a finding (exit 1).
         import traceback

@@ -22,6 +22,7 @@ KNOWN_CLASSES = CLASSES
 # response; replay checks the response against the served model without a server.
 from .oracle.served import CLASSES as SERVED_CLASSES  # noqa: E402
 from .subject.symbols import SYMBOLS as _SYMBOLS  # noqa: E402
+from .errors import DryzError
 _SYMBOL_TEXTS = [s.encode() for s in _SYMBOLS]
 
 def _project_dir() -> Path:
@@ -40,7 +41,7 @@ DEFAULT_DIR = PROJECT_DIR
 USER_DIR = Path("corpus")
 
 
-class CorpusError(ValueError):
+class CorpusError(ValueError, DryzError):
     pass
 
 

@@ -41,6 +41,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from .errors import DryzError
 
 LANES = 2
 VOCAB_FUZZ = "llama-bpe"  # the real vocabulary of the vocabulary campaigns (README's campaigns use it)
@@ -80,7 +81,7 @@ WHAT = {
 }
 
 
-class GateError(RuntimeError):
+class GateError(RuntimeError, DryzError):
     """Bad input to the gate (one line)."""
 
 
@@ -931,3 +932,25 @@ def gate(subject_args, seconds: float, base: str | None = None, expect=(), work:
     base_ident = identity(["--subject", base_lib], work) if base_lib is not None else None
     modes_ = plan(list(subject_args), seconds, base_lib, modes, lanes)
     return run(modes_, work, seconds, log, expect=expect, base_identity=base_ident, subject_identity=ident)
+
+
+def command(subject: str, seconds, base, expect, expect_file, workdir, modes, lanes, md_path, html_path, json_path,
+            log, echo) -> int:
+    """`dryz gate`, everything but option parsing: run it, write gate.json (and --json, --markdown, --html), print
+    the Markdown summary; the gate's exit code."""
+    from .output import write_json
+    declared = declared_changes(expect, expect_file)
+    res = gate(["--subject", subject], seconds, base, declared, Path(workdir), list(modes) or None, lanes, log=log)
+    md = markdown(res)
+    data = res.to_json()
+    write_json(Path(res.work) / "gate.json", data)
+    if json_path:
+        write_json(json_path, data)
+    if md_path:
+        Path(md_path).write_text(md)
+    if html_path:
+        from .report import build_report
+        page, _ = build_report([str(Path(res.work) / "gate.json")] + report_inputs(res))
+        Path(html_path).write_text(page)
+    echo(md, nl=False)
+    return res.exit

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from .subject.build import PINNED_VERSION
 from .subject.cache import cache_dir
+from .errors import DryzError
 
 # One llama-cpp-python release per DRY source seen so far (0.3.25-0.3.34 share one; 0.3.35 and 0.3.36 have
 # byte-identical DRY sections but 0.3.35 is kept as the first release after PR #26524), plus xllamacpp.
@@ -34,7 +35,7 @@ DEFAULT_VERSIONS = ("0.3.16", "0.3.34", "0.3.35", PINNED_VERSION, "xllamacpp")
 CELL_TIMEOUT = 1800
 
 
-class MatrixError(RuntimeError):
+class MatrixError(RuntimeError, DryzError):
     pass
 
 
@@ -558,3 +559,42 @@ def exit_code(result: dict) -> int:
         c.get("exit") == 1 or c.get("failed") for r in rows for c in r["cells"].values())
     return 1 if found else 0
 
+
+
+def command(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_path, extra, log, echo) -> int:
+    """`dryz matrix`, everything but option parsing: the subjects from --versions and --with, the matrix, the
+    table (printed, and written where asked); the exit code."""
+    from .output import write_json
+    from .subject.registry import parse
+    specs = parse_versions(versions if versions is not None else ",".join(DEFAULT_VERSIONS)) if (
+        versions != "" or not extra) else []
+    for x in extra:
+        parse(x)
+        specs.append(Spec("subject", x))
+    result = run_matrix(specs, seconds, Path(workdir).resolve(), Path(corpus_dir), log, random_cases)
+    table = markdown(result)
+    echo(table)
+    if json_path:
+        write_json(json_path, result)
+    if md_path:
+        Path(md_path).write_text(table)
+    return exit_code(result)
+
+
+def compare_command(base, new: str, kept, random_cases, seconds, corpus_dir, json_path, log, echo) -> int:
+    """`dryz compare`: the selected subject NEW against BASE (dryz.gate.resolve_base), every difference minimized;
+    exit 1 when they differ, 2 when a case could not be judged on one side."""
+    from .gate import resolve_base
+    from .inputs import fail
+    from .output import compare_text, write_json
+    base_lib = resolve_base(base, log)
+    r = compare_pair(base_lib, new, [Path(k) for k in kept], random_cases, seconds, Path.cwd(),
+                     Path(corpus_dir) if corpus_dir else None, log)
+    echo(f"new       {r['new']['subject']}\n          {r['new']['spec']}\nbase      {r['base']['subject']}\n"
+         f"          {r['base']['spec']}")
+    echo(compare_text(r))
+    if json_path:
+        write_json(json_path, r)
+    if r["counts"].get("error"):
+        fail(f"{r['counts']['error']} case(s) could not be judged on one side: the harness is in doubt")
+    return 1 if r["differences"] else 0

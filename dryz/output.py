@@ -106,6 +106,11 @@ def subject_line(s: dict) -> str:
     return f"{who} (llama.cpp {s.get('llama_cpp_commit') or '?'}{abi})"
 
 
+def subject_header(lib) -> str:
+    """The subject a command judges, named before its results: its label, then what exactly ran."""
+    return "\n".join([f"subject: {lib.label()}"] + [f"         {line}" for line in subject_details(lib.identity)])
+
+
 def subject_details(s: dict) -> list[str]:
     """The lines under a subject's name: what exactly ran (a libllama's path and sha256; another kind's
     identity "shown" facts, or its spec)."""

@@ -12,6 +12,7 @@ import json
 import math
 import re
 from pathlib import Path
+from .errors import DryzError
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:72rem;color:#222;padding:0 1rem}
@@ -23,7 +24,7 @@ pre{background:#f7f7f7;padding:.6rem;overflow-x:auto}.ok{color:#176c1f;font-weig
 """
 
 
-class ReportError(ValueError):
+class ReportError(ValueError, DryzError):
     pass
 
 
@@ -304,3 +305,21 @@ def build_report(inputs: list[str]) -> tuple[str, str]:
             f"sampler correct in this build? Every figure below comes from the files named in each section."
             f"</p>{body_h}</body></html>\n")
     return page, "# dryz report\n\n" + body_m
+
+
+def command(inputs, html_path: str, md_path: str | None) -> str:
+    """`dryz report` past its options: write the page (and the Markdown) from the inputs; what to print."""
+    from .inputs import fail
+    for i in inputs:
+        if not Path(i).exists():
+            fail(f"{i}: no such file or directory")
+    try:
+        page, md = build_report(list(inputs))
+    except DryzError:
+        raise
+    except (KeyError, TypeError, ValueError) as e:
+        fail(f"an input lacks what its kind must have ({type(e).__name__}: {e}); not written by this dryz?")
+    Path(html_path).write_text(page)
+    if md_path:
+        Path(md_path).write_text(md)
+    return f"written: {html_path}" + (f", {md_path}" if md_path else "")

@@ -28,6 +28,7 @@ import numpy as np
 
 from .config import case_config
 from .subject.symbols import MAX_ALPHABET, SYMBOLS
+from .errors import DryzError
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ MAX_UNBOUNDED_LENGTH = 15   # row indices are base-(N+1) integers in int64
 UNBOUNDED_BREAKER = MAX_ALPHABET - 1  # '#': the breaker token when the alphabet is unbounded
 
 
-class CanonicalError(ValueError):
+class CanonicalError(ValueError, DryzError):
     """A configuration canonical enumeration cannot reduce soundly (one-line reason)."""
 
 

@@ -36,6 +36,7 @@ import numpy as np
 from .case import MAX_HISTORY, N_CTX_TRAIN, Case, CaseError, _logit_from_json, _logit_to_json
 from .params import DryParams, is_int as _is_int
 from .subject.symbols import to_symbols
+from .errors import DryzError
 
 TRACE_SCHEMA = "dryz.trace/1"
 EVENT_NAMES = ("accept", "apply", "reset", "clone", "free")
@@ -47,7 +48,7 @@ MAX_SAMPLER_BYTES = 1 << 28   # the samplers alive at once: (clones + 1) * 8 * p
                               # and repeat counts, int32 each) must stay below this
 
 
-class TraceError(ValueError):
+class TraceError(ValueError, DryzError):
     """A Trace (or its JSON) that dryz refuses, with a one-line reason."""
 
 

@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PATCHES = Path(__file__).parent / "patches"
 REQUIRE_BUILDS = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
 # A selection the test runner may have in its environment must not leak into the dryz processes a test starts.
-SELECTION = ("DRYZ_LIB", "DRYZ_SUBJECT", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT")
+# (Nor a sanitizer runtime a sanitized subject preloads: dryz sets it for the processes that need it.)
+SELECTION = ("DRYZ_LIB", "DRYZ_SUBJECT", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT", "LD_PRELOAD", "ASAN_OPTIONS",
+             "UBSAN_OPTIONS")
 
 
 @pytest.fixture(scope="session")
@@ -40,11 +42,17 @@ def dryz(*args, lib=None, cwd=None, env=None, stdin=None, timeout=600, module="d
                           input=stdin, timeout=timeout, env=clean_env(**(env or {})))
 
 
-def build(version: str, patch: str | None = None) -> Path:
-    """`dryz subject build` of a version, optionally with a patch from tests/patches (cached)."""
+def build(version: str, patch: str | None = None, sanitize: tuple = ()) -> Path:
+    """`dryz subject build` of a version, optionally with a patch from tests/patches and sanitizers (cached)."""
+    import shutil
+
     from dryz.subject.build import BuildError, build as build_subject
+    if sanitize and shutil.which("clang") is None:
+        if REQUIRE_BUILDS:
+            raise AssertionError("clang is required for the sanitized build")
+        pytest.skip("no clang")
     try:
-        return build_subject(version, PATCHES / patch if patch else None, log=lambda m: None)
+        return build_subject(version, PATCHES / patch if patch else None, log=lambda m: None, sanitize=sanitize)
     except (BuildError, OSError) as e:
         if REQUIRE_BUILDS:
             raise

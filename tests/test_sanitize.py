@@ -12,20 +12,17 @@ compiler-rt, cmake or PyPI these tests skip, unless DRYZ_REQUIRE_BUILDS=1 (CI), 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import conftest
 import pytest
 
 from dryz.subject.build import BUILD_INFO, parse_sanitize, runtime_env
 from dryz.subject.sanitizer import died, report
 
-PATCHES = Path(__file__).parent / "patches"
 PLANTED = "repeat-count-past-end.diff"
-REQUIRE = os.environ.get("DRYZ_REQUIRE_BUILDS") == "1"
 
 ASAN = """=================================================================
 ==4242==ERROR: AddressSanitizer: container-overflow on address 0x611 at pc 0x7f bp 0x7ff sp 0x7ff
@@ -100,17 +97,7 @@ def test_a_memory_entry_is_stored_and_read(tmp_path):
 
 
 def _build(patch=None, sanitize=()):
-    from dryz.subject.build import BuildError, build
-    if sanitize and (shutil.which("clang") is None):
-        if REQUIRE:
-            raise AssertionError("clang is required for the sanitized build")
-        pytest.skip("no clang")
-    try:
-        return build("0.3.36", PATCHES / patch if patch else None, log=lambda m: None, sanitize=sanitize)
-    except (Exception,) as e:  # BuildError, OSError
-        if REQUIRE:
-            raise
-        pytest.skip(f"cannot build: {str(e).splitlines()[0]}")
+    return conftest.build("0.3.36", patch, sanitize)
 
 
 @pytest.fixture(scope="session")
@@ -129,10 +116,7 @@ def plain_planted():
 
 
 def dryz(lib, *args, timeout=900, **kw):
-    env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "DRYZ_SUBJECT", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT",
-                                                            "LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
-    return subprocess.run([sys.executable, "-m", "dryz", "--lib", str(lib), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, **kw)
+    return conftest.dryz(*args, lib=lib, timeout=timeout, **kw)
 
 
 def test_the_pristine_sanitized_build_is_clean(san_pristine, tmp_path):

@@ -6,9 +6,10 @@ judge() reads only the results JSON, so a merged certificate is judged by exactl
 from __future__ import annotations
 
 from ..subject.symbols import SYMBOLS
+from ..errors import DryzError
 
 
-class MergeError(ValueError):
+class MergeError(ValueError, DryzError):
     """Shards that do not fit together (one-line reason)."""
 
 

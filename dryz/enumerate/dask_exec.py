@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import os
 import threading
+from ..errors import DryzError
 
 _LOCK = threading.Lock()
 CONNECT_TIMEOUT = "20s"  # DRYZ_DASK_TIMEOUT overrides it (e.g. "2s")
 
 
-class SchedulerError(RuntimeError):
+class SchedulerError(RuntimeError, DryzError):
     """No usable Dask scheduler (one-line reason)."""
 
 

@@ -18,9 +18,10 @@ from ..subject.protocol import Crash
 from . import certificate as cert
 from .controls import abi_confirmation_control, multiplier_zero_control, periodic_control
 from .run import ConfigResult, Interrupted, config_slices, run_configs, shard_slicing, shard_tasks
+from ..errors import DryzError
 
 
-class ResumeError(ValueError):
+class ResumeError(ValueError, DryzError):
     """--resume with a result this run cannot continue (one-line reason)."""
 
 

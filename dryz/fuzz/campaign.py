@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import DryzError
+
 # libFuzzer's fork mode re-executes argv[0]: a launcher script, written into the work directory, runs the
 # harness with this interpreter (works from an installed dryz, no checkout needed): as a fork of the campaign's
 # fork server when there is one (dryz/fuzz/forkserver.py), else itself.
@@ -41,7 +43,7 @@ _STAT = re.compile(r"(cov|ft|corp|exec/s|rss):? ?(\d+)")
 _EXECS = re.compile(r"^#(\d+)")
 
 
-class CampaignError(RuntimeError):
+class CampaignError(RuntimeError, DryzError):
     pass
 
 

@@ -49,6 +49,7 @@ RECIPE_VERSION = 1
 # The one version pin and sdist fetch are dryz subject build's (subject/build.py): the instrumented library is
 # the pinned release's, checked against its PyPI sha256.
 from ..subject.build import PINNED_VERSION as LLAMA_CPP_PYTHON_VERSION, SDIST_SHA256 as _SDIST_SHA256  # noqa: E402
+from ..errors import DryzError
 
 SDIST_SHA256 = _SDIST_SHA256[LLAMA_CPP_PYTHON_VERSION]
 
@@ -76,10 +77,11 @@ def _print(msg: str) -> None:
     print(msg, flush=True)
 
 
-class NativeBuildError(Exception):
+class NativeBuildError(DryzError):
     """A build step failed.  ``exit_code`` is what the CLI exits with."""
 
     exit_code = 1
+    prefix = "native build: "
 
 
 class MissingPrerequisite(NativeBuildError):

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
+from ..errors import DryzError
 
 TRIAGE_SCHEMA = "dryz.mutate-triage/1"
 TRIAGE_DIR = Path(__file__).parent
 
 
-class TriageError(ValueError):
+class TriageError(ValueError, DryzError):
     pass
 
 

@@ -25,13 +25,14 @@ from dataclasses import asdict, dataclass
 from ..subject.build import BuildError, build
 from .modes import DEFAULT_BUDGET, ModeResult, run_gate
 from .operators import Mutant
+from ..errors import DryzError
 
 PLAN_SCHEMA = "dryz.mutate-plan/1"
 TREE = "mutate"  # mutants (and their pristine reference) build in a work tree of their own (subject.build)
 RESULT_SCHEMA = "dryz.mutant/1"
 
 
-class MutateError(RuntimeError):
+class MutateError(RuntimeError, DryzError):
     """Bad input or the harness in doubt (exit 2)."""
 
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from ..errors import DryzError
 
 KNOWN = ("single-token-breakers", "match-cap:N", "breakers-not-exempt")
 
 
-class DeviationError(ValueError):
+class DeviationError(ValueError, DryzError):
     """A declared deviation dryz does not model (one-line reason)."""
 
 

@@ -25,13 +25,14 @@ import os
 from pathlib import Path
 
 import numpy as np
+from ..errors import DryzError
 
 N_CTX_TRAIN_DEFAULT = 4096  # what the 8-argument init_dry gets when a Case does not say
 TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 PARAMS_BUFFER = 512  # bytes; larger than any llama_model_params so far (0.3.36: 80)
 
 
-class SubjectError(RuntimeError):
+class SubjectError(RuntimeError, DryzError):
     """The library could not be loaded or did something the harness cannot interpret."""
 
 

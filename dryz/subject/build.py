@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from .cache import cache_dir, sha256_file
+from ..errors import DryzError
 
 PINNED_VERSION = "0.3.36"  # llama-cpp-python, the default subject's provider (pyproject.toml)
 BUILD_INFO = "dryz-subject.json"  # written by `dryz subject build` beside the libraries it built
@@ -108,12 +109,14 @@ class _Variant:
                 "sanitizer_runtime": self.toolchain["runtime"]}
 
 
-class BuildError(Exception):
+class BuildError(DryzError):
     """A step failed; the message carries the last lines of its output and where the whole log is."""
+    prefix = "subject build: "
 
 
 class BuildArgumentError(BuildError):
     """What was asked for cannot be built (a version, a patch file, a combination of options): said as is."""
+    prefix = ""
 
 
 def subjects_dir() -> Path:

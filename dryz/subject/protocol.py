@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ..errors import DryzError
 
 CALLS = ("accept", "apply", "reset", "clone", "free")
 
@@ -101,7 +102,7 @@ class Unrecoverable:
     request: dict | None = None
 
 
-class Unsupported(Exception):
+class Unsupported(DryzError):
     """A case this subject cannot run as given (Capabilities.lacks): bad input for it, never a finding."""
 
 

@@ -19,12 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from .cache import cache_dir, sha256_file
+from ..errors import DryzError
 
 WRITER_VERSION = 1  # bump when the model written below changes
 N_EMBD, N_HEAD, N_FF, N_CTX_TRAIN = 16, 2, 32, 1 << 20
 
 
-class ModelError(Exception):
+class ModelError(DryzError):
     """The vocabulary cannot be turned into a model (one-line message)."""
 
 

@@ -39,13 +39,14 @@ from pathlib import Path
 
 from .cache import cache_dir, sha256_file
 from .build import PINNED_VERSION
+from ..errors import DryzError
 
 PREFIX = "ggml-vocab-"
 MEMBER_DIR = "vendor/llama.cpp/models/"
 MANIFEST = "MANIFEST.json"
 
 
-class VocabUnavailable(Exception):
+class VocabUnavailable(DryzError):
     """A vocabulary that cannot be had; the message is one line."""
 
 

@@ -1,0 +1,158 @@
+"""`dryz exhaustive`, `dryz merge` and `dryz restarts`, everything but option parsing: cli.py parses the
+arguments and calls these with `echo` (click.echo: stdout, or stderr with err=True); each returns the exit code.
+Bad input raises (dryz.inputs.fail, or a DryzError): one line, exit 2."""
+
+from __future__ import annotations
+
+from ..errors import DryzError
+from ..inputs import EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail, load_subject, parse_json_file, read
+
+
+def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,
+               json_path, workers, progress, resume_path, vocab, tokens, breakers, trace_events, echo) -> int:
+    """Certify every history of length 1..N over k symbols (or over real tokens with --vocab), every symbol a
+    candidate; with --traces, the trace space after it."""
+    from .selection import executor, select_space, validate_traces_option
+    validate_traces_option(trace_events, shard, resume_path)
+    if vocab is not None:
+        if trace_events is not None:
+            fail("--traces runs over the symbol vocabulary (not with --vocab)")
+        return exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path,
+                                progress, echo)
+    if tokens is not None or breakers:
+        fail("--tokens and --breakers go with --vocab")
+    sel = select_space(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, shard)
+    workers, client = executor(scheduler, workers)
+    resume = None
+    if resume_path is not None:
+        resume = parse_json_file(resume_path, read(resume_path))
+        if not isinstance(resume, dict) or resume.get("tool") != "dryz exhaustive":
+            fail(f"--resume {resume_path}: not a dryz exhaustive result")
+    from .exhaustive import ExhaustiveInterrupted, run_exhaustive
+    lib = load_subject()
+    try:
+        result = run_exhaustive(lib, sel.alphabet, max_length, sel.specs, json_path, progress, workers, canonical,
+                                sel.shard, scheduler=client, resume=resume)
+    except ExhaustiveInterrupted as e:
+        it = e.result["interrupted"]
+        echo(f"dryz exhaustive: INTERRUPTED after {len(it['done_tasks'])} of {it['total_tasks']} slices; partial "
+             f"result (not a certificate) in {json_path}; continue with the same command and --resume {json_path}",
+             err=True)
+        return 130
+    except (KeyError, TypeError, ValueError) as e:
+        if resume is None or isinstance(e, DryzError):  # (a CaseError or ResumeError says it itself)
+            raise
+        fail(f"--resume {resume_path}: not a partial result this dryz can continue ({e})")
+    finally:
+        if client is not None:
+            client.close()
+    if trace_events is not None:
+        from ..output import write_json
+        from .selection import TRACE_ALPHABET
+        from .traces import TraceSpaceInterrupted, add_to_certificate
+        try:
+            result = add_to_certificate(result, trace_events, load_subject(), TRACE_ALPHABET)
+        except TraceSpaceInterrupted:  # the history space's certificate is marked interrupted, not a certificate
+            write_json(json_path, result)
+            echo(f"dryz exhaustive: INTERRUPTED in the trace space; {json_path} is marked interrupted (not a "
+                 "certificate)", err=True)
+            return 130
+        except ValueError as e:
+            fail(str(e))
+        write_json(json_path, result)
+    return certificate_exit(result, json_path, echo)
+
+
+def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path, progress,
+                     echo) -> int:
+    """`dryz exhaustive --vocab`: every history over real tokens (dryz.enumerate.vocab_space)."""
+    from ..output import Progress, vocab_certificate_text, write_json
+    from .selection import select_vocab_space
+    from .vocab_space import certificate
+    lib = load_subject()
+    v, ids, strings, specs, total_h = select_vocab_space(lib, vocab, tokens, breakers, max_length, configs,
+                                                         parameters, window_caps)
+    bar = Progress(total_h * len(specs), "histories", enabled=progress)
+    result, results = certificate(lib, v, ids, max_length, specs, strings, bar)
+    bar.close()
+    write_json(json_path, result)
+    echo(vocab_certificate_text(result, results, v.pieces()))
+    echo(f"verdict   {result['verdict']}\nresults   {json_path}")
+    if not any(r.off_by_one_flagged for r in results):
+        echo("dryz: error: the off-by-one control flagged nothing: the harness is in doubt", err=True)
+        return EXIT_ERROR
+    return EXIT_OK if result["verdict"] == "agree" else EXIT_FINDING
+
+
+def certificate_exit(result, json_path, echo) -> int:
+    """Print a certificate's report; its exit code (a void one: the harness in doubt, with the failed checks)."""
+    from ..output import certificate_report
+    echo(certificate_report(result, json_path))
+    if result["verdict"] == "void":
+        failed = ", ".join(k for k, ok in result["checks"].items() if not ok)
+        echo(f"dryz: error: the harness is in doubt, the run is void: failed {failed}", err=True)
+        return EXIT_ERROR
+    return EXIT_FINDING if result["verdict"] in ("mismatch", "crash") else EXIT_OK
+
+
+def merge(paths, json_path, echo) -> int:
+    """Combine `dryz exhaustive --shard` results into one certificate (refuses shards that do not fit)."""
+    from ..output import write_json
+    from .certificate import merge as merge_results
+    data = []
+    for p in paths:
+        d = parse_json_file(p, read(p))
+        if not isinstance(d, dict):
+            fail(f"{p}: not a dryz exhaustive --shard result (a JSON object)")
+        data.append(d)
+    try:
+        result = merge_results(data, list(paths))
+    except (KeyError, TypeError) as e:
+        fail(f"a shard result lacks a field ({e}); not a dryz exhaustive --shard result")
+    write_json(json_path, result)
+    return certificate_exit(result, json_path, echo)
+
+
+def restarts(alphabet, max_length, json_path, vocabs, check, seconds, echo) -> int:
+    """Multi-token restart sequences through the library, verdict counts per class (dryz.enumerate.restarts);
+    with --vocab, the construction probes and the text promise on real vocabularies."""
+    from ..output import subject_header, write_json
+    if vocabs:
+        return restarts_vocab(vocabs, check, seconds, json_path, echo)
+    if seconds is not None or check != "both":
+        fail("--check and --time go with --vocab")
+    from ..check import is_finding
+    from ..output import Progress, restarts_text
+    from .restarts import CONFIGS, sweep
+    total = len(CONFIGS) * sum(alphabet ** n for n in range(1, max_length + 1))
+    echo(subject_header(lib := load_subject()))
+    bar = Progress(total, "histories")
+    results = sweep(lib, k=alphabet, max_len=max_length, configs=CONFIGS, progress=bar)
+    bar.close()
+    echo(restarts_text(results))
+    if json_path:
+        write_json(json_path, {"alphabet": alphabet, "max_length": max_length,
+                               "configs": [r.to_json() for r in results]})
+    return EXIT_FINDING if any(is_finding(k) for r in results for k in r.counts) else EXIT_OK
+
+
+def restarts_vocab(vocabs, check, seconds, json_path, echo) -> int:
+    """`dryz restarts --vocab`: the work is dryz.enumerate.vocab_restarts.run."""
+    from ..output import subject_header, write_json
+    from ..subject.vendored_vocabs import VocabUnavailable, resolve_vocab
+    from .vocab_restarts import run, summary_text, vocab_names
+    lib = load_subject()
+    try:
+        names = vocab_names(vocabs)
+        for n in names:
+            resolve_vocab(n)
+    except VocabUnavailable as e:
+        fail(f"--vocab: {e}")
+    echo(f"dryz restarts --vocab: {', '.join(names)}")
+    echo(subject_header(lib))
+    result = run(lib, names, ("construction", "promise") if check == "both" else (check,), seconds, log=echo)
+    echo(summary_text(result))
+    if json_path:
+        write_json(json_path, result)
+        echo(f"results   {json_path}")
+    return EXIT_FINDING if result["findings"] else EXIT_OK

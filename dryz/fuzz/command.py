@@ -1,0 +1,59 @@
+"""`dryz fuzz`, everything but option parsing: cli.py parses the arguments and calls `run` with `echo`
+(click.echo); it returns the exit code (dryz.fuzz.campaign.exit_code). Bad input raises: one line, exit 2."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..inputs import fail, load_subject, say
+
+
+def run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces, recheck,
+        libfuzzer_flags, echo) -> int:
+    from ..output import abi_confirmation_text, fuzz_summary_text, subject_header, write_json
+    from .campaign import Campaign, confirmation_control, exit_code
+    if traces and vocab is not None:
+        fail("--traces fuzzes traces over the symbol vocabulary (not with --vocab)")
+    lib = load_subject()
+    if native:
+        from ..subject.libllama import pip_library
+        if lib.kind != "libllama" or lib.path != pip_library():
+            fail("--native fuzzes an instrumented libllama built from the pinned sdist, not the selected subject; "
+                 "run without --native to audit it")
+    for f in libfuzzer_flags:
+        if not f.startswith("-"):
+            fail(f"unexpected argument {f!r} (libFuzzer flags start with '-')")
+    work = Path(workdir).resolve()  # libFuzzer runs with the work dir as its cwd: paths must be absolute
+    camp = Campaign(seconds=seconds, jobs=jobs or os.cpu_count() or 1, workdir=work,
+                    artifacts=Path(artifacts).resolve() if artifacts else work / "artifacts",
+                    native=native, fault=fault, extra=list(libfuzzer_flags), vocab=vocab, breakers=breakers,
+                    target="traces" if traces else "cases", subject=lib, recheck_limit=recheck)
+    camp.log = say
+    if vocab is not None:
+        from ..vocab_cases import load_vocab
+        load_vocab(vocab, lib)  # one line and exit 2 when it cannot be had, before libFuzzer starts
+        os.environ["DRYZ_VOCAB_SAMPLER"] = sampler  # the jobs inherit it (LibLlama.reuse_samplers)
+    echo(subject_header(lib))
+    confirmation = None
+    if vocab is None:  # the ABI confirmation case, judged as `dryz check` judges it; it also seeds the campaign
+        confirmation = confirmation_control(lib)
+        say(f"control: {abi_confirmation_text(confirmation)}")
+        if not confirmation["oracles_passed"]:
+            fail("the oracles miss the ABI confirmation case's logit -1: the harness is in doubt")
+        from ..case import Case
+        for ex in confirmation["findings"]:
+            echo(f"finding: {ex['kind']} (ABI confirmation control): {Case.from_json(ex['case']).dumps()}")
+    try:
+        summary = camp.run()
+    except SystemExit as e:  # the native build reports a missing toolchain this way
+        fail(f"native build unavailable (exit {e.code}); run without --native for Python coverage only")
+    echo(fuzz_summary_text(summary, traces, seconds, camp.hard_limit()))
+    camp.complete(summary, confirmation, sampler)
+    write_json(work / "summary.json", summary)  # beside the log: what dryz report reads
+    if json_path:
+        write_json(json_path, summary)
+    rc, why = exit_code(summary, confirmation, seconds)
+    if why:
+        echo(why, err=True)
+    return rc
