@@ -290,7 +290,7 @@ def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: flo
     for f in summary.get("slow", []):
         lines.append(f"slow input (not a finding): {f['file']} (libFuzzer saw one run take "
                      f"{summary['slow_unit_seconds']} s or more; re-checked "
-                     f"in a clean process: agree in {f['recheck_seconds']} s)")
+                     f"in a clean process: {f['klass']} in {f['recheck_seconds']} s)")
     return "\n".join(lines)
 
 

@@ -248,6 +248,10 @@ def test_a_slow_run_is_a_note_not_a_finding_nor_a_doubt(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["findings"] == [] and summary["slow"], summary
-    assert all(Path(f["file"]).name.startswith("slow-unit-") and f["klass"] == "agree" for f in summary["slow"])
+    # (the paused input may have a class the corpus documents, e.g. promise-finite-penalty: not a new finding,
+    # as the harness judges it)
+    from dryz.fuzz.target import KNOWN
+    assert all(Path(f["file"]).name.startswith("slow-unit-") and f["klass"] in KNOWN | {"agree"}
+               for f in summary["slow"]), summary["slow"]
     assert summary["slow_unit_seconds"] == 1
     assert "slow input (not a finding)" in p.stdout and "1 s or more" in p.stdout
