@@ -50,6 +50,28 @@ def test_window_cuts_history():
     assert lengths("aaaaaa", penalty_last_n=4) == {"a": 3}
 
 
+def test_row_A_on_long_repeats_equals_its_definition():
+    """The row layout of A (a trace's applies: ragged windows, PAD before the shorter) compares positions 8
+    wide, then WIDE wide, then in full: a trace's prefixes of periodic streams with flipped tokens, up to 300
+    tokens (past WIDE and past a CHUNK of positions), against the definition computed letter by letter."""
+    from dryz.oracle.lengths import PAD, WIDE, _match_lengths_A_rows
+    rng = np.random.default_rng(7)
+    for trial in range(12):
+        p, n = int(rng.integers(1, 6)), int(rng.integers(WIDE + 2, 300))
+        stream = [int(x) for x in np.resize(rng.integers(0, 4, p), n)]
+        for at in rng.integers(0, n, int(rng.integers(0, 4))):
+            stream[int(at)] = int(rng.integers(0, 6))
+        ends = sorted({int(e) for e in rng.integers(1, n + 1, 40)} | {n})
+        starts = [max(0, e - int(rng.integers(1, n + 1))) for e in ends]   # a window cap or a reset before each
+        W = np.full((len(ends), n), PAD, dtype=np.int16)
+        for r, (a, e) in enumerate(zip(starts, ends)):
+            W[r, n - (e - a):] = stream[a:e]
+        cands = np.arange(6)
+        got = _match_lengths_A_rows(W, cands)
+        for r, (a, e) in enumerate(zip(starts, ends)):
+            assert got[r].tolist() == _brute_force_A(stream[a:e], cands.tolist()), (trial, r)
+
+
 def test_single_token_breaker():
     # rep_limit = distance from the end to the most recent breaker 'a' (here 1): c's 2 becomes 1.
     assert lengths("abcab", breakers=("a",)) == {"c": 1}

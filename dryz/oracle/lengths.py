@@ -29,6 +29,7 @@ ROWS_MAX = 256  # batches up to this many windows take the row layouts; larger o
 # as they do for the window alone; the one-window layouts never see PAD.
 PAD = -1
 CHUNK = 512  # positions (A) or occurrences (B) compared in full at a time, in the row layouts
+WIDE = 64  # A's row layout compares a chunk's positions this wide before it compares the rest in full
 
 # -- oracle A ------------------------------------------------------------------------------------
 
@@ -81,8 +82,9 @@ def _match_lengths_A_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     window). With R a window reversed, the tokens before position j = w - s read backwards are R[s:], so Z_j is
     the common prefix of R[s:] and R: the first mismatch in a row of comparisons, which the sentinels after R
     bound by j. Every position is compared 8 columns wide; the positions holding a candidate with no mismatch
-    within 8 are then compared in full, nearest the end first, CHUNK at a time, skipping a position that cannot
-    raise its token's maximum (Z <= w - s): in a periodic window the first full repeat decides its token. M_z:
+    within 8 are then compared in full (WIDE columns first), nearest the end first, CHUNK at a time, skipping a
+    position that cannot raise its token's maximum (Z <= w - s): in a periodic window the first full repeat
+    decides its token. M_z:
     the largest Z over the positions holding z (the token at position j = w - s is R[s - 1])."""
     N, w = W.shape
     c = np.asarray(cands)
@@ -116,6 +118,13 @@ def _match_lengths_A_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
                 can = np.greater(bound, best[key])
                 n_i, s_i, key, bound = n_i[can], s_i[can], key[can], bound[can]
             nb, sb, kb = n_i[:CHUNK], s_i[:CHUNK], key[:CHUNK]
+            if w > WIDE:  # WIDE columns first: most positions stop there, the others are compared in full
+                E = np.not_equal(rows(WIDE)[nb, sb], R[nb, :WIDE])
+                first = E.argmax(axis=1)
+                stop = E[np.arange(len(first)), first]
+                np.maximum.at(best, kb[stop], first[stop])
+                go = np.logical_not(stop)
+                nb, sb, kb = nb[go], sb[go], kb[go]
             np.maximum.at(best, kb, np.not_equal(rows(w)[nb, sb], R[nb]).argmax(axis=1))
             n_i, s_i, key, bound = n_i[CHUNK:], s_i[CHUNK:], key[CHUNK:], bound[CHUNK:]
     return best.reshape(N, C)
