@@ -56,9 +56,10 @@ PROMISE_CLASSES = {"contained-restart": "documented-contained-restart",
 # Fault injection for positive controls (fuzz campaign, minimizer demo): DRYZ_FAULT=off-by-one makes the
 # reference claim one more than the true length wherever that length is >= 2, in both oracles;
 # DRYZ_FAULT=abort kills the process (as a crashing subject would) wherever a length is >= 3;
-# DRYZ_FAULT=slow pauses the process 1.5 s the first time a length is >= 3 (as a busy machine pauses a run).
+# DRYZ_FAULT=slow pauses a process 1.5 s the first time a length is >= 3 in it (as a busy machine pauses a run;
+# a fork pauses once of its own).
 FAULTS = ("off-by-one", "abort", "slow")
-_paused = False
+_paused = None  # the process that paused
 
 
 # os.environ's own bytes mapping (CPython, POSIX): a lookup there costs no KeyError when the variable is absent,
@@ -115,8 +116,9 @@ def invert_deltas(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _pause() -> None:
     global _paused
-    _paused = True
-    time.sleep(1.5)
+    if _paused != os.getpid():
+        _paused = os.getpid()
+        time.sleep(1.5)
 
 
 def predict_all(H: np.ndarray, cands: np.ndarray, cfg: Config, lengths=None) -> list[Prediction]:
@@ -128,7 +130,7 @@ def predict_all(H: np.ndarray, cands: np.ndarray, cfg: Config, lengths=None) -> 
         preds = [_inject(p) for p in preds]
     elif planted == "abort" and np.greater_equal(preds[0].L, 3).any():
         os.abort()
-    elif planted == "slow" and not _paused and np.greater_equal(preds[0].L, 3).any():
+    elif planted == "slow" and np.greater_equal(preds[0].L, 3).any():
         _pause()
     return preds
 

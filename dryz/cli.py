@@ -96,6 +96,7 @@ def cli(ctx, subject_spec, lib_path, quiet):
     if quiet:
         os.environ["DRYZ_QUIET"] = "1"
     from .subject.registry import selected_spec
+    inputs.COMMAND = ctx.invoked_subcommand or ""
     ctx.obj = selected_spec(subject_spec, lib_path)
     with_runtime(ctx.obj)
 
@@ -128,10 +129,9 @@ def subject_show():
 def subject_build(version, patch, jobs, force, server, sanitize):
     """Build libllama (the `llama` target only) into the cache and print the folder to pass to --lib
     (with --server: build llama-server and print the executable's path)."""
-    from .subject.build import PINNED_VERSION, build
-    out = build(version or PINNED_VERSION, patch, jobs=jobs, log=lambda m: click.echo(m, err=True), force=force,
-                server=server, sanitize=sanitize)
-    click.echo(str(out / "llama-server") if server else str(out))
+    from .subject.build import PINNED_VERSION, command
+    click.echo(str(command(version or PINNED_VERSION, patch, jobs, force, server, sanitize,
+                           lambda m: click.echo(m, err=True))))
 
 
 @cli.command()
@@ -502,12 +502,9 @@ def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes
     """Every audit mode on the subject within a budget, and with --base what it does differently from the
     base: exit 0 clean, 1 a finding or an undeclared change (or a declared one not seen), 2 the harness."""
     from .gate import command
-    from .inputs import selected_spec
-    from .subject.binding import resolve
     for p in (md_path, html_path, json_path):
         _writable(p)
-    subject = f"libllama:{resolve(gate_lib)}" if gate_lib else selected_spec()
-    sys.exit(command(subject, seconds, base, expect, expect_file, workdir, modes, lanes, md_path, html_path,
+    sys.exit(command(gate_lib, seconds, base, expect, expect_file, workdir, modes, lanes, md_path, html_path,
                      json_path, lambda m: None if quiet_mode() else click.echo(m, err=True), click.echo))
 
 
@@ -558,8 +555,7 @@ def main(argv=None):
         from .errors import DryzError
         from .subject.binding import ArrayChanged
         if isinstance(e, ArrayChanged):  # the library's doing: DRY only changes logits
-            command = next((a for a in inputs.ENTRY_ARGV if a in cli.commands), "")
-            click.echo(f"dryz {command}: MISMATCH: {e} (a finding: DRY only changes logits)")
+            click.echo(f"dryz {inputs.COMMAND}: MISMATCH: {e} (a finding: DRY only changes logits)")
             sys.exit(EXIT_FINDING)
         if isinstance(e, DryzError):
             click.echo(f"dryz: error: {e.line()}", err=True)

@@ -934,12 +934,19 @@ def gate(subject_args, seconds: float, base: str | None = None, expect=(), work:
     return run(modes_, work, seconds, log, expect=expect, base_identity=base_ident, subject_identity=ident)
 
 
-def command(subject: str, seconds, base, expect, expect_file, workdir, modes, lanes, md_path, html_path, json_path,
+def command(gate_lib, seconds, base, expect, expect_file, workdir, modes, lanes, md_path, html_path, json_path,
             log, echo) -> int:
-    """`dryz gate`, everything but option parsing: run it, write gate.json (and --json, --markdown, --html), print
-    the Markdown summary; the gate's exit code."""
+    """`dryz gate`, everything but option parsing: the subject (gate's --lib, else the one the command line
+    selected), run it, write gate.json (and --json, --markdown, --html), print the Markdown summary; the gate's
+    exit code."""
+    from .inputs import fail, selected_spec
     from .output import write_json
+    from .subject.binding import SubjectError, resolve
     declared = declared_changes(expect, expect_file)
+    try:
+        subject = f"libllama:{resolve(gate_lib)}" if gate_lib else selected_spec()
+    except SubjectError as e:
+        fail(f"subject: {e}")
     res = gate(["--subject", subject], seconds, base, declared, Path(workdir), list(modes) or None, lanes, log=log)
     md = markdown(res)
     data = res.to_json()

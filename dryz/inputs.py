@@ -236,6 +236,7 @@ def load_trace_file(path: str, read_as: str = "auto", as_trace: bool = False):
 
 
 ENTRY_ARGV = None  # main()'s arguments: set when dryz runs as a program, so it may re-execute itself
+COMMAND = ""  # the command that runs (cli's group sets it), for what main() prints
 
 
 def with_runtime(spec: str) -> None:

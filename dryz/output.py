@@ -288,9 +288,10 @@ def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: flo
         again = {True: "reproduces", False: "does NOT reproduce", None: "not re-checked"}[f["reproduces"]]
         lines.append(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
     for f in summary.get("slow", []):
+        again = ", slow again" if f["recheck_seconds"] >= summary["slow_unit_seconds"] else ""
         lines.append(f"slow input (not a finding): {f['file']} (libFuzzer saw one run take "
-                     f"{summary['slow_unit_seconds']} s or more; re-checked "
-                     f"in a clean process: {f['klass']} in {f['recheck_seconds']} s)")
+                     f"{summary['slow_unit_seconds']} s or more; re-checked in a clean process: {f['klass']} in "
+                     f"{f['recheck_seconds']} s{again})")
     return "\n".join(lines)
 
 

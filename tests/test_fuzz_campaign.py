@@ -255,3 +255,20 @@ def test_a_slow_run_is_a_note_not_a_finding_nor_a_doubt(tmp_path):
                for f in summary["slow"]), summary["slow"]
     assert summary["slow_unit_seconds"] == 1
     assert "slow input (not a finding)" in p.stdout and "1 s or more" in p.stdout
+
+
+def test_only_a_slow_unit_that_is_no_new_finding_is_a_slow_input():
+    """split_slow: a slow-unit file whose re-check agrees or gives a class the corpus documents is a slow input;
+    one that disagrees, crashes or hangs stays a finding, one the re-check could not judge (error) or did not run
+    stays among the files; a crash file is never a slow input."""
+    from dryz.fuzz.campaign import split_slow
+    from dryz.fuzz.target import KNOWN
+    documented = sorted(KNOWN - {"agree"})[0]
+    f = lambda name, klass, rep: {"file": f"/w/artifacts/{name}", "klass": klass, "reproduces": rep}  # noqa: E731
+    rows = [f("slow-unit-aa", "agree", False), f("slow-unit-bb", documented, False),
+            f("slow-unit-cc", "mismatch", True), f("slow-unit-dd", "crash", True), f("slow-unit-ee", "hang", True),
+            f("slow-unit-ff", "error", False), f("slow-unit-00", "not re-checked (interrupted)", None),
+            f("crash-11", "agree", False)]
+    findings, slow = split_slow(rows)
+    assert [x["file"][-2:] for x in slow] == ["aa", "bb"]
+    assert [x["file"][-2:] for x in findings] == ["cc", "dd", "ee", "ff", "00", "11"]

@@ -142,6 +142,13 @@ def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "dryz", *args, "--json", "x.json", "--resume", "full.json"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "not an interrupted run" in bad.stderr and bad.stderr.count("\n") == 1
+    # A partial result whose recorded example is not a case: one line that names the --resume file.
+    part["configs"][0]["examples"] = [{"kind": "mismatch", "case": {"history": "zz"}}]
+    (tmp_path / "broken.json").write_text(json.dumps(part))
+    bad = subprocess.run([sys.executable, "-m", "dryz", *args, "--json", "x.json", "--resume", "broken.json"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("dryz: error: --resume broken.json: not a partial result") \
+        and bad.stderr.count("\n") == 1, bad.stderr
 
 
 def test_fuzz_sigint_says_interrupted(tmp_path):

@@ -4,7 +4,6 @@ Bad input raises (dryz.inputs.fail, or a DryzError): one line, exit 2."""
 
 from __future__ import annotations
 
-from ..errors import DryzError
 from ..inputs import EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail, load_subject, parse_json_file, read
 
 
@@ -28,7 +27,7 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         resume = parse_json_file(resume_path, read(resume_path))
         if not isinstance(resume, dict) or resume.get("tool") != "dryz exhaustive":
             fail(f"--resume {resume_path}: not a dryz exhaustive result")
-    from .exhaustive import ExhaustiveInterrupted, run_exhaustive
+    from .exhaustive import ExhaustiveInterrupted, ResumeError, run_exhaustive
     lib = load_subject()
     try:
         result = run_exhaustive(lib, sel.alphabet, max_length, sel.specs, json_path, progress, workers, canonical,
@@ -39,8 +38,10 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
              f"result (not a certificate) in {json_path}; continue with the same command and --resume {json_path}",
              err=True)
         return 130
-    except (KeyError, TypeError, ValueError) as e:
-        if resume is None or isinstance(e, DryzError):  # (a CaseError or ResumeError says it itself)
+    except ResumeError:  # (a ValueError that says it itself)
+        raise
+    except (KeyError, TypeError, ValueError) as e:  # a CaseError of a resumed example too: say where it came from
+        if resume is None:
             raise
         fail(f"--resume {resume_path}: not a partial result this dryz can continue ({e})")
     finally:

@@ -364,10 +364,7 @@ class Campaign:
             findings = [self.recheck(p) for p in order[:limit]] + [
                 {"file": str(p), "klass": "not re-checked (--recheck limit)", "reproduces": None}
                 for p in order[limit:]]
-        # a slow-unit file is libFuzzer's note that one run took over -report_slow_units seconds (a busy machine
-        # pauses a run as easily as a slow subject makes one): a finding only when its re-check disagrees
-        slow = [f for f in findings if Path(f["file"]).name.startswith("slow-unit-") and f["reproduces"] is False]
-        findings = [f for f in findings if f not in slow]
+        findings, slow = split_slow(findings)
         # exec/s over the time libFuzzer ran (its --time, and any job it waits for after it); what came before
         # it once per campaign (the fork server's preparation: a real vocabulary's samplers; with --native the
         # counter probe) is the set-up, reported apart
@@ -377,7 +374,7 @@ class Campaign:
                 "setup_seconds": round((t_fuzz or time.monotonic()) - t0, 1),
                 "ft": stats.ft, "corpus": stats.corpus, "exec_per_s": stats.exec_per_s,
                 "counters": stats.counters, "libfuzzer_exit": rc, "log": str(log_path),
-                "native": self.native, "fault": self.fault, "findings": findings, "slow": slow if not interrupted else [],
+                "native": self.native, "fault": self.fault, "findings": findings, "slow": slow,
                 "slow_unit_seconds": self.slow_unit_seconds(),
                 "interrupted": interrupted,
                 "target": self.target, "stopped_at_hard_limit": limited.is_set()}
@@ -385,7 +382,8 @@ class Campaign:
     def slow_unit_seconds(self) -> int:
         """libFuzzer's -report_slow_units as this campaign runs it: the default, or the user's own flag."""
         given = [f.split("=", 1)[1] for f in self.extra if f.startswith("-report_slow_units=")]
-        return int(given[-1]) if given and given[-1].isdigit() else SLOW_UNIT_SECONDS
+        m = re.match(r"\d+", given[-1]) if given else None  # libFuzzer reads the flag's leading digits (atoi)
+        return int(m.group()) if m else SLOW_UNIT_SECONDS
 
     def hard_limit(self) -> float:
         """Seconds after which dryz stops libFuzzer itself: --time plus a quarter, at least 30 s more."""
@@ -505,6 +503,17 @@ def recheck_op(subject, data: bytes, target: str, vocab, breakers):
         return check(case, subject).klass, case.to_json()
     except (CaseError, Unsupported, ValueError) as e:
         return f"{type(e).__name__}: {e}"
+
+
+def split_slow(findings: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(findings, slow inputs). A slow-unit file is libFuzzer's note that one run took -report_slow_units seconds
+    or more (a busy machine pauses a run as easily as a slow subject makes one): a slow input when its re-check
+    judged it and found no new finding (agree, or a class the corpus documents); one that crashes, hangs or
+    disagrees is a finding, and one the re-check could not judge (error) or did not run stays among the files."""
+    from .target import KNOWN
+    slow = [f for f in findings if Path(f["file"]).name.startswith("slow-unit-") and f["reproduces"] is False
+            and (f["klass"] == "agree" or f["klass"] in KNOWN)]
+    return [f for f in findings if f not in slow], slow
 
 
 def exit_code(summary: dict, confirmation: dict | None, seconds: int) -> tuple[int, str | None]:

@@ -111,12 +111,10 @@ class _Variant:
 
 class BuildError(DryzError):
     """A step failed; the message carries the last lines of its output and where the whole log is."""
-    prefix = "subject build: "
 
 
 class BuildArgumentError(BuildError):
     """What was asked for cannot be built (a version, a patch file, a combination of options): said as is."""
-    prefix = ""
 
 
 def subjects_dir() -> Path:
@@ -416,3 +414,15 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
                     shutil.rmtree(work / "src", ignore_errors=True)  # unpacked afresh next time
         log(f"built in {time.monotonic() - t0:.1f} s")
     return out
+
+
+def command(version: str, patch, jobs, force: bool, server: bool, sanitize, log) -> Path:
+    """`dryz subject build` past its options: the folder (or llama-server) built; a step that failed is said as
+    "subject build: ..." (what was asked for and cannot be built, as is)."""
+    try:
+        out = build(version, patch, jobs=jobs, log=log, force=force, server=server, sanitize=sanitize)
+    except BuildArgumentError:
+        raise
+    except BuildError as e:
+        raise BuildError(f"subject build: {e}") from None
+    return out / "llama-server" if server else out
