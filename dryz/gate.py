@@ -562,7 +562,8 @@ def _parse_fuzz(n: str, r: ModeResult, work: Path) -> None:
     for f in s["findings"]:
         classes[f["klass"]] = classes.get(f["klass"], 0) + 1
     r.text = f"{s['execs']:,} execs in {s['seconds']:.0f} s, cov {s['cov']}: " + \
-             (", ".join(f"{k} {v}" for k, v in classes.items()) if classes else "no findings")
+             (", ".join(f"{k} {v}" for k, v in classes.items()) if classes else "no findings") + \
+             (f" ({len(s['slow'])} slow input(s), not findings)" if s.get("slow") else "")
     real = sorted((f for f in s["findings"] if f["reproduces"]), key=lambda f: os.path.getsize(f["file"])
                   if os.path.exists(f["file"]) else 1 << 30)
     for f in real[:1]:

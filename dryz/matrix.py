@@ -560,7 +560,6 @@ def exit_code(result: dict) -> int:
     return 1 if found else 0
 
 
-
 def command(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_path, extra, log, echo) -> int:
     """`dryz matrix`, everything but option parsing: the subjects from --versions and --with, the matrix, the
     table (printed, and written where asked); the exit code."""

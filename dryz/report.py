@@ -192,7 +192,8 @@ def campaign_section(work: Path) -> tuple[str, str]:
                  f"ft {summary['ft']}, corpus {summary['corpus']}"],
                  ["coverage kind", "python + native" if summary.get("native") else "python"],
                  ["fault injected", summary.get("fault") or "none"],
-                 ["interrupted", "yes: the summary is partial" if summary.get("interrupted") else "no"]]
+                 ["interrupted", "yes: the summary is partial" if summary.get("interrupted") else "no"],
+                 ["slow inputs", f"{len(summary.get('slow', []))} (slow-unit files whose re-check is no new finding)"]]
         th, tm = _table(["", ""], rows)
         parts_h.append(th)
         parts_m.append(tm)

@@ -32,7 +32,7 @@ def test_page_has_every_section_and_is_self_contained(page):
     html = (page / "r.html").read_text()
     for part in ("Certificate <code>cert.json</code>", "CERTIFIED", "Controls", "library L over all cases",
                  "penalty by L", "Fuzz campaign", "exec/s over time", "coverage over time", "Corpus",
-                 "promise-finite-penalty", "documented-contained-restart", "<svg"):
+                 "promise-finite-penalty", "documented-contained-restart", "<svg", "slow inputs</td><td>0 (slow-unit"):
         assert part in html, part
     assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "") and "<script" not in html
     md = (page / "r.md").read_text()

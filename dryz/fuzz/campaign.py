@@ -483,8 +483,8 @@ class Campaign:
         klass, case_json = out
         if self.vocab and case_json is not None:  # the decoded case beside the crash file: `dryz check` reads it
             Path(str(artifact) + ".case.json").write_text(json.dumps(case_json) + "\n")
-        from .target import KNOWN  # as the harness judges: a documented class is no finding
-        return dict(base, klass=klass, reproduces=klass != "agree" and klass not in KNOWN)
+        from .target import is_new_finding  # as the harness judges: a documented class is no finding
+        return dict(base, klass=klass, reproduces=is_new_finding(klass))
 
 
 def recheck_op(subject, data: bytes, target: str, vocab, breakers):
@@ -510,9 +510,10 @@ def split_slow(findings: list[dict]) -> tuple[list[dict], list[dict]]:
     or more (a busy machine pauses a run as easily as a slow subject makes one): a slow input when its re-check
     judged it and found no new finding (agree, or a class the corpus documents); one that crashes, hangs or
     disagrees is a finding, and one the re-check could not judge (error) or did not run stays among the files."""
-    from .target import KNOWN
+    from ..check import CLASSES
+    judged = set(CLASSES)  # a class of the verdict: not "error" or "not re-checked ..."
     slow = [f for f in findings if Path(f["file"]).name.startswith("slow-unit-") and f["reproduces"] is False
-            and (f["klass"] == "agree" or f["klass"] in KNOWN)]
+            and f["klass"] in judged]
     return [f for f in findings if f not in slow], slow
 
 

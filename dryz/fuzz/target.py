@@ -36,6 +36,11 @@ def known_classes() -> frozenset[str]:
 # Known: the corpus's classes, and the limitations the source documents itself (never findings, check.is_finding).
 KNOWN = known_classes() | {k for k in CLASSES if not is_finding(k)}
 
+
+def is_new_finding(klass: str) -> bool:
+    """What a campaign keeps and its re-check confirms: a class that is neither agreement nor known."""
+    return klass != AGREE and klass not in KNOWN
+
 # `dryz fuzz --vocab NAME --breakers MODE` sets these for its jobs: the inputs decode to cases over that real
 # vocabulary (dryz.fuzz.decode_vocab). Chosen once here: the symbol target's per-input path is unchanged.
 VOCAB = os.environ.get("DRYZ_FUZZ_VOCAB") or None
@@ -88,7 +93,7 @@ def test_one_input(data: bytes) -> None:
         v = check(case, _subject())
     except Unsupported:  # a case this subject cannot express (its capabilities): not judged
         return
-    if v.klass != AGREE and v.klass not in KNOWN:
+    if is_new_finding(v.klass):
         raise Finding(f"{v.klass}: {v.detail}\n{case.dumps()}")
 
 
@@ -102,7 +107,7 @@ def test_one_trace(data: bytes) -> None:
         v = check_trace(trace, _subject())
     except SubjectError:  # a configuration the old ABI's driver refuses (it would throw): not judged as a trace
         return
-    if v.klass != AGREE and v.klass not in KNOWN:
+    if is_new_finding(v.klass):
         raise Finding(f"{v.klass} at apply {v.first_bad_apply}: {trace.spelled()[:300]}\n{trace.dumps()}")
 
 

@@ -84,8 +84,8 @@ def _match_lengths_A_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     bound by j. Every position is compared 8 columns wide; the positions holding a candidate with no mismatch
     within 8 are then compared in full (WIDE columns first), nearest the end first, CHUNK at a time, skipping a
     position that cannot raise its token's maximum (Z <= w - s): in a periodic window the first full repeat
-    decides its token. M_z:
-    the largest Z over the positions holding z (the token at position j = w - s is R[s - 1])."""
+    decides its token. M_z: the largest Z over the positions holding z (the token at position j = w - s is
+    R[s - 1])."""
     N, w = W.shape
     c = np.asarray(cands)
     C = len(c)
