@@ -487,32 +487,20 @@ class Batch:
         contained-restart (the documented limitation: the sequence the shipped scan stops at lies strictly
         inside the one completed closer to the end, 'ni' in 'amniotic') or restart-order (anything else)."""
         p = self._promised
-        if p is None or not p[1][r] or not self._promised_differs[r]:
-            return []  # the two models differ only through rep_limit, or the output is the promised one too
-        return [restart_promise_class(self._window(p[0], r), self.cfg.seqs)]
-
-    @_lazy
-    def _promised_differs(self) -> dict:
-        """{history: the output differs from the promised model's (its logits, bit for bit over the history's
-        own candidates, or its sorted flag)} for every history whose shipped and promised rep_limits differ,
-        computed for all of them at once."""
+        if p is None or not p[1][r]:
+            return []  # the two models differ only through rep_limit: nothing to compare
         at, pred = self._promised_predictions
-        rows = np.array(list(at), dtype=np.int64)
-        order = np.array([at[r] for r in at], dtype=np.int64)
-        initial = self._initial_row()
-        if self._per_row:
-            initial = initial[rows]
-        promised = output_logits(initial, Prediction(pred.L[order], pred.penalized[order], pred.ran[order]),
-                                 self.cfg)
-        differ = np.not_equal(_bits(self.observed[rows]), _bits(promised))
+        i = at[r]
+        pp = Prediction(pred.L[i:i + 1], pred.penalized[i:i + 1], pred.ran[i:i + 1])
+        promised = output_logits(self._initial(r), pp, self.cfg)[0]
+        observed = self.observed[r]
         if self.present is not None:
-            differ &= self.present[rows]
-        differ = differ.any(axis=1)
-        if self.observed_sorted is not None:
-            sorted_in = np.asarray(self.sorted_in)[rows] if self._per_row else np.full(len(rows), bool(self.sorted_in))
-            promised_sorted = np.logical_and(np.logical_not(pred.ran[order]), sorted_in)
-            differ |= np.not_equal(np.asarray(self.observed_sorted, dtype=bool)[rows], promised_sorted)
-        return dict(zip(rows.tolist(), differ.tolist()))
+            promised, observed = promised[self.present[r]], observed[self.present[r]]
+        promised_sorted = False if pp.ran[0] else self._sorted_in(r)
+        same_sorted = self.observed_sorted is None or bool(self.observed_sorted[r]) == promised_sorted
+        if _bits(observed).tobytes() == _bits(promised).tobytes() and same_sorted:
+            return []
+        return [restart_promise_class(self._window(p[0], r), self.cfg.seqs)]
 
 
     # -- the text-level promise over a real vocabulary -------------------------------------------------------
