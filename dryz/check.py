@@ -474,12 +474,14 @@ class Batch:
         promised rep_limits differ, as one batch: ({history: its row}, Prediction)."""
         rows = np.flatnonzero(self._promised[1])
         at = {r: i for i, r in enumerate(rows.tolist())}
+        M = self.pa.M  # the primary oracle's match lengths: the promised model clamps them by its own Step 1
+        oracle = match_lengths_A if M is None else (lambda W, cands: M[rows])
         if len(rows) == 1:
-            return at, promised_lengths(self._history(int(rows[0])), self.cands, self.cfg, match_lengths_A)
+            return at, promised_lengths(self._history(int(rows[0])), self.cands, self.cfg, oracle)
         if self.lengths is not None:
-            return at, shipped_lengths_each(self.H[rows], self.cands, self.cfg, (match_lengths_A,),
+            return at, shipped_lengths_each(self.H[rows], self.cands, self.cfg, (oracle,),
                                             rep_fn=promised_rep_limits, lengths=self.lengths[rows])[0]
-        return at, promised_lengths(self.H[rows], self.cands, self.cfg, match_lengths_A)
+        return at, promised_lengths(self.H[rows], self.cands, self.cfg, oracle)
 
     def _restart_promise(self, r: int) -> list[str]:
         """Step 1's promise: "the most recently completed restart sequence limits the repetition". Where the

@@ -72,6 +72,46 @@ def test_row_A_on_long_repeats_equals_its_definition():
             assert got[r].tolist() == _brute_force_A(stream[a:e], cands.tolist()), (trial, r)
 
 
+def _trace_windows(rng, n):
+    """A stream of up to n tokens (periodic, a few tokens flipped) and the windows of a trace's applies over it:
+    generation loops (one token between applies), prompts of 2..12 tokens between them (past SHIFT_MAX too), the
+    same window twice, window caps and resets; as a ragged batch (PAD before the shorter windows)."""
+    from dryz.oracle.lengths import PAD
+    p = int(rng.integers(1, 6))
+    stream = [int(x) for x in np.resize(rng.integers(0, 4, p), n)]
+    for at in rng.integers(0, n, int(rng.integers(0, 4))):
+        stream[int(at)] = int(rng.integers(0, 6))
+    cap, reset = int(rng.integers(1, n + 1)), int(rng.integers(0, n)) if rng.integers(0, 2) else n
+    ends, e = [], int(rng.integers(1, n // 2 + 1))
+    while e <= n:
+        ends.append(e)
+        e += (1, 1, 1, 0, int(rng.integers(2, 13)))[int(rng.integers(0, 5))]
+    starts = [max(0, e - cap, reset if e > reset else 0) for e in ends]
+    w = max(e - a for a, e in zip(starts, ends))
+    W = np.full((len(ends), w), PAD, dtype=np.int16)
+    for r, (a, e) in enumerate(zip(starts, ends)):
+        W[r, w - (e - a):] = stream[a:e]
+    return W, [stream[a:e] for a, e in zip(starts, ends)]
+
+
+def test_stream_layouts_equal_the_definition():
+    """A's stream layout (windows that continue one another, read off one stream) and B's text search of heavy
+    windows (runs, short periods; bounded by the window before), on a trace's windows, against the definition
+    computed letter by letter; both layouts must have run."""
+    from dryz.oracle.lengths import _heavy_windows, _stream_of, candidate_index
+    rng = np.random.default_rng(17)
+    streamed = heavy = 0
+    for trial in range(60):
+        W, windows = _trace_windows(rng, int(rng.integers(10, 260)))
+        cands = rng.permutation(7)[:int(rng.integers(1, 8))]
+        streamed += _stream_of(W) is not None
+        heavy += len(_heavy_windows(W, np.greater_equal(candidate_index(W, cands), 0), cands))
+        want = [_brute_force_A(u, cands.tolist()) for u in windows]
+        assert match_lengths_A(W, cands).tolist() == want, trial
+        assert match_lengths_B(W, cands).tolist() == want, trial
+    assert streamed > 30 and heavy > 100, (streamed, heavy)
+
+
 def test_single_token_breaker():
     # rep_limit = distance from the end to the most recent breaker 'a' (here 1): c's 2 becomes 1.
     assert lengths("abcab", breakers=("a",)) == {"c": 1}

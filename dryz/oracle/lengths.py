@@ -7,7 +7,10 @@
 Both are vectorised over batches of equal-length windows, in three layouts computing the same function: one
 window (the fuzz target's batch of one), up to ROWS_MAX windows as rows (a trace's applies: all positions of all
 rows in a few array operations), and larger batches as columns (the enumerator's: one array operation per
-position, over every window). The shipped model (shipped.py) clamps them.
+position, over every window). A's rows have a fourth, for windows that follow one another through a stream (a
+generation loop's applies: each window the one before it, a few tokens later): the backward matches of every
+window read off runs along the stream's diagonals (_match_lengths_A_stream). The shipped model (shipped.py) clamps
+them.
 
 Code that runs per fuzz input (the one-window paths) compares numpy arrays with ufuncs (np.not_equal, ...),
 never with ==, != or <: atheris 3.0 instruments every comparison operator and leaks its result when that is
@@ -17,7 +20,7 @@ an array (a campaign's memory grew ~7 KB per input); tests/test_fuzz_campaign.py
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from .idbytes import all_bytes, bytes_or_none
 
@@ -29,6 +32,8 @@ ROWS_MAX = 256  # batches up to this many windows take the row layouts; larger o
 # as they do for the window alone; the one-window layouts never see PAD.
 PAD = -1
 CHUNK = 512  # positions (A) or occurrences (B) compared in full at a time, in the row layouts
+HEAVY = 32  # B's row layout searches a window with more occurrences of a 4-token suffix as text
+SHIFT_MAX = 8  # A's stream layout finds a window continuing the one before it up to this many tokens later
 WIDE = 64  # A's row layout compares a chunk's positions this wide before it compares the rest in full
 
 # -- oracle A ------------------------------------------------------------------------------------
@@ -46,6 +51,9 @@ def match_lengths_A(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     if N == 1:
         return _match_lengths_A_single(W[0], cands)[None, :]
     if N <= ROWS_MAX:
+        stream = _stream_of(W)
+        if stream is not None:
+            return _match_lengths_A_stream(W, cands, *stream)
         return _match_lengths_A_rows(W, cands)
     T = _columns(W)
     M = np.zeros((len(cands), N), dtype=np.int64)
@@ -128,6 +136,69 @@ def _match_lengths_A_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
             np.maximum.at(best, kb, np.not_equal(rows(w)[nb, sb], R[nb]).argmax(axis=1))
             n_i, s_i, key, bound = n_i[CHUNK:], s_i[CHUNK:], key[CHUNK:], bound[CHUNK:]
     return best.reshape(N, C)
+
+
+def _stream_of(W: np.ndarray):
+    """(y, end, own) when the windows W (N, w) are cheaper to match as stretches of one stream than row by row:
+    window n (its own entries, after any PAD: own[n] of them) is y[end[n] - own[n] + 1: end[n] + 1]. A window
+    that continues the one before it (the same window, or one to SHIFT_MAX tokens later: its entries but the
+    last k are the previous window's last ones) adds its last k tokens to y, any other its whole window. None
+    when the stream costs more than the row layout (about 8 comparisons per position) or the windows are
+    short."""
+    N, w = W.shape
+    if w <= 8 or N < 2:
+        return None
+    own = own_widths(W)
+    new = own.copy()  # the tokens each window adds to the stream
+    left = np.arange(1, N)
+    held = np.not_equal(W[1:], PAD) if W.dtype != np.uint8 else None  # a window's own entries
+    for k in range(SHIFT_MAX + 1):
+        a, b = W[left, :w - k], W[left - 1, k:]
+        same = np.equal(a, b) if held is None else np.equal(a, b) | np.logical_not(held[left - 1, :w - k])
+        ok = same.all(axis=1) & np.less(k, own[left])
+        new[left[ok]] = k
+        left = left[np.logical_not(ok)]
+        if not len(left):
+            break
+    Ly = int(new.sum())
+    if (w - 1) * Ly > 8 * N * w:
+        return None
+    y = W[np.greater_equal(np.arange(w), (w - new)[:, None])]
+    return y, np.cumsum(new) - 1, own
+
+
+def _match_lengths_A_stream(W: np.ndarray, cands: np.ndarray, y: np.ndarray, end: np.ndarray,
+                            own: np.ndarray) -> np.ndarray:
+    """The position-keyed matching for windows that are stretches of one stream y (_stream_of). The backward
+    match of w[:j] against the suffix of window n is the common suffix of y[:e - d + 1] and y[:e + 1], e =
+    end[n], d = w - j, capped at j counted from the window's own first entry (it stays inside w[:j]): the run of
+    equal pairs y[i] == y[i - d] ending at i = e, capped. Per lag d = 1..w-1 the runs are read for the whole
+    stream at once (the index of the last unequal pair at or before each i, a running maximum), so a window costs
+    its lags, not its lags times their match lengths. M_z: the largest match over the positions j >= 1 holding z
+    (PAD holds no candidate)."""
+    N, w = W.shape
+    c = np.asarray(cands)
+    C = len(c)
+    if w < 2 or not C:
+        return np.zeros((N, C), dtype=np.int64)
+    if y.dtype == np.uint8:
+        y = y.astype(np.int16)  # room for PAD
+    Ly = len(y)
+    it = np.int16 if Ly < 1 << 15 else np.int64
+    yp = np.concatenate([np.full(w - 1, PAD, dtype=y.dtype), y])
+    # row o holds y shifted right by d = w - 1 - o (PAD before the stream): the pairs y[i], y[i - d] of the lag
+    # that column j = o + 1 of a window reads
+    eq = np.equal(sliding_window_view(yp, Ly)[:w - 1], y)
+    eq &= np.not_equal(y, PAD)
+    last = np.where(eq, it(-1), np.arange(Ly, dtype=it))
+    np.maximum.accumulate(last, axis=1, out=last)  # the last unequal pair at or before i, per lag
+    # Z[n, o]: column j = o + 1 of window n, the run at e of its lag, capped at j less the window's PAD
+    Z = np.minimum(end[:, None] - last[:, end].T, np.arange(1, w) - (w - own)[:, None])
+    idx = candidate_index(W[:, 1:], c)
+    key = np.where(np.greater_equal(idx, 0), idx + (np.arange(N) * C)[:, None], N * C)
+    best = np.zeros(N * C + 1, dtype=np.int64)
+    np.maximum.at(best, key.ravel(), Z.ravel())
+    return best[:-1].reshape(N, C)
 
 
 def own_widths(W: np.ndarray) -> np.ndarray:
@@ -239,7 +310,9 @@ def _match_lengths_B_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     occurrence grows 4 steps; those still alive then grow to their end CHUNK at a time, the latest-ending first
     (in stretches of 8 and 64 steps, each occurrence stopping at its first mismatch), skipping an occurrence
     that cannot exceed the longest found for its window and candidate (it can grow to p + 1 at most). found:
-    the longest length that occurs."""
+    the longest length that occurs. A window with more than HEAVY occurrences of a suffix of length 4 (a run or
+    a short period, where growing each occurrence to its end costs its length squared) is searched as text
+    instead (_match_lengths_B_text: the longest suffix found with bytes.find)."""
     N, w = W.shape
     c = np.asarray(cands)
     C = len(c)
@@ -247,7 +320,11 @@ def _match_lengths_B_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     if w == 0 or not C:
         return found.reshape(N, C)
     idx = candidate_index(W, c)
-    n_i, p_i = np.nonzero(np.greater_equal(idx, 0))
+    holds = np.greater_equal(idx, 0)
+    heavy = _heavy_windows(W, holds, c)
+    if len(heavy):
+        holds[heavy] = False
+    n_i, p_i = np.nonzero(holds)
     pair = n_i * C + idx[n_i, p_i]
     found[pair] = 1
     # W with w PAD columns before it: the tokens left of an occurrence, read as PAD before the window's start
@@ -284,7 +361,46 @@ def _match_lengths_B_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
             n_i, p_i, pair, reach = n_i[can], p_i[can], pair[can], reach[can]
         grow(n_i[:CHUNK], p_i[:CHUNK], pair[:CHUNK], m, (8, 64, w))
         n_i, p_i, pair, reach = n_i[CHUNK:], p_i[CHUNK:], pair[CHUNK:], reach[CHUNK:]
-    return np.maximum(found - 1, 0).reshape(N, C)
+    M = np.maximum(found - 1, 0).reshape(N, C)
+    if len(heavy):
+        # A window one token after the one before it (its entries but the last are the previous window's last
+        # ones, as in a generation loop) is bounded by it: if a suffix of length m of u' + [z] occurs in u' (u'
+        # a suffix of u + [t]), its first m - 1 tokens, a suffix of u + [t], occur in u' without its last
+        # token, so in u: m - 1 <= (the longest for u and t) = M_u(t) + 1 at most.
+        own, cl, Wb = own_widths(W), c.tolist(), W.astype(np.uint8)
+        col = {z: i for i, z in enumerate(cl)}
+        held = np.not_equal(W[1:, :-1], PAD) if W.dtype != np.uint8 else True
+        after = (np.equal(W[1:, :-1], W[:-1, 1:]) | np.logical_not(held)).all(axis=1)  # window n + 1 follows n
+        for n in heavy.tolist():
+            bound = None
+            if n and after[n - 1] and int(W[n, -1]) in col:
+                bound = int(M[n - 1, col[int(W[n, -1])]]) + 2
+            M[n] = _match_lengths_B_text(Wb[n, w - int(own[n]):].tobytes(), cl, bound)
+    return M
+
+
+def _heavy_windows(W: np.ndarray, holds: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The windows of a row batch with more than HEAVY occurrences of a suffix of length 4 of W[n] + [z] (runs,
+    short periods: growing every occurrence to its end costs its length squared), when the ids are bytes; the
+    row layout searches them as text (_match_lengths_B_text)."""
+    N, w = W.shape
+    if w <= 16 or not all_bytes(c) or int(W.max()) > 255:
+        return np.zeros(0, dtype=np.int64)
+    four = holds[:, 3:] & np.equal(W[:, 2:-1], W[:, -1:]) & np.equal(W[:, 1:-2], W[:, -2:-1]) \
+        & np.equal(W[:, :-3], W[:, -3:-2])
+    return np.flatnonzero(np.greater(np.count_nonzero(four, axis=1), HEAVY))
+
+
+def _match_lengths_B_text(text: bytes, cands: list, bound: int | None = None) -> list:
+    """The extended-string search for one window given as bytes (ids 0..255), candidate by candidate: a
+    candidate z whose suffix of length 2 ([last, z]) occurs in the window is searched further (the longest
+    suffix of text + [z] that occurs, _longest_suffix, below `bound` if given); M_z is that length minus one,
+    else 0."""
+    if len(text) < 2 or (bound is not None and bound < 2):
+        return [0] * len(cands)
+    last = text[-1]
+    return [_longest_suffix(text, text + bytes((z,)), bound) - 1
+            if 0 <= z < 256 and text.find(bytes((last, z))) >= 0 else 0 for z in cands]
 
 
 def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
@@ -333,11 +449,16 @@ def _match_lengths_B_str(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
     return out
 
 
-def _longest_suffix(text, extended) -> int:
+def _longest_suffix(text, extended, bound: int | None = None) -> int:
     """The longest suffix of `extended` (text + one candidate; bytes or str) that occurs in `text`, given that
-    the suffix of length 2 does: lo occurs, hi bounds it; gallop (most lengths are short), then bisect."""
+    the suffix of length 2 does: lo occurs, hi bounds it; gallop (most lengths are short), then bisect. bound:
+    a length known not to be exceeded, tried first."""
     w = len(text)
     lo, hi, step = 2, w, 1
+    if bound is not None and bound < w:
+        if bound <= lo or text.find(extended[w + 1 - bound:]) >= 0:
+            return max(bound, lo)
+        hi = bound - 1
     while lo < hi:
         mid = min(lo + step, hi)
         if text.find(extended[w + 1 - mid:]) >= 0:

@@ -170,9 +170,10 @@ def _step3(oracles, W, cands, cfg: Config, eligible, ran, rep) -> list[Predictio
     cap = rep[:, None] if cfg.match_cap is None else np.minimum(rep, cfg.match_cap)[:, None]
     out = []
     for oracle in oracles:
-        L = np.minimum(oracle(W, cands), cap)
+        M = oracle(W, cands)
+        L = np.minimum(M, cap)
         penalized = eligible & np.greater_equal(L, cfg.allowed_length)
-        out.append(Prediction(np.where(penalized, L, 0), penalized, ran, rep))
+        out.append(Prediction(np.where(penalized, L, 0), penalized, ran, rep, M))
     return out
 
 
@@ -188,6 +189,9 @@ class Prediction:
     penalized: np.ndarray  # (N, C) bool: a penalty is subtracted
     ran: np.ndarray        # (N,) bool: apply reached Step 4 (and so clears the sorted flag)
     rep: np.ndarray | None = None  # (N,) rep_limit from Step 1; None when apply exits before Step 1
+    # (N, C) the oracle's match lengths before any clamping, where it ran (None: it did not run): a model that
+    # differs only in Step 1 (the promised one) clamps these again instead of matching the windows again
+    M: np.ndarray | None = None
 
 
 def shipped_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_lengths_A, rep_fn=None):
@@ -275,10 +279,11 @@ def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracl
     if eligible is None or not np.count_nonzero(eligible):
         return [Prediction(np.zeros((1, len(c)), dtype=np.int64), np.zeros((1, len(c)), dtype=bool), ran, rep)
                 for _ in oracles]
-    L = np.minimum(np.concatenate([oracle(W, cands) for oracle in oracles]), limit)  # (oracles, C)
+    M = np.concatenate([oracle(W, cands) for oracle in oracles])  # (oracles, C)
+    L = np.minimum(M, limit)
     penalized = eligible & np.greater_equal(L, allowed)
     L = np.where(penalized, L, 0)
-    return [Prediction(L[i:i + 1], penalized[i:i + 1], ran, rep) for i in range(len(oracles))]
+    return [Prediction(L[i:i + 1], penalized[i:i + 1], ran, rep, M[i:i + 1]) for i in range(len(oracles))]
 
 
 def _eligible(window: np.ndarray, c: np.ndarray, breaker_heads: tuple) -> np.ndarray:
