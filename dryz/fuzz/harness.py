@@ -20,14 +20,17 @@ import atheris
 INSTRUMENTED = ("dryz.oracle.lengths", "dryz.oracle.shipped", "dryz.oracle.promised")
 # The trace target (DRYZ_FUZZ_TARGET=traces) adds its state model: reset, clone and the ring buffer's wrap.
 INSTRUMENTED_TRACES = INSTRUMENTED + ("dryz.oracle.trace_model",)
+# Left untraced within them: B's per-window, per-candidate text search and its length search (loops whose every
+# branch the first inputs reach, run once per window of a trace: traced, they cost more than the search).
+UNTRACED = frozenset({"_search_as_text", "_longest_suffix"})
 
 
 def instrument(modules) -> None:
-    """Branch coverage for every function of these (imported) modules, methods, closures and cached
-    functions included: each function's code is replaced in place, so every reference sees it."""
+    """Branch coverage for every function of these (imported) modules but UNTRACED, methods, closures and
+    cached functions included: each function's code is replaced in place, so every reference sees it."""
     files = {m.__file__ for m in modules}
     for f in gc.get_objects():
-        if isinstance(f, types.FunctionType) and f.__code__.co_filename in files:
+        if isinstance(f, types.FunctionType) and f.__code__.co_filename in files and f.__name__ not in UNTRACED:
             f.__code__ = atheris.patch_code(f.__code__, trace_dataflow=False)
 
 

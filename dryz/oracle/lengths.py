@@ -34,6 +34,7 @@ PAD = -1
 CHUNK = 512  # positions (A) or occurrences (B) compared in full at a time, in the row layouts
 HEAVY = 32  # B's row layout searches a window with more occurrences of a 4-token suffix as text
 SHIFT_MAX = 8  # A's stream layout finds a window continuing the one before it up to this many tokens later
+SHIFT_BUDGET = 1 << 17  # and any number of tokens later, for windows that do not, within these comparisons
 WIDE = 64  # A's row layout compares a chunk's positions this wide before it compares the rest in full
 
 # -- oracle A ------------------------------------------------------------------------------------
@@ -141,25 +142,51 @@ def _match_lengths_A_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
 def _stream_of(W: np.ndarray):
     """(y, end, own) when the windows W (N, w) are cheaper to match as stretches of one stream than row by row:
     window n (its own entries, after any PAD: own[n] of them) is y[end[n] - own[n] + 1: end[n] + 1]. A window
-    that continues the one before it (the same window, or one to SHIFT_MAX tokens later: its entries but the
-    last k are the previous window's last ones) adds its last k tokens to y, any other its whole window. None
-    when the stream costs more than the row layout (about 8 comparisons per position) or the windows are
-    short."""
+    that continues the one before it (the same window, or one k tokens later: its entries but the last k are
+    the previous window's last ones; k up to SHIFT_MAX for every window, any k for the few others, within
+    SHIFT_BUDGET comparisons) adds its last k tokens to y, any other its whole window. None when the stream
+    costs more than the row layout (about 8 comparisons per position), or the windows are short (16 tokens at
+    most) or few (fewer than 1,024 entries): the row layout is as fast there."""
     N, w = W.shape
-    if w <= 8 or N < 2:
+    if w <= 16 or N * w < 1024:
         return None
     own = own_widths(W)
     new = own.copy()  # the tokens each window adds to the stream
-    left = np.arange(1, N)
-    held = np.not_equal(W[1:], PAD) if W.dtype != np.uint8 else None  # a window's own entries
-    for k in range(SHIFT_MAX + 1):
-        a, b = W[left, :w - k], W[left - 1, k:]
-        same = np.equal(a, b) if held is None else np.equal(a, b) | np.logical_not(held[left - 1, :w - k])
-        ok = same.all(axis=1) & np.less(k, own[left])
-        new[left[ok]] = k
-        left = left[np.logical_not(ok)]
-        if not len(left):
-            break
+    pad = np.equal(W[1:], PAD) if W.dtype != np.uint8 else None  # entries before a window's own
+    same = np.equal(W[1:, :-1], W[:-1, 1:])  # one token later (a generation loop), all windows at once
+    if pad is not None:
+        same |= pad[:, :-1]
+    ok = same.all(axis=1) & np.greater(own[1:], 1)
+    new[1:][ok] = 1
+    left = np.flatnonzero(np.logical_not(ok)) + 1
+    if len(left):  # the others: every shift k = 0..SHIFT_MAX at once, the smallest that fits
+        K = SHIFT_MAX + 1
+        prev = np.concatenate([W[left - 1], np.zeros((len(left), K - 1), dtype=W.dtype)], axis=1)
+        same = np.equal(sliding_window_view(prev, w, axis=1), W[left][:, None, :])  # [n, k]: prev[n, k:k + w]
+        same |= np.greater_equal(np.arange(w), w - np.arange(K)[:, None])  # the k new entries
+        if pad is not None:
+            same |= pad[left - 1][:, None, :]
+        ok = same.all(axis=2) & np.less(np.arange(K), own[left][:, None])
+        fits = ok.any(axis=1)
+        new[left[fits]] = ok.argmax(axis=1)[fits]
+        left = left[np.logical_not(fits)]
+        if len(left):  # after a longer prompt: the k where the previous window's last token lands, checked
+            i, col = np.nonzero(np.equal(W[left], W[left - 1, -1:]))
+            k = w - 1 - col
+            keep = np.greater(k, SHIFT_MAX) & np.less(k, own[left[i]])
+            i, k = i[keep], k[keep]
+            if len(k) and len(k) * w <= SHIFT_BUDGET:
+                n = left[i]
+                at = np.arange(w) + k[:, None]
+                same = np.equal(np.take_along_axis(W[n - 1], np.minimum(at, w - 1), axis=1), W[n])
+                same |= np.greater_equal(at, w)
+                if pad is not None:
+                    same |= pad[n - 1]
+                ok = same.all(axis=1)
+                first = np.full(N, w, dtype=np.int64)
+                np.minimum.at(first, n[ok], k[ok])
+                fits = np.less(first[left], w)
+                new[left[fits]] = first[left[fits]]
     Ly = int(new.sum())
     if (w - 1) * Ly > 8 * N * w:
         return None
@@ -312,7 +339,7 @@ def _match_lengths_B_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
     that cannot exceed the longest found for its window and candidate (it can grow to p + 1 at most). found:
     the longest length that occurs. A window with more than HEAVY occurrences of a suffix of length 4 (a run or
     a short period, where growing each occurrence to its end costs its length squared) is searched as text
-    instead (_match_lengths_B_text: the longest suffix found with bytes.find)."""
+    instead (_search_as_text: the longest suffix found with bytes.find)."""
     N, w = W.shape
     c = np.asarray(cands)
     C = len(c)
@@ -363,26 +390,14 @@ def _match_lengths_B_rows(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
         n_i, p_i, pair, reach = n_i[CHUNK:], p_i[CHUNK:], pair[CHUNK:], reach[CHUNK:]
     M = np.maximum(found - 1, 0).reshape(N, C)
     if len(heavy):
-        # A window one token after the one before it (its entries but the last are the previous window's last
-        # ones, as in a generation loop) is bounded by it: if a suffix of length m of u' + [z] occurs in u' (u'
-        # a suffix of u + [t]), its first m - 1 tokens, a suffix of u + [t], occur in u' without its last
-        # token, so in u: m - 1 <= (the longest for u and t) = M_u(t) + 1 at most.
-        own, cl, Wb = own_widths(W), c.tolist(), W.astype(np.uint8)
-        col = {z: i for i, z in enumerate(cl)}
-        held = np.not_equal(W[1:, :-1], PAD) if W.dtype != np.uint8 else True
-        after = (np.equal(W[1:, :-1], W[:-1, 1:]) | np.logical_not(held)).all(axis=1)  # window n + 1 follows n
-        for n in heavy.tolist():
-            bound = None
-            if n and after[n - 1] and int(W[n, -1]) in col:
-                bound = int(M[n - 1, col[int(W[n, -1])]]) + 2
-            M[n] = _match_lengths_B_text(Wb[n, w - int(own[n]):].tobytes(), cl, bound)
+        _search_as_text(W, c, heavy, M)
     return M
 
 
 def _heavy_windows(W: np.ndarray, holds: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """The windows of a row batch with more than HEAVY occurrences of a suffix of length 4 of W[n] + [z] (runs,
-    short periods: growing every occurrence to its end costs its length squared), when the ids are bytes; the
-    row layout searches them as text (_match_lengths_B_text)."""
+    """The windows of a row batch that B's row layout searches as text (_search_as_text), when the ids are
+    bytes: those with more than HEAVY occurrences of a suffix of length 4 of W[n] + [z] (runs, short periods:
+    growing every occurrence to its end costs its length squared)."""
     N, w = W.shape
     if w <= 16 or not all_bytes(c) or int(W.max()) > 255:
         return np.zeros(0, dtype=np.int64)
@@ -391,16 +406,44 @@ def _heavy_windows(W: np.ndarray, holds: np.ndarray, c: np.ndarray) -> np.ndarra
     return np.flatnonzero(np.greater(np.count_nonzero(four, axis=1), HEAVY))
 
 
-def _match_lengths_B_text(text: bytes, cands: list, bound: int | None = None) -> list:
-    """The extended-string search for one window given as bytes (ids 0..255), candidate by candidate: a
-    candidate z whose suffix of length 2 ([last, z]) occurs in the window is searched further (the longest
-    suffix of text + [z] that occurs, _longest_suffix, below `bound` if given); M_z is that length minus one,
-    else 0."""
-    if len(text) < 2 or (bound is not None and bound < 2):
-        return [0] * len(cands)
-    last = text[-1]
-    return [_longest_suffix(text, text + bytes((z,)), bound) - 1
-            if 0 <= z < 256 and text.find(bytes((last, z))) >= 0 else 0 for z in cands]
+def _search_as_text(W: np.ndarray, c: np.ndarray, rows: np.ndarray, M: np.ndarray) -> None:
+    """The extended-string search of the windows `rows` (ascending) as bytes, candidate by candidate, into M:
+    a candidate z whose suffix of length 2 ([last, z]) occurs in the window is searched further (the longest
+    suffix of text + [z] that occurs, _longest_suffix); M_z is that length minus one, else 0.
+
+    A window one token after the one before it (its entries but the last are the previous window's last ones,
+    as in a generation loop) is bounded by it: if a suffix of length m of u' + [z] occurs in u' (u' a suffix of
+    u + [t]), its first m - 1 tokens, a suffix of u + [t], occur in u' without its last token, so in u:
+    m - 1 <= (the longest for u and t) = M_u(t) + 1 at most. The bound is tried first."""
+    N, w = W.shape
+    own = own_widths(W).tolist()
+    buf = W.astype(np.uint8).tobytes()
+    zs = [bytes((z,)) for z in c.tolist()]
+    pairs: dict = {}  # last byte -> [last, z] per candidate
+    col = candidate_index(W[:, -1:], c)[:, 0].tolist()  # each window's last token among the candidates
+    follows = np.equal(W[1:, :-1], W[:-1, 1:])  # window n + 1 is window n one token later
+    if W.dtype != np.uint8:
+        follows |= np.equal(W[1:, :-1], PAD)
+    follows = [False] + follows.all(axis=1).tolist()
+    prev, prev_n = None, -1
+    for n in rows.tolist():
+        text = buf[n * w + w - own[n]:(n + 1) * w]
+        out = [0] * len(zs)
+        bound = None
+        if follows[n] and col[n] >= 0:
+            if prev_n != n - 1:
+                prev = M[n - 1].tolist()
+            bound = prev[col[n]] + 2
+        if len(text) >= 2 and (bound is None or bound >= 2):
+            last = text[-1]
+            pz = pairs.get(last)
+            if pz is None:
+                pz = pairs[last] = [bytes((last,)) + z for z in zs]
+            for i, pair in enumerate(pz):
+                if text.find(pair) >= 0:
+                    out[i] = _longest_suffix(text, text + zs[i], bound) - 1
+        M[n] = out
+        prev, prev_n = out, n
 
 
 def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
