@@ -16,7 +16,7 @@ import numpy as np
 from .case import Case, json_number, seed_parameters
 from .oracle import MATCH_LENGTHS, PRIMARY as match_lengths_A
 from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_limits, restart_divergence
-from .oracle.shipped import (Config, Prediction, output_logits, output_logits_zero, ragged_rep, rep_limits,
+from .oracle.shipped import (Config, Matched, Prediction, output_logits, output_logits_zero, ragged_rep, rep_limits,
                              shipped_lengths, shipped_lengths_each)
 from .config import case_config
 from .subject.protocol import Crash, Refused, Unrecoverable, Unsupported
@@ -475,7 +475,9 @@ class Batch:
         rows = np.flatnonzero(self._promised[1])
         at = {r: i for i, r in enumerate(rows.tolist())}
         M = self.pa.M  # the primary oracle's match lengths: the promised model clamps them by its own Step 1
-        oracle = match_lengths_A if M is None else (lambda W, cands: M[rows])
+        if M is not None and self.pa.M_rows is not None and not self.pa.M_rows[rows].all():
+            M = None  # some suspect row was not matched (nothing was eligible in it as shipped)
+        oracle = match_lengths_A if M is None else Matched(M[rows])
         if len(rows) == 1:
             return at, promised_lengths(self._history(int(rows[0])), self.cands, self.cfg, oracle)
         if self.lengths is not None:

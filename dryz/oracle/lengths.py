@@ -398,7 +398,7 @@ def _heavy_windows(W: np.ndarray, holds: np.ndarray, c: np.ndarray) -> np.ndarra
     """The windows of a row batch that B's row layout searches as text (_search_as_text), when the ids are
     bytes: those with more than HEAVY occurrences of a suffix of length 4 of W[n] + [z] (runs, short periods:
     growing every occurrence to its end costs its length squared)."""
-    N, w = W.shape
+    w = W.shape[1]
     if w <= 16 or not all_bytes(c) or int(W.max()) > 255:
         return np.zeros(0, dtype=np.int64)
     four = holds[:, 3:] & np.equal(W[:, 2:-1], W[:, -1:]) & np.equal(W[:, 1:-2], W[:, -2:-1]) \
@@ -415,7 +415,7 @@ def _search_as_text(W: np.ndarray, c: np.ndarray, rows: np.ndarray, M: np.ndarra
     as in a generation loop) is bounded by it: if a suffix of length m of u' + [z] occurs in u' (u' a suffix of
     u + [t]), its first m - 1 tokens, a suffix of u + [t], occur in u' without its last token, so in u:
     m - 1 <= (the longest for u and t) = M_u(t) + 1 at most. The bound is tried first."""
-    N, w = W.shape
+    w = W.shape[1]
     own = own_widths(W).tolist()
     buf = W.astype(np.uint8).tobytes()
     zs = [bytes((z,)) for z in c.tolist()]

@@ -166,15 +166,37 @@ class Config:
 
 def _step3(oracles, W, cands, cfg: Config, eligible, ran, rep) -> list[Prediction]:
     """Step 3 for each oracle: its match lengths capped by rep_limit (and a declared match cap), kept where the
-    candidate is eligible and the length reaches allowed_length."""
+    candidate is eligible and the length reaches allowed_length. The oracles match only the windows with an
+    eligible candidate when at least two have one and some have none (another window's L is 0 and unpenalized
+    whatever its M: Prediction.M_rows says which rows M holds)."""
     cap = rep[:, None] if cfg.match_cap is None else np.minimum(rep, cfg.match_cap)[:, None]
+    rows = eligible.any(axis=1)
+    some = np.flatnonzero(rows)
+    if len(some) == len(rows) or len(some) == 1:
+        some, rows = None, None
     out = []
     for oracle in oracles:
-        M = oracle(W, cands)
+        if some is None:
+            M = oracle(W, cands)
+        else:
+            M = np.zeros(eligible.shape, dtype=np.int64)
+            if len(some):
+                M[some] = oracle.M[some] if isinstance(oracle, Matched) else oracle(W[some], cands)
         L = np.minimum(M, cap)
         penalized = eligible & np.greater_equal(L, cfg.allowed_length)
-        out.append(Prediction(np.where(penalized, L, 0), penalized, ran, rep, M))
+        out.append(Prediction(np.where(penalized, L, 0), penalized, ran, rep, M, rows))
     return out
+
+
+class Matched:
+    """An oracle whose match lengths for the batch's rows are already known (M, (N, C)): the promised model
+    clamps the shipped model's M again instead of matching the windows again (check.Batch._promised_predictions)."""
+
+    def __init__(self, M: np.ndarray):
+        self.M = M
+
+    def __call__(self, W: np.ndarray, cands: np.ndarray) -> np.ndarray:
+        return self.M
 
 
 @cached_when_hashable
@@ -192,6 +214,7 @@ class Prediction:
     # (N, C) the oracle's match lengths before any clamping, where it ran (None: it did not run): a model that
     # differs only in Step 1 (the promised one) clamps these again instead of matching the windows again
     M: np.ndarray | None = None
+    M_rows: np.ndarray | None = None  # (N,) bool: the rows M holds (the others were not matched); None: every row
 
 
 def shipped_lengths(H: np.ndarray, cands: np.ndarray, cfg: Config, oracle=match_lengths_A, rep_fn=None):
