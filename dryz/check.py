@@ -474,9 +474,10 @@ class Batch:
         promised rep_limits differ, as one batch: ({history: its row}, Prediction)."""
         rows = np.flatnonzero(self._promised[1])
         at = {r: i for i, r in enumerate(rows.tolist())}
-        M = self.pa.M  # the primary oracle's match lengths: the promised model clamps them by its own Step 1
-        if M is not None and self.pa.M_rows is not None and not self.pa.M_rows[rows].all():
-            M = None  # some suspect row was not matched (nothing was eligible in it as shipped)
+        # The primary oracle's match lengths: the promised model clamps them by its own Step 1. A row the shipped
+        # model did not match (nothing eligible there) has nothing eligible as promised either: the promised
+        # rep_limit is never above the shipped one (the shipped occurrence is one of those it minimizes over).
+        M = self.pa.M
         oracle = match_lengths_A if M is None else Matched(M[rows])
         if len(rows) == 1:
             return at, promised_lengths(self._history(int(rows[0])), self.cands, self.cfg, oracle)

@@ -198,3 +198,41 @@ def test_rows_with_their_own_candidate_arrays_are_judged_as_those_arrays_alone()
             assert got.get(r, AGREE) == one.row_class(0) == b.row_class(r), (trial, r)
             seen.add(one.row_class(0))
     assert {AGREE, MISMATCH, "mismatch-multi-token", "promise-finite-penalty"} <= seen
+
+
+def test_the_promised_model_clamps_the_shipped_match_lengths_again():
+    """Batch._promised_predictions clamps the shipped M again (shipped.Matched); shipped._step3 matched only the
+    rows with an eligible candidate, and a suspect row it skipped has nothing eligible as promised either (the
+    promised rep_limit is never above the shipped one). Each suspect row's promised prediction is
+    promised_lengths on that row alone; random batches with multi-token breakers reach skipped suspect rows."""
+    from dryz.oracle.promised import promised_lengths, promised_rep_limits
+    from dryz.oracle.shipped import rep_limits
+    from dryz.subject.symbols import SYMBOLS
+    rng = np.random.default_rng(3)
+    suspects = skipped = 0
+    for _ in range(3000):
+        k, n = int(rng.integers(2, 4)), int(rng.integers(3, 16))
+        breakers = tuple("".join(SYMBOLS[int(x)] for x in rng.integers(0, k, int(rng.integers(1, 4))))
+                         for _ in range(int(rng.integers(1, 3))))
+        case = Case(history=(0,) * n, alphabet=k, penalty_last_n=int(rng.integers(2, 16)), breakers=breakers,
+                    allowed_length=int(rng.integers(0, 3)))
+        cfg = case_config(case)
+        if not cfg.multi_token:
+            continue
+        H = rng.integers(0, k, (8, n)).astype(np.uint8)
+        cands = np.arange(k, dtype=np.uint8)
+        W = H[:, n - cfg.window_length(n):]
+        assert np.less_equal(promised_rep_limits(W, cfg.seqs), rep_limits(W, cfg.seqs)).all()
+        b = check_batch(cfg, H, cands, np.zeros((8, k), dtype=np.float32))
+        if b._promised is None or not b._promised[1].any():
+            continue
+        at, pred = b._promised_predictions
+        for r in np.flatnonzero(b._promised[1]).tolist():
+            suspects += 1
+            if b.pa.M_rows is not None and not b.pa.M_rows[r]:
+                skipped += 1
+                assert not pred.penalized[at[r]].any()
+            alone = promised_lengths(H[r:r + 1], cands, cfg)
+            assert pred.L[at[r]].tolist() == alone.L[0].tolist()
+            assert pred.penalized[at[r]].tolist() == alone.penalized[0].tolist()
+    assert suspects > 100 and skipped > 5, (suspects, skipped)
