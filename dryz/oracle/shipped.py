@@ -167,8 +167,9 @@ class Config:
 def _step3(oracles, W, cands, cfg: Config, eligible, ran, rep) -> list[Prediction]:
     """Step 3 for each oracle: its match lengths capped by rep_limit (and a declared match cap), kept where the
     candidate is eligible and the length reaches allowed_length. The oracles match only the windows with an
-    eligible candidate when at least two have one and some have none (another window's L is 0 and unpenalized
-    whatever its M: Prediction.M_rows says which rows M holds)."""
+    eligible candidate when some have none (another window's L is 0 and unpenalized whatever its M:
+    Prediction.M_rows says which rows M holds, the others being 0), and at least two have one (one row of a
+    ragged batch would reach the one-window layouts with its PAD)."""
     cap = rep[:, None] if cfg.match_cap is None else np.minimum(rep, cfg.match_cap)[:, None]
     rows = eligible.any(axis=1)
     some = np.flatnonzero(rows)
