@@ -150,7 +150,10 @@ def test_the_planted_write_is_memory_on_the_sanitized_build(san_planted, tmp_pat
     # past the allocation (heap-buffer-overflow); which crash file a campaign writes first varies
     assert findings[0]["kind"] in ("container-overflow", "heap-buffer-overflow")
     assert findings[0]["frames"][0].startswith("llama_sampler_dry_apply(")
-    crash = min((Path(x["file"]) for x in findings), key=lambda q: q.stat().st_size)
+    # the smallest container-overflow crash file where the campaign wrote one (its shortest reproducer is one
+    # token, below); else the smallest of any kind
+    pool = [x for x in findings if x["kind"] == "container-overflow"] or findings
+    crash = min((Path(x["file"]) for x in pool), key=lambda q: q.stat().st_size)
     m = dryz(san_planted, "minimize", str(crash), "--corpus", str(tmp_path / "c"))
     assert m.returncode == 0, m.stdout + m.stderr[-2000:]
     [path] = list((tmp_path / "c").glob("memory-*.json"))
@@ -160,9 +163,13 @@ def test_the_planted_write_is_memory_on_the_sanitized_build(san_planted, tmp_pat
     assert entry["sanitizer"]["frames"][0].startswith("llama_sampler_dry_apply(")
     assert "llama-sampler.cpp:" in entry["sanitizer"]["frames"][0]
     assert entry["subject"]["built_by_dryz"]["sanitize"] == ["address", "undefined"]
-    # the reproducer: one token that is a breaker, window above the history, as the trigger needs
+    # the reproducer: a breaker completed, the window above the history, as the trigger needs; for
+    # container-overflow one token (a heap-buffer-overflow's shortest reproducer, when a campaign wrote only
+    # that kind, was 'aaa' with breaker 'a': the minimizer keeps the kind)
     case = entry["case"]
-    assert len(case["history"]) == 1 and case["breakers"] and case["penalty_last_n"] > 1
+    assert case["breakers"] and case["penalty_last_n"] > len(case["history"]) >= 1
+    if entry["sanitizer"]["kind"] == "container-overflow":
+        assert len(case["history"]) == 1
     c = dryz(san_planted, "check", str(path))
     assert c.returncode == 1 and json.loads(c.stdout)["verdict"]["class"] == "memory"
     assert dryz(san_planted, "replay", str(tmp_path / "c")).returncode == 0  # replays as recorded
