@@ -113,6 +113,7 @@ class VocabDecoder:
         self.snippets = [np.array(v.tokenize(t, parse_special=True), dtype=np.int64) for _, t in SNIPPETS]
         self.snippets = [s for s in self.snippets if len(s)] or [np.zeros(1, dtype=np.int64)]
         self.pool = np.unique(np.concatenate(self.snippets))  # every token the snippets hold
+        self.snippet_lists, self.pool_list = [s.tolist() for s in self.snippets], self.pool.tolist()
         if breakers == "default":
             self.sets = (DEFAULT_BREAKERS,)
         elif breakers == "dict":
@@ -159,75 +160,84 @@ class VocabDecoder:
                 pass
         import atheris
         fdp = atheris.FuzzedDataProvider(data)
-        si = fdp.ConsumeIntInRange(0, len(self.sets) - 1)
+        rng = fdp.ConsumeIntInRange
+        si = rng(0, len(self.sets) - 1)
         breakers = self.sets[si]
         if len(self.sets) == 1:  # one breaker set: every combination of the pools (216 samplers)
-            multiplier = PARAM_MULTIPLIERS[fdp.ConsumeIntInRange(0, len(PARAM_MULTIPLIERS) - 1)]
-            base = PARAM_BASES[fdp.ConsumeIntInRange(0, len(PARAM_BASES) - 1)]
-            allowed = PARAM_ALLOWED[fdp.ConsumeIntInRange(0, len(PARAM_ALLOWED) - 1)]
-            last_n = PARAM_LAST_N[fdp.ConsumeIntInRange(0, len(PARAM_LAST_N) - 1)]
+            multiplier = PARAM_MULTIPLIERS[rng(0, len(PARAM_MULTIPLIERS) - 1)]
+            base = PARAM_BASES[rng(0, len(PARAM_BASES) - 1)]
+            allowed = PARAM_ALLOWED[rng(0, len(PARAM_ALLOWED) - 1)]
+            last_n = PARAM_LAST_N[rng(0, len(PARAM_LAST_N) - 1)]
         else:  # several: PARAM_SETS only, so every (breakers, parameters) sampler stays cached
-            multiplier, base, allowed, last_n = PARAM_SETS[fdp.ConsumeIntInRange(0, len(PARAM_SETS) - 1)]
+            multiplier, base, allowed, last_n = PARAM_SETS[rng(0, len(PARAM_SETS) - 1)]
         history = self._history(fdp, self.breaker_tokens[si])
         candidates, sorted_flag = self._candidates(fdp, history, self.breaker_tokens[si])
-        return Case(history=tuple(history.tolist()), alphabet=self.n, penalty_last_n=last_n, breakers=breakers,
+        return Case(history=tuple(history), alphabet=self.n, penalty_last_n=last_n, breakers=breakers,
                     multiplier=multiplier, base=base, allowed_length=allowed, candidates=candidates,
                     sorted=sorted_flag, vocab=self.name, vocab_sha256=self.sha, skip_validation=True)
 
-    def _ids(self, fdp, count: int) -> np.ndarray:
-        """count ids over the full range (3 bytes each, modulo the vocabulary's size)."""
+    # The input -> Case mapping is pinned (crash files and campaign corpora are bytes): the helpers below make
+    # the same draws in the same order as the numpy forms they replaced, in plain Python where an input's few
+    # values made numpy's per-call cost the larger part (tests/test_decode.py pins the mapping).
+    def _ids(self, fdp, count: int) -> list:
+        """count ids over the full range (3 bytes each, little-endian, modulo the vocabulary's size)."""
         raw = fdp.ConsumeBytes(3 * count).ljust(3 * count, b"\0")
-        b = np.frombuffer(raw, dtype=np.uint8).astype(np.int64).reshape(-1, 3)
-        return (b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)) % self.n
+        n = self.n
+        if count > 16:
+            b = np.frombuffer(raw, dtype=np.uint8).astype(np.int64).reshape(-1, 3)
+            return ((b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)) % n).tolist()
+        return [(raw[i] | raw[i + 1] << 8 | raw[i + 2] << 16) % n for i in range(0, 3 * count, 3)]
 
-    def _history(self, fdp, btoks) -> np.ndarray:
-        shape = fdp.ConsumeIntInRange(0, 3)
+    def _history(self, fdp, btoks) -> list:
+        rng = fdp.ConsumeIntInRange
+        shape = rng(0, 3)
         if shape == 0:  # raw ids over the full range
-            return self._ids(fdp, fdp.ConsumeIntInRange(0, MAX_VOCAB_HISTORY))
-        snip = self.snippets[fdp.ConsumeIntInRange(0, len(self.snippets) - 1)]
+            return self._ids(fdp, rng(0, MAX_VOCAB_HISTORY))
+        snip = self.snippet_lists[rng(0, len(self.snippet_lists) - 1)]
         if shape == 1:  # a block, a gap, the block again (possibly cut): long repeats ending anywhere
-            start = fdp.ConsumeIntInRange(0, len(snip) - 1)
-            block = snip[start:start + fdp.ConsumeIntInRange(1, 64)]
-            gap = self._ids(fdp, fdp.ConsumeIntInRange(0, 8)) if fdp.ConsumeBool() else \
-                snip[:fdp.ConsumeIntInRange(0, 8)]
-            cut = fdp.ConsumeIntInRange(0, len(block))
-            h = np.concatenate([gap, block, gap[:len(gap) // 2], block[:cut]])
-        else:  # a cut of the snippet (repeated to length), mutated
-            n = fdp.ConsumeIntInRange(1, MAX_VOCAB_HISTORY)
-            start = fdp.ConsumeIntInRange(0, len(snip) - 1)
-            h = np.resize(np.roll(snip, -start), n)
-        for _ in range(fdp.ConsumeIntInRange(0, 6)):
-            if not len(h):
+            start = rng(0, len(snip) - 1)
+            block = snip[start:start + rng(1, 64)]
+            gap = self._ids(fdp, rng(0, 8)) if fdp.ConsumeBool() else snip[:rng(0, 8)]
+            cut = rng(0, len(block))
+            h = gap + block + gap[:len(gap) // 2] + block[:cut]
+        else:  # a cut of the snippet (rotated to start there), repeated to length, mutated
+            n = rng(1, MAX_VOCAB_HISTORY)
+            start = rng(0, len(snip) - 1)
+            rot = snip[start:] + snip[:start]
+            h = (rot * (n // len(rot) + 1))[:n]
+        for _ in range(rng(0, 6)):
+            if not h:
                 break
-            op = fdp.ConsumeIntInRange(0, 4)
-            p = fdp.ConsumeIntInRange(0, len(h) - 1)
+            op = rng(0, 4)
+            p = rng(0, len(h) - 1)
             if op == 0:    # any id of the vocabulary
                 h[p] = self._ids(fdp, 1)[0]
             elif op == 1:  # a token of the snippets
-                h[p] = self.pool[fdp.ConsumeIntInRange(0, len(self.pool) - 1)]
+                h[p] = self.pool_list[rng(0, len(self.pool_list) - 1)]
             elif op == 2 and len(btoks):  # a token of the breakers
-                h[p] = btoks[fdp.ConsumeIntInRange(0, len(btoks) - 1)]
+                h[p] = int(btoks[rng(0, len(btoks) - 1)])
             elif op == 3:  # repeat a block in place
-                q = fdp.ConsumeIntInRange(p, len(h))
-                h = np.concatenate([h[:q], h[p:q], h[q:]])
+                q = rng(p, len(h))
+                h = h[:q] + h[p:q] + h[q:]
             else:          # delete a block
-                h = np.concatenate([h[:p], h[fdp.ConsumeIntInRange(p, len(h)):]])
+                h = h[:p] + h[rng(p, len(h)):]
         return h[:MAX_VOCAB_HISTORY]
 
-    def _candidates(self, fdp, history: np.ndarray, btoks):
+    def _candidates(self, fdp, history: list, btoks):
         """The history's distinct tokens (a prefix of them in a drawn order), ids from the full range and
         breaker tokens, at most MAX_CANDIDATES, with logits as the symbol decoder draws them."""
-        pool = [np.unique(history), self._ids(fdp, fdp.ConsumeIntInRange(0, 8))]
+        rng = fdp.ConsumeIntInRange
+        pool = set(history)
+        pool.update(self._ids(fdp, rng(0, 8)))
         if len(btoks):
-            pool.append(btoks[:fdp.ConsumeIntInRange(0, min(8, len(btoks)))])
-        ids = np.unique(np.concatenate(pool))
-        if not len(ids):
-            ids = self._ids(fdp, 1)
-        keys = np.frombuffer(fdp.ConsumeBytes(len(ids)).ljust(len(ids), b"\0"), dtype=np.uint8)
-        ids = ids[np.argsort(keys, kind="stable")][:fdp.ConsumeIntInRange(1, min(MAX_CANDIDATES, len(ids)))]
+            pool.update(btoks[:rng(0, min(8, len(btoks)))].tolist())
+        ids = sorted(pool) or self._ids(fdp, 1)
+        keys = fdp.ConsumeBytes(len(ids)).ljust(len(ids), b"\0")
+        order = sorted(range(len(ids)), key=keys.__getitem__)  # a stable sort by key
+        ids = [ids[i] for i in order[:rng(1, min(MAX_CANDIDATES, len(ids)))]]
         size = len(ids)
         if not fdp.ConsumeBool():  # every logit 0
-            return tuple(zip(ids.tolist(), [0.0] * size)), False
+            return tuple(zip(ids, [0.0] * size)), False
         raw = fdp.ConsumeBytes(5 * size).ljust(5 * size, b"\0")
         kinds = np.bitwise_and(np.frombuffer(raw, dtype=np.uint8, count=size), 7)
         logits = np.frombuffer(raw, dtype="<f4", count=size, offset=size).astype(np.float32)
@@ -236,7 +246,7 @@ class VocabDecoder:
         np.maximum(logits, -LOGIT_BOUND, out=logits)
         np.copyto(logits, 0.0, where=np.equal(kinds, 1))
         np.copyto(logits, -np.inf, where=np.equal(kinds, 0))
-        return tuple(zip(ids.tolist(), logits.tolist())), fdp.ConsumeBool()
+        return tuple(zip(ids, logits.tolist())), fdp.ConsumeBool()
 
 
 _DECODERS: dict = {}

@@ -19,6 +19,8 @@ an array (a campaign's memory grew ~7 KB per input); tests/test_fuzz_campaign.py
 
 from __future__ import annotations
 
+from itertools import compress
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
@@ -472,23 +474,23 @@ def _match_lengths_B_bytes(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
 
 def _match_lengths_B_str(window: np.ndarray, cands: np.ndarray) -> np.ndarray:
     """_match_lengths_B_bytes for ids past a byte (a real vocabulary): the window as a str of code points
-    chr(id) (every llama_token id is below 0x110000 here), searched with str.find the same way."""
+    chr(id) (every llama_token id is below 0x110000 here), searched with str.find the same way. The tokens
+    that follow an occurrence of the last one, and the candidates among them, are found without a Python loop
+    (a fuzz campaign traces every iteration of one)."""
     c = np.asarray(cands)
     out = np.zeros(len(c), dtype=np.int64)
     w = len(window)
     if w < 2 or not len(c):
         return out
-    ids = [int(t) for t in window]
-    if min(ids) < 0 or int(c.min()) < 0:
+    t = np.asarray(window)
+    if int(t.min()) < 0 or int(c.min()) < 0:
         raise ValueError("token ids must be non-negative")
+    ids = t.tolist()
     text = "".join(map(chr, ids))
-    last = ids[-1]
-    follows = {ids[i + 1] for i in range(w - 1) if ids[i] == last}
-    for ci, z in enumerate(c.tolist()):
-        if z not in follows:
-            continue
-        extended = text + chr(z)
-        out[ci] = _longest_suffix(text, extended) - 1
+    follows = set(t[1:][np.equal(t[:-1], ids[-1])].tolist())
+    cl = c.tolist()
+    for ci in compress(range(len(cl)), map(follows.__contains__, cl)):
+        out[ci] = _longest_suffix(text, text + chr(cl[ci])) - 1
     return out
 
 
