@@ -181,6 +181,22 @@ def test_restart_seqs_step1_matches_independent_scans(bpe, lib):
                                                                                      list(small))[0])
 
 
+def test_oracle_A_over_ids_past_a_byte():
+    """A's per-candidate slots (ids past a byte) give what its table over a byte's ids gives: short windows,
+    long periodic ones (its second pass), candidates absent from the window, repeated, and tokens that are no
+    candidate."""
+    from dryz.oracle.lengths import _match_lengths_A_single
+    rng = np.random.default_rng(5)
+    for i in range(400):
+        n = int(rng.integers(0, 200))
+        w = rng.integers(0, 5, n) if i % 2 else np.resize(rng.integers(0, 5, int(rng.integers(1, 7))), n)
+        c = rng.permutation(8)[:int(rng.integers(1, 9))]
+        if i % 3 == 0:
+            c = np.concatenate([c, c[:2]])
+        small = _match_lengths_A_single(w.astype(np.uint8), c)
+        assert (_match_lengths_A_single(w * 40000 + 7, c * 40000 + 7) == small).all()
+
+
 def test_oracle_B_over_code_points():
     from dryz.oracle.lengths import _match_lengths_B_bytes, _match_lengths_B_str, match_lengths_B
     rng = np.random.default_rng(3)

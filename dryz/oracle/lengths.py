@@ -283,23 +283,31 @@ def _match_lengths_A_single(window: np.ndarray, cands: np.ndarray) -> np.ndarray
     if not (all_bytes(tokens) and all_bytes(c)):
         if int(tokens.min()) < 0 or int(c.min()) < 0:
             raise ValueError("token ids must be non-negative")
-        best = np.zeros(max(int(tokens.max()), int(c.max())) + 1, dtype=np.int64)
+        # Ids past a byte (a real vocabulary's, up to ~262k): the maximum per candidate (its first place in c
+        # sorted) and one spare slot for every other token, not a table over every id (allocating and touching
+        # that cost more than the matching itself on a fuzz input's window).
+        sc = np.sort(c)
+        key = np.minimum(np.searchsorted(sc, tokens), len(sc) - 1)
+        key[np.not_equal(sc[key], tokens)] = len(sc)
+        back = np.searchsorted(sc, c)
+        best = np.zeros(len(sc) + 1, dtype=np.int64)
     else:
+        key, back = tokens, c
         best = np.zeros(256, dtype=np.int64)
     if w > width:
         todo = np.logical_not(E[np.arange(w - 1), Z])  # rows with no mismatch yet: Z >= 64, not known
         Z[todo] = 0
         todo = np.flatnonzero(todo) + 1        # their s, ascending
-        np.maximum.at(best, tokens, Z)
+        np.maximum.at(best, key, Z)
         full = rows(w)
         while todo.size:
-            todo = todo[np.greater(w - todo, best[tokens[todo - 1]])]  # those that could raise their maximum
+            todo = todo[np.greater(w - todo, best[key[todo - 1]])]  # those that could raise their maximum
             batch, todo = todo[:16], todo[16:]
             if batch.size:
-                np.maximum.at(best, tokens[batch - 1], np.not_equal(full[batch - 1], R).argmax(axis=1))
+                np.maximum.at(best, key[batch - 1], np.not_equal(full[batch - 1], R).argmax(axis=1))
     else:
-        np.maximum.at(best, tokens, Z)
-    return best[c]
+        np.maximum.at(best, key, Z)
+    return best[back]
 
 
 def match_lengths_B(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
