@@ -30,13 +30,14 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
     rep = np.full(N, w, dtype=np.int64)
     if not seqs:
         return rep
+    real = isinstance(seqs, RestartSeqs)  # a real vocabulary's (thousands of sequences): by head position
     if N == 1:
+        if real:
+            return np.array([seqs.rep_limit(W[0])], dtype=np.int64)
         one = _rep_limit_single(W[0], seqs)
         if one is not None:
             return np.array([one], dtype=np.int64)
-    if isinstance(seqs, RestartSeqs):  # a real vocabulary's (thousands of sequences): by head position
-        if N == 1:
-            return np.array([seqs.rep_limit(W[0])], dtype=np.int64)
+    if real:
         seqs = seqs.restricted(set(np.unique(W).tolist()))
         if not seqs:
             return rep
@@ -312,9 +313,9 @@ def _shipped_lengths_single(W: np.ndarray, cands: np.ndarray, cfg: Config, oracl
 
 def _eligible(window: np.ndarray, c: np.ndarray, breaker_heads: tuple) -> np.ndarray:
     """Per candidate: it follows some position (Step 3 reads window[1:]) and is not a single-token breaker."""
+    if type(breaker_heads) is HeadTuple:  # a real vocabulary's configuration (any ids)
+        return _eligible_table(window, c, breaker_heads.table)
     if not (all_bytes(c) and all_bytes(window)):
-        if type(breaker_heads) is HeadTuple:  # a real vocabulary's configuration
-            return _eligible_table(window, c, breaker_heads.table)
         if np.count_nonzero(np.less(c, 0)) or np.count_nonzero(np.less(window, 0)):
             raise ValueError("token ids must be non-negative")
         top = max(int(window.max()), int(c.max()), 255) + 1  # ids past a byte: a table that holds them
