@@ -75,10 +75,14 @@ def case_file_options(f):
     f = click.option("--trace", "as_trace", is_flag=True,
                      help="The file is a trace (trace JSON and trace corpus entries are recognised without it; "
                           "a `dryz fuzz --traces` crash file or input read --as bytes needs it).")(f)
+    f = click.option("--breakers", "breakers", default=None, type=click.Choice(["default", "dict", "random"]),
+                     help="With --vocab, for a crash file (fuzz bytes): the breaker mode of the `dryz fuzz --vocab "
+                          "NAME --breakers MODE` campaign that wrote it. [default: default]")(f)
     return click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
                         help="Run the case on this real vocabulary (a name such as llama-bpe: the "
                              "ggml-vocab-*.gguf files of the pinned sdist; or a GGUF path): its token ids are that "
-                             "vocabulary's.")(f)
+                             "vocabulary's; a crash file (fuzz bytes) is decoded as `dryz fuzz --vocab` decodes "
+                             "its inputs.")(f)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -214,19 +218,19 @@ def judge_trace_json(trace, kind: str, isolate: bool = True) -> tuple[int, dict]
               help="How to read the file (as dryz check reads it).")
 @click.option("--color/--no-color", default=None, help="Highlight matches with terminal colours. [default: on a tty]")
 @case_file_options
-def explain(path, read_as, color, vocab, as_trace):
+def explain(path, read_as, color, vocab, breakers, as_trace):
     """One case as a table: the window with positions, the restart sequence that set rep_limit, per candidate
     the matched suffix, L by each oracle and by the library, the expected and observed logit. (dryz check gives
     the same verdict as JSON, for machines.)"""
     from .explain import explain as render
     from .output import subject_line, trace_explain_text
     color = color if color is not None else sys.stdout.isatty()
-    t = load_trace_file(path, read_as, as_trace)
+    t = load_trace_file(path, read_as, as_trace, breakers)
     if t is not None:
         rc, out = judge_trace_json(*t)
         click.echo(trace_explain_text(path, t[1], t[0], out["verdict"], out.get("subject") or {}, color))
         sys.exit(rc)
-    case, kind = load_case_file(path, read_as, vocab)
+    case, kind = load_case_file(path, read_as, vocab, breakers)
     case = on_vocab(case, vocab)
     rc, out = judge(case, kind)
     v = out["verdict"]
@@ -250,15 +254,15 @@ def explain(path, read_as, color, vocab, as_trace):
               help="Run the case in a child process, so a case that crashes the library is reported as class "
                    "crash (exit 1) instead of taking dryz down with it.")
 @case_file_options
-def check_cmd(path, read_as, isolate, vocab, as_trace):
+def check_cmd(path, read_as, isolate, vocab, breakers, as_trace):
     """Judge one case (Case JSON, corpus entry or crash file); print the verdict as JSON."""
     import json
 
-    t = load_trace_file(path, read_as, as_trace)
+    t = load_trace_file(path, read_as, as_trace, breakers)
     if t is not None:
         rc, out = judge_trace_json(*t, isolate)
     else:
-        case, kind = load_case_file(path, read_as, vocab)
+        case, kind = load_case_file(path, read_as, vocab, breakers)
         rc, out = judge(on_vocab(case, vocab), kind, isolate)
     click.echo(json.dumps(out, indent=2))
     sys.exit(rc)
@@ -273,11 +277,11 @@ def check_cmd(path, read_as, isolate, vocab, as_trace):
 @click.option("--isolate/--no-isolate", default=None,
               help="Evaluate every candidate in a subprocess. [default: only when the input crashes]")
 @case_file_options
-def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
+def minimize(path, read_as, corpus_dir, isolate, vocab, breakers, as_trace):
     """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
     in ./corpus."""
     from .shrink import NothingToMinimize, minimize_case, minimize_trace_input
-    t = load_trace_file(path, read_as, as_trace)
+    t = load_trace_file(path, read_as, as_trace, breakers)
     log = (lambda msg: say(f"  {msg}"))
     try:
         if t is not None:
@@ -287,7 +291,7 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, as_trace):
             m = minimize_trace_input(trace, lib, log, announce=lambda shown: click.echo(
                 f"minimizing {path} ({kind}): class {shown}, {ev} events, {toks} tokens"))
         else:
-            case, kind = load_case_file(path, read_as, vocab)
+            case, kind = load_case_file(path, read_as, vocab, breakers)
             case = on_vocab(case, vocab)
             lib = load_subject()
             m = minimize_case(case, lib, isolate, log=log, announce=lambda shown, iso: click.echo(

@@ -130,23 +130,32 @@ def say(msg: str) -> None:
 # -- one case from a file (check, explain, minimize) ------------------------------------------------------
 
 
-def load_case_file(path: str, read_as: str = "auto", vocab=None):
+def load_case_file(path: str, read_as: str = "auto", vocab=None, breakers=None):
     """A Case from a Case JSON, a corpus entry, or a libFuzzer crash file (the fuzz harness's decoder).
 
     Bytes are decoded as the harness decodes them only with read_as="bytes", or in auto mode for a file named as
     libFuzzer names its crash files (crash-SHA1 and the like: inputs.is_fuzz_artifact). Any other file is JSON: a
     parse, encoding (UTF-16, say) or schema error is one line saying where, never a silent fallback to fuzz
-    bytes."""
+    bytes. With vocab, bytes are a `dryz fuzz --vocab VOCAB --breakers BREAKERS` input and decode as that
+    campaign's harness decoded them (not as the symbol decoder's case moved onto the vocabulary: another case);
+    breakers is for such bytes only."""
 
     from .case import Case, CaseError
     from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
-    from .fuzz.target import input_decoder
+    from .fuzz.target import BREAKERS, VOCAB, input_decoder
     raw = read(path)
     if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
+        if breakers is not None and vocab is None:
+            fail("--breakers reads a `dryz fuzz --vocab` crash file: give its --vocab too")
         try:
-            return input_decoder(load_subject())(raw), "fuzz input"  # DRYZ_FUZZ_VOCAB: a `dryz fuzz --vocab` input
+            # DRYZ_FUZZ_VOCAB (a campaign's own processes): that campaign's vocabulary and breakers
+            decode = input_decoder(load_subject(), vocab or VOCAB, breakers or (BREAKERS if vocab is None else
+                                                                               "default"))
+            return decode(raw), "fuzz input"
         except CaseError as e:
             fail(f"{path}: decodes to an invalid case: {e}")
+    if breakers is not None:
+        fail(f"{path}: --breakers is for a `dryz fuzz --vocab` crash file (fuzz bytes); a case names its breakers")
     data = parse_json_file(path, raw)
     if vocab is not None:
         data = json_on_vocab(data, vocab)
@@ -203,9 +212,17 @@ def spelled(case) -> str:
     return history_text(case)
 
 
-def load_trace_file(path: str, read_as: str = "auto", as_trace: bool = False):
+def load_trace_file(path: str, read_as: str = "auto", as_trace: bool = False, breakers=None):
     """(Trace, kind) when the file is a trace (trace JSON, a trace corpus entry, or with as_trace fuzz bytes for
-    decode_trace), else None (the file is for the Case reader). as_trace: anything else is an error."""
+    decode_trace), else None (the file is for the Case reader). as_trace: anything else is an error. breakers
+    (--breakers, for a vocabulary campaign's crash file): never with a trace."""
+    t = _load_trace_file(path, read_as, as_trace)
+    if t is not None and breakers is not None:
+        fail(f"{path}: --breakers is for a `dryz fuzz --vocab` crash file; traces are on the symbol vocabulary")
+    return t
+
+
+def _load_trace_file(path: str, read_as: str, as_trace: bool):
     from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
     from .trace import TRACE_SCHEMA, Trace, TraceError
     raw = read(path)

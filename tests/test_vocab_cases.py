@@ -356,3 +356,41 @@ def test_fuzz_campaign_vocab_smoke(tmp_path):
     assert d["vocab"]["breakers"] == "dict" and d["vocab"]["sampler"] == "clone"
     seeds = list((tmp_path / "w" / "seeds").iterdir())
     assert seeds and all(Case.loads(p.read_text()).vocab == "gpt-2" for p in seeds)
+
+
+def test_cli_reads_a_vocab_campaign_crash_file(bpe, lib, tmp_path):
+    """`dryz check --vocab NAME [--breakers MODE] crash-*` decodes the bytes as that campaign's harness decoded
+    them (before, the symbol decoder's case was moved onto the vocabulary: another case, which agreed)."""
+    from dryz.fuzz.decode_vocab import VocabDecoder
+    rng = np.random.default_rng(4)
+    for mode in ("default", "dict"):
+        data = rng.integers(0, 256, 900).astype(np.uint8).tobytes()
+        p = tmp_path / f"crash-{mode[0] * 40}"
+        p.write_bytes(data)
+        r = _dryz("check", "--vocab", "llama-bpe", *(["--breakers", mode] if mode != "default" else []), str(p))
+        assert r.returncode in (0, 1), r.stderr
+        assert Case.from_json(json.loads(r.stdout)["case"]) == VocabDecoder("llama-bpe", mode, lib).decode(data)
+    r = _dryz("check", "--breakers", "dict", str(p))  # fuzz bytes of which vocabulary?
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "give its --vocab too" in r.stderr
+    j = tmp_path / "c.json"
+    j.write_text(Case(history=(0, 1), alphabet=2, penalty_last_n=4).dumps())
+    r = _dryz("check", "--vocab", "llama-bpe", "--breakers", "dict", str(j))  # a case names its breakers
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "a case names its breakers" in r.stderr
+
+
+def test_vocab_campaign_finding_reads_back(tmp_path):
+    """A vocabulary campaign's finding (the off-by-one control's, on gpt-2): its decoded case is written beside the
+    crash file, the summary says how to read the crash file, and `dryz check` read so gives that case."""
+    _vocab("gpt-2")
+    pytest.importorskip("atheris")
+    r = _dryz("fuzz", "--vocab", "gpt-2", "--fault", "off-by-one", "--time", "4", "--jobs", "1", "--recheck", "1",
+              "--workdir", str(tmp_path / "w"), "--json", str(tmp_path / "s.json"))
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    found = [f for f in json.loads((tmp_path / "s.json").read_text())["findings"] if f["reproduces"]]
+    assert len(found) == 1 and found[0]["klass"] == "mismatch"
+    assert "to read a crash file as this campaign did: dryz --subject libllama:" in r.stdout
+    assert "check|minimize --vocab gpt-2 --breakers default FILE" in r.stdout
+    crash = found[0]["file"]
+    beside = Case.from_json(json.loads(Path(crash + ".case.json").read_text()))
+    r = _dryz("check", "--vocab", "gpt-2", "--breakers", "default", crash, env={"DRYZ_FAULT": "off-by-one"})
+    assert r.returncode == 1 and Case.from_json(json.loads(r.stdout)["case"]) == beside

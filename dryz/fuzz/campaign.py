@@ -169,7 +169,7 @@ class Campaign:
             from ..vocab_cases import load_vocab
             ref = load_vocab(self.vocab, self.subject).ref
             summary["vocab"] = {"name": ref.name, "path": str(ref.path), "sha256": ref.sha256,
-                                "breakers": self.breakers, "sampler": sampler}
+                                "breakers": self.breakers, "sampler": sampler, "spec": str(self.vocab)}
 
     def subject_env(self) -> dict:
         """The environment that selects the audited subject for the jobs: its spec (DRYZ_SUBJECT), the

@@ -48,8 +48,8 @@ def run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, brea
         summary = camp.run()
     except SystemExit as e:  # the native build reports a missing toolchain this way
         fail(f"native build unavailable (exit {e.code}); run without --native for Python coverage only")
+    camp.complete(summary, confirmation, sampler)  # the subject and vocabulary, which the text names too
     echo(fuzz_summary_text(summary, traces, seconds, camp.hard_limit()))
-    camp.complete(summary, confirmation, sampler)
     write_json(work / "summary.json", summary)  # beside the log: what dryz report reads
     if json_path:
         write_json(json_path, summary)
