@@ -394,3 +394,48 @@ def test_vocab_campaign_finding_reads_back(tmp_path):
     beside = Case.from_json(json.loads(Path(crash + ".case.json").read_text()))
     r = _dryz("check", "--vocab", "gpt-2", "--breakers", "default", crash, env={"DRYZ_FAULT": "off-by-one"})
     assert r.returncode == 1 and Case.from_json(json.loads(r.stdout)["case"]) == beside
+
+
+def test_a_clone_that_a_second_clone_undoes_is_not_hidden(bpe, monkeypatch):
+    """A real vocabulary's prototype is a clone of init_dry's sampler only where one more clone changes no probe's
+    output (LibLlama._compact): a clone that swaps multiplier and base (undone by a second clone) keeps init_dry's
+    sampler as the prototype, so each case is one clone of it and the swap shows as mismatches; the real clone
+    keeps the compact prototype for every configuration where the swap could show."""
+    import ctypes
+
+    from dryz.check import check
+    from dryz.fuzz.decode_vocab import VocabDecoder
+    from dryz.subject import libllama, open_subject, selected_spec
+    monkeypatch.setattr(libllama, "_DRIVE", None)  # every clone through lib.clone (the ctypes path)
+    lib = open_subject(selected_spec())
+    real_clone = lib.clone
+    s = lib.new_sampler(1.25, 1.5, 3, 77, ())
+    ctx = ctypes.c_void_p.from_address(s + 8 if isinstance(s, int) else ctypes.cast(s, ctypes.c_void_p).value + 8)
+    fields = [ctypes.c_float.from_address(ctx.value + 4 * i).value for i in range(4)]
+    off_m, off_b = 4 * fields.index(1.25), 4 * fields.index(1.5)  # llama_sampler_dry's first two fields
+    lib.free(s)
+
+    def swapping_clone(p):
+        c = real_clone(p)
+        cx = ctypes.c_void_p.from_address((c if isinstance(c, int) else ctypes.cast(c, ctypes.c_void_p).value) + 8)
+        if cx.value:
+            m, b = ctypes.c_float.from_address(cx.value + off_m), ctypes.c_float.from_address(cx.value + off_b)
+            m.value, b.value = b.value, m.value
+        return c
+
+    d = VocabDecoder("llama-bpe", "default", lib)
+    rng = np.random.default_rng(0)
+    cases = [d.decode(rng.integers(0, 256, 600).astype(np.uint8).tobytes()) for _ in range(200)]
+    # multiplier >= 1: swapped, it is a base init_dry takes for DRY on (a clone of a sampler whose base is below 1
+    # gets init_dry's empty sampler and writes DRY state into it: the heap is corrupted, as a real swap would do)
+    cases = [c for c in cases if c.penalty_last_n != 0 and c.multiplier >= 1.0 and c.multiplier != c.base][:60]
+    lib.clone = swapping_clone
+    found = sum(check(c, lib).klass == "mismatch" for c in cases)
+    kept = lib.__dict__["prototype_kinds"]
+    assert found >= 10
+    assert all(v.startswith("init_dry") for k, v in kept.items() if k[5] != 3)  # window 3 also with allowed 3
+    lib.__dict__.pop("_prototypes")
+    lib.__dict__.pop("prototype_kinds")
+    lib.clone = real_clone
+    assert all(check(c, lib).klass == "agree" for c in cases)
+    assert set(lib.__dict__["prototype_kinds"].values()) == {"clone"}

@@ -178,7 +178,7 @@ class VocabDecoder:
 
     # The input -> Case mapping is pinned (crash files and campaign corpora are bytes): the helpers below make
     # the same draws in the same order as the numpy forms they replaced, in plain Python where an input's few
-    # values made numpy's per-call cost the larger part (tests/test_decode.py pins the mapping).
+    # values made numpy's per-call cost the larger part (tests/test_vocab_cases.py pins the mapping).
     def _ids(self, fdp, count: int) -> list:
         """count ids over the full range (3 bytes each, little-endian, modulo the vocabulary's size)."""
         raw = fdp.ConsumeBytes(3 * count).ljust(3 * count, b"\0")

@@ -309,44 +309,70 @@ class LibLlama(Subject):
     # vocabulary (30-80 ms on 128k-262k tokens); a clone copies them. At most this many are kept (LRU).
     PROTOTYPES = 512
 
-    def prototype(self, case, vocab_handle, sha256: str):
-        """An initialized DRY sampler for the case's configuration on a real vocabulary that never accepts a
-        token (in clone mode): llama_sampler_clone of it is what init_dry with these arguments returns (the clone
-        copies the parameters, the processed breakers and the, empty, state: llama_sampler_dry_clone).
+    def prototype(self, case, v):
+        """An initialized DRY sampler for the case's configuration on real vocabulary v (a loaded vocabulary)
+        that never accepts a token (in clone mode): llama_sampler_clone of it is what init_dry with these
+        arguments returns (the clone copies the parameters, the processed breakers and the, empty, state:
+        llama_sampler_dry_clone).
 
-        In clone mode the prototype kept is itself llama_sampler_clone of init_dry's sampler (which is then
-        freed): the same state, with its processed breakers (thousands of hash nodes on a real vocabulary) made
+        In clone mode the prototype kept is, when it can be, llama_sampler_clone of init_dry's sampler (which is
+        then freed): the same state, its processed breakers (thousands of hash nodes on a real vocabulary) made
         in one burst of allocations instead of scattered among the strings init_dry detokenized and freed.
         Copying them for every case then reads memory nearly in order: on llama-bpe's default breakers a
         case's clone, accepts and apply took ~30% less (perf put a fifth of a fuzz input's samples on the load
-        after each node's allocation in the hash table's copy, a cache miss per node)."""
+        after each node's allocation in the hash table's copy, a cache miss per node). A case then runs on a
+        clone of a clone, which would hide a clone that alters what it copies in a way a second clone undoes
+        (two parameters swapped, say): so the compact prototype is kept only when a clone of it and a clone of
+        init_dry's sampler leave bit-identical outputs on the probes (_clone_probes); otherwise init_dry's
+        sampler is kept and each case is one clone of it. Which was kept: prototype_kinds."""
         protos = self.__dict__.setdefault("_prototypes", {})
         # The mode is part of the key: a prototype run in reset mode has accepted tokens and is never cloned.
-        key = (self.reuse_samplers, sha256, case.multiplier, case.base, case.allowed_length, case.penalty_last_n, tuple(case.breakers),
-               case.n_ctx_train if self.abi == 8 else None)
+        key = (self.reuse_samplers, v.ref.sha256, case.multiplier, case.base, case.allowed_length,
+               case.penalty_last_n, tuple(case.breakers), case.n_ctx_train if self.abi == 8 else None)
         s = protos.pop(key, None)
         if s is None:
             s = self.new_sampler(case.multiplier, case.base, case.allowed_length, case.penalty_last_n,
-                                 case.breakers, vocab=vocab_handle, n_ctx_train=case.n_ctx_train)
+                                 case.breakers, vocab=v.handle, n_ctx_train=case.n_ctx_train)
             s = s if isinstance(s, int) else ctypes.cast(s, ctypes.c_void_p).value
-            if not self.reuse_samplers:  # kept as a clone of it (see the docstring)
-                c = self.clone(s)
-                self.free(s)
-                if not c:
-                    raise SubjectError("llama_sampler_clone returned NULL")
-                s = c if isinstance(c, int) else ctypes.cast(c, ctypes.c_void_p).value
+            if not self.reuse_samplers:
+                s = self._compact(s, case, v, key)
             while len(protos) >= self.PROTOTYPES:
                 old = next(iter(protos))
                 self.free(protos.pop(old))
         protos[key] = s  # most recently used last
         return s
 
+    def _compact(self, s: int, case, v, key) -> int:
+        """init_dry's sampler s, or a clone of it where one more clone changes no probe's output (prototype)."""
+        c = self.clone(s)
+        if not c:
+            self.free(s)
+            raise SubjectError("llama_sampler_clone returned NULL")
+        c = c if isinstance(c, int) else ctypes.cast(c, ctypes.c_void_p).value
+        kinds = self.__dict__.setdefault("prototype_kinds", {})
+        for probe in _clone_probes(case.breakers, v):
+            if self._probe(s, probe) != self._probe(c, probe):
+                self.free(c)
+                kinds[key] = "init_dry (a clone of a clone differs from a clone)"
+                return s
+        self.free(s)
+        kinds[key] = "clone"
+        return c
+
+    def _probe(self, proto: int, probe) -> tuple:
+        """(ids, logit bits, sorted) a clone of proto leaves after the probe's history and one apply."""
+        c = self.clone(proto)
+        if not c:
+            raise SubjectError("llama_sampler_clone returned NULL")
+        out = self._accept_apply_free(c, probe)
+        return tuple(out.ids), np.asarray(out.logits, dtype=np.float32).tobytes(), out.sorted
+
     def run_vocab(self, case) -> Output:
         """run() for a real vocabulary: llama_sampler_clone of the configuration's prototype, the history
         accepted, one apply, the clone freed (in dryz.subject._drive.run_clone, or through ctypes)."""
         from .vendored_vocabs import vocab_of
         v = vocab_of(case, self)
-        proto = self.prototype(case, v.handle, v.ref.sha256)
+        proto = self.prototype(case, v)
         if _DRIVE is None:
             if self.reuse_samplers:
                 self.reset(proto)
@@ -434,6 +460,22 @@ class LibLlama(Subject):
         if n not in bufs:
             bufs[n] = CandidateBuffer(self.L, n)
         return bufs[n]
+
+
+def _clone_probes(breakers, v) -> list:
+    """Histories on which a clone and a clone of a clone must agree (LibLlama._compact): text holding every
+    breaker between words, said three times (repeats for Step 3, breakers for Step 1's restart sequences); prose
+    said three times; one token eight times and two tokens alternating (repeats that end within a window of
+    three). Candidates: every distinct token, logits 0 (sorted) or 1.5 (unsorted)."""
+    said = list(v.tokenize("".join(f"a{b}b " for b in breakers) + "the cat sat")) * 3
+    prose = list(v.tokenize("the cat sat on the mat, the cat sat on the")) * 3
+    t1, t2 = prose[1], prose[2]
+    out = []
+    for h, logit, sorted_flag in ((said, 0.0, True), (prose, 1.5, False), ([t1] * 8, 0.0, False),
+                                  ([t1, t2] * 5, 1.5, True)):
+        ids = sorted(set(h))
+        out.append(_Flat(h, tuple(ids), [logit] * len(ids), sorted_flag))
+    return out
 
 
 class _Flat:
