@@ -115,6 +115,7 @@ class Finding:
     klass: str
     detail: str
     witness: str | None = None        # a file dryz check/explain/minimize read
+    reader: list = field(default_factory=list)  # how they read the witness (a vocabulary campaign's crash file)
     minimized: str | None = None      # the minimized witness (a corpus entry), when minimizing succeeded
     spelled: str = ""                 # the witness in one line (history and parameters)
     shortest: str = ""                # proven | 1-minimal | not minimized (why)
@@ -566,10 +567,14 @@ def _parse_fuzz(n: str, r: ModeResult, work: Path) -> None:
              (f" ({len(s['slow'])} slow input(s), not findings)" if s.get("slow") else "")
     real = sorted((f for f in s["findings"] if f["reproduces"]), key=lambda f: os.path.getsize(f["file"])
                   if os.path.exists(f["file"]) else 1 << 30)
+    v = s.get("vocab")
     for f in real[:1]:
-        w = f["file"] + ".case.json" if os.path.exists(f["file"] + ".case.json") else f["file"]
+        beside = f["file"] + ".case.json"  # the re-check's decoded case (none for a crash)
+        w = beside if os.path.exists(beside) else f["file"]
+        # A vocabulary campaign's bare crash file is read as that campaign decoded it (`--vocab --breakers`)
+        reader = ["--vocab", v.get("spec") or v["path"], "--breakers", v["breakers"]] if v and w == f["file"] else []
         r.findings.append(Finding(n, f["klass"], f"crash file {Path(f['file']).name} (reproduces in a clean "
-                                                 "process)", w))
+                                                 "process)", w, reader=reader))
 
 
 def _parse_differential(r: ModeResult, work: Path) -> None:
@@ -722,7 +727,7 @@ def _witnesses(res: GateResult, work: Path, modes, seconds: float) -> None:
             f.minimized, f.shortest = f.witness, f.shortest or "as recorded"
         elif left > 3:
             per = max(left / (len(todo) - i), min(left, 15.0))  # a short witness shrinks in seconds
-            args = ["minimize", f.witness, "--corpus", str(out_dir)]
+            args = ["minimize", f.witness, "--corpus", str(out_dir)] + f.reader
             if f.mode == "fuzz-traces":
                 args.append("--trace")
             p = _dryz(subject_args, args, per, work)
@@ -739,7 +744,8 @@ def _witnesses(res: GateResult, work: Path, modes, seconds: float) -> None:
         path = f.minimized or f.witness
         f.spelled = f.spelled or _spell_file(path)
         p = _dryz(subject_args, ["explain", "--no-color", path] + (["--trace"] if f.mode == "fuzz-traces" and
-                                                                   not f.minimized else []), 120, work)
+                                                                   not f.minimized else []) +
+                  ([] if f.minimized else f.reader), 120, work)
         if p is not None:
             f.explain = excerpt(p.stdout)
     base_args = ["--subject", res.base["spec"]] if res.base and res.base.get("spec") else None

@@ -145,12 +145,13 @@ def load_case_file(path: str, read_as: str = "auto", vocab=None, breakers=None):
     from .fuzz.target import BREAKERS, VOCAB, input_decoder
     raw = read(path)
     if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
+        # DRYZ_FUZZ_VOCAB and _BREAKERS (set in a campaign's own processes): that campaign's, where --vocab and
+        # --breakers do not say otherwise
+        vocab = vocab or VOCAB
         if breakers is not None and vocab is None:
             fail("--breakers reads a `dryz fuzz --vocab` crash file: give its --vocab too")
         try:
-            # DRYZ_FUZZ_VOCAB (a campaign's own processes): that campaign's vocabulary and breakers
-            decode = input_decoder(load_subject(), vocab or VOCAB, breakers or (BREAKERS if vocab is None else
-                                                                               "default"))
+            decode = input_decoder(load_subject(), vocab, breakers or (BREAKERS if vocab == VOCAB else "default"))
             return decode(raw), "fuzz input"
         except CaseError as e:
             fail(f"{path}: decodes to an invalid case: {e}")

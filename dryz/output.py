@@ -290,9 +290,10 @@ def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: flo
     v = summary.get("vocab")
     if v and any(f["reproduces"] for f in summary["findings"]):  # its crash files are the vocabulary decoder's bytes
         spec = (summary.get("subject") or {}).get("spec")
-        lines.append(f"each finding's decoded case is beside it (FILE.case.json); to read a crash file as this campaign "
-                     f"did: dryz{' --subject ' + spec if spec else ''} check|minimize --vocab "
-                     f"{v.get('spec') or v['path']} --breakers {v['breakers']} FILE")
+        fault = f"DRYZ_FAULT={summary['fault']} " if summary.get("fault") else ""
+        lines.append(f"to read a crash file as this campaign did: {fault}dryz{' --subject ' + spec if spec else ''} "
+                     f"check|minimize --vocab {v.get('spec') or v['path']} --breakers {v['breakers']} FILE (a "
+                     "finding the re-check judged also has its decoded case beside it, FILE.case.json)")
     for f in summary.get("slow", []):
         again = ", slow again" if f["recheck_seconds"] >= summary["slow_unit_seconds"] else ""
         lines.append(f"slow input (not a finding): {f['file']} (libFuzzer saw one run take "
