@@ -6,7 +6,8 @@ Usage: python bench/fuzz_vocab.py [--vocab llama-bpe] [--breakers default] [--ba
        [--sampler clone|reset] [--instrumented]
 Reports exec/s per core over the inputs whose history is LO..HI-1 tokens (default 0..256), after a warm-up pass
 over the same inputs (which initializes one sampler per configuration met: init_dry is not what is measured,
-its count is reported), best of --rounds passes; then one pass with the library's calls (run_clone) timed apart.
+its count is reported), best of --rounds passes; then one pass with the library's calls (run_clone) timed apart,
+and the decoder alone (best of --rounds passes).
 """
 
 import argparse
@@ -67,6 +68,14 @@ def main():
         return time.perf_counter() - t
 
     best = min(one_pass() for _ in range(a.rounds))
+
+    def decode_pass() -> float:  # the decoder alone (bytes -> Case), the same inputs
+        t = time.perf_counter()
+        for d in datas:
+            decode(d)
+        return time.perf_counter() - t
+
+    decoding = min(decode_pass() for _ in range(a.rounds)) / len(datas) * 1e6
     # The library's share: one more pass with the call sequencer's run_clone (clone, accepts, apply, free in C)
     # timed apart; the rest of an input is dryz's (decoding, the oracles, the verdict).
     from dryz.subject import libllama
@@ -95,7 +104,7 @@ def main():
     print(f"{a.vocab} breakers={a.breakers} sampler={a.sampler}{' instrumented' if a.instrumented else ''}: "
           f"{len(datas) / best:,.0f} exec/s  {best / len(datas) * 1e6:.0f} us/input  ({len(datas)} inputs, "
           f"histories {lo}..{hi - 1}, mean {np.mean(lens):.0f} tokens; warm-up {warm:.1f} s initializing "
-          f"{protos} samplers; {found} findings{share})")
+          f"{protos} samplers; {found} findings{share}; decoding alone {decoding:.0f} us/input)")
 
 
 if __name__ == "__main__":

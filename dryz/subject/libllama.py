@@ -360,7 +360,12 @@ class LibLlama(Subject):
         return c
 
     def _probe(self, proto: int, probe) -> tuple:
-        """(ids, logit bits, sorted) a clone of proto leaves after the probe's history and one apply."""
+        """(ids, logit bits, sorted) a clone of proto leaves after the probe's history and one apply, made as
+        run_vocab makes a case's (dryz.subject._drive.run_clone, or through ctypes)."""
+        if _DRIVE is not None:
+            ids, logits, sorted_flag = _DRIVE.run_clone(self.clone_address, *self.addresses[1:], proto,
+                                                        probe.history, probe.ids, probe.logits, probe.sorted)
+            return bytes(ids), bytes(logits), sorted_flag
         c = self.clone(proto)
         if not c:
             raise SubjectError("llama_sampler_clone returned NULL")
