@@ -293,3 +293,31 @@ def test_ctrl_c_leaves_a_partial_result_and_no_process(tmp_path):
             if str(work) in cmd:
                 left.append(cmd[:200])
     assert left == []
+
+
+def test_a_vocabulary_lane_s_crash_file_is_read_as_its_campaign_read_it(tmp_path):
+    """A vocabulary lane's finding without a decoded case beside it (a crash: the re-check decoded none) is read by
+    minimize and explain with that lane's --vocab and --breakers; one with FILE.case.json needs no flags."""
+    crash, judged = tmp_path / ("crash-" + "a" * 40), tmp_path / ("crash-" + "b" * 40)
+    crash.write_bytes(b"\x01\x02")
+    judged.write_bytes(b"\x03\x04\x05")
+    (tmp_path / (judged.name + ".case.json")).write_text("{}")
+    summary = {"execs": 10, "seconds": 1.0, "cov": 1, "findings": [],
+               "vocab": {"name": "llama-bpe", "path": "/x/ggml-vocab-llama-bpe.gguf", "breakers": "dict",
+                         "spec": "llama-bpe"}}
+    for f, klass in ((crash, "crash"), (judged, "mismatch")):
+        summary["findings"] = [{"file": str(f), "klass": klass, "reproduces": True}]
+        (tmp_path / "fuzz-vocab-dict.json").write_text(json.dumps(summary))
+        r = g.ModeResult("fuzz-vocab-dict", "finding", 1, 1.0, 1.0, "", [])
+        g._parse_fuzz("fuzz-vocab-dict", r, tmp_path)
+        (found,) = r.findings
+        if f is crash:
+            assert found.witness == str(crash) and found.reader == ["--vocab", "llama-bpe", "--breakers", "dict"]
+        else:
+            assert found.witness == str(judged) + ".case.json" and found.reader == []
+    del summary["vocab"]  # a symbol-vocabulary lane: bytes are the symbol decoder's
+    summary["findings"] = [{"file": str(crash), "klass": "crash", "reproduces": True}]
+    (tmp_path / "fuzz.json").write_text(json.dumps(summary))
+    r = g.ModeResult("fuzz", "finding", 1, 1.0, 1.0, "", [])
+    g._parse_fuzz("fuzz", r, tmp_path)
+    assert r.findings[0].reader == []
