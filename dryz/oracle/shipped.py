@@ -27,9 +27,8 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
     """Step 1 as shipped: scanning back from the end, the first head that completes a restart sequence
     (the longest tail matching at that head) sets rep_limit = distance - tail length; none: the window length."""
     N, w = W.shape
-    rep = np.full(N, w, dtype=np.int64)
     if not seqs:
-        return rep
+        return np.full(N, w, dtype=np.int64)
     real = isinstance(seqs, RestartSeqs)  # a real vocabulary's (thousands of sequences): by head position
     if N == 1:
         if real:
@@ -37,6 +36,7 @@ def rep_limits(W: np.ndarray, seqs) -> np.ndarray:
         one = _rep_limit_single(W[0], seqs)
         if one is not None:
             return np.array([one], dtype=np.int64)
+    rep = np.full(N, w, dtype=np.int64)
     if real:
         seqs = seqs.restricted(set(np.unique(W).tolist()))
         if not seqs:
