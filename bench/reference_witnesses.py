@@ -21,7 +21,7 @@ from dryz.corpus import reference_witness_entry
 from dryz.oracle.reference import divergences
 from dryz.subject import open_subject, selected_spec
 from dryz.shrink import minimize_divergence
-from dryz.subject.symbols import from_symbols
+from dryz.symbols import from_symbols
 
 
 def seed(symbols: str, alphabet: int | None = None, **kw) -> Case:

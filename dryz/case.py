@@ -13,7 +13,7 @@ from dataclasses import InitVar, dataclass, field, replace
 from typing import Any
 
 
-from .subject.symbols import MAX_ALPHABET, SYMBOLS, from_symbols, to_symbols
+from .symbols import MAX_ALPHABET, SYMBOLS, from_symbols, to_symbols
 
 from .params import N_CTX_TRAIN, DryParams, f32, is_int as _is_int, is_number as _is_number
 from .errors import DryzError

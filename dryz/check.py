@@ -19,8 +19,8 @@ from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_
 from .oracle.shipped import (Config, Matched, Prediction, output_logits, output_logits_zero, ragged_rep, rep_limits,
                              shipped_lengths, shipped_lengths_each)
 from .config import case_config
-from .subject.protocol import Crash, Refused, Unrecoverable, Unsupported
-from .subject.symbols import MAX_ALPHABET
+from .subject.answers import Crash, Refused, Unrecoverable, Unsupported
+from .symbols import MAX_ALPHABET
 from .errors import DryzError
 
 class HarnessError(RuntimeError, DryzError):

@@ -16,7 +16,7 @@ from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail as _fail, load_case
 
 def say_subject(lib) -> None:
     """The subject a command judges, named before its results."""
-    from .output import subject_header
+    from .subject.identity import subject_header
     click.echo(subject_header(lib))
 
 
@@ -57,7 +57,7 @@ class Bound(click.ParamType):
 
 
 def _max_alphabet() -> int:
-    from .subject.symbols import MAX_ALPHABET  # (imported when asked: the subject package loads numpy)
+    from .symbols import MAX_ALPHABET  # (imported when asked: the subject package loads numpy)
     return MAX_ALPHABET
 
 
@@ -223,7 +223,8 @@ def explain(path, read_as, color, vocab, breakers, as_trace):
     the matched suffix, L by each oracle and by the library, the expected and observed logit. (dryz check gives
     the same verdict as JSON, for machines.)"""
     from .explain import explain as render
-    from .output import subject_line, trace_explain_text
+    from .render import trace_explain_text
+    from .subject.identity import subject_line
     color = color if color is not None else sys.stdout.isatty()
     t = load_trace_file(path, read_as, as_trace, breakers)
     if t is not None:
@@ -236,7 +237,7 @@ def explain(path, read_as, color, vocab, breakers, as_trace):
     v = out["verdict"]
     ident = out.get("subject") or {}
     if v["class"] in ("crash", "memory"):
-        from .output import crash_lines
+        from .render import crash_lines
         click.echo(crash_lines(v))
         sys.exit(rc)
     v["abi"] = ident.get("init_dry_abi", 7)
@@ -301,7 +302,7 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, breakers, as_trace):
     from .corpus import USER_DIR, write_entry
     written = write_entry(corpus_dir or USER_DIR, m.entry(str(path), kind, lib.identity))
     if t is not None:
-        from .output import minimized_trace_text
+        from .render import minimized_trace_text
         click.echo(minimized_trace_text(m))
     else:
         click.echo(f"reproducer: {len(m.case.history)} tokens {spelled(m.case)!r}, shortest: {m.shortest}, "
@@ -320,7 +321,7 @@ def replay(directory, vocab):
     lib = load_subject()
     say_subject(lib)
     rows = replay_dir(directory or str(DEFAULT_DIR), lib, select=vocab_filter(vocab, lib) if vocab else None)
-    from .output import replay_text
+    from .render import replay_text
     click.echo(replay_text(rows, lib.identity))
     bad = [r for r in rows if not r.ok]
     if any(r.error for r in rows):

@@ -13,12 +13,12 @@ import numpy as np
 from .case import Case, f32, seed_parameters
 from .oracle.restarts import restart_sequences, restart_sequences_one, tokens_by_char
 from .oracle.shipped import Config
-from .subject.symbols import SYMBOLS, symbol_texts
+from .symbols import SYMBOLS, symbol_texts
 
 
 def symbol_tokenize(text: str) -> list[int]:
     # In the symbol vocabulary no merge applies, so a string tokenizes to one token per character.
-    from .subject.symbols import from_symbols
+    from .symbols import from_symbols
     return from_symbols(text)
 
 

@@ -21,7 +21,7 @@ KNOWN_CLASSES = CLASSES
 # A served-* witness (dryz/oracle/served.py) also holds `http`: the /completion request and llama-server's
 # response; replay checks the response against the served model without a server.
 from .oracle.served import CLASSES as SERVED_CLASSES  # noqa: E402
-from .subject.symbols import SYMBOLS as _SYMBOLS  # noqa: E402
+from .symbols import SYMBOLS as _SYMBOLS  # noqa: E402
 from .errors import DryzError
 _SYMBOL_TEXTS = [s.encode() for s in _SYMBOLS]
 
@@ -126,7 +126,7 @@ def _labels(case: Case):
 
 
 def _sym(cid: int) -> str:
-    from .subject.symbols import SYMBOLS
+    from .symbols import SYMBOLS
     return SYMBOLS[cid] if 0 <= cid < len(SYMBOLS) else "?"
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from .case import Case, CaseError
 from .subject.isolation import Worker
-from .subject.protocol import Crash, Unsupported
+from .subject.answers import Crash, Unsupported
 
 CASE_TIMEOUT = 30.0  # seconds one evaluation may take before the subject counts as hung
 

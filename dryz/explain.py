@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from .case import Case
-from .subject.symbols import SYMBOLS
+from .symbols import SYMBOLS
 
 
 def _sym(t: int) -> str:

@@ -785,7 +785,7 @@ def _spell_file(path: str) -> str:
 
 def markdown(res: GateResult, limit: int = 60) -> str:
     """The summary to paste into a pull request (at most `limit` lines)."""
-    from .output import subject_line
+    from .subject.identity import subject_line
     nf = len(res.findings)
     und = [c for c in res.changes if not c.declared]
     head = {"pass": "PASS", "fail": "FAIL", "error": "ERROR (the harness could not conclude)",
@@ -847,7 +847,7 @@ def html_section(d: dict, name: str) -> tuple[str, str]:
     md = markdown(res, limit=10_000)
     parts = [f"<h2>Gate <code>{_h.escape(name)}</code>: <span class=\"{'ok' if res.verdict == 'pass' else 'bad'}\">"
              f"{_h.escape(res.verdict.upper())}</span></h2>"]
-    from .output import subject_line
+    from .subject.identity import subject_line
     rows = [["subject", subject_line(res.subject)], ["sha256", res.subject.get("libllama_sha256", "?")]]
     if res.base:
         rows += [["base", subject_line(res.base)], ["base sha256", res.base.get("libllama_sha256", "?")]]

@@ -239,7 +239,7 @@ def row(spec: Spec, lib: Path, seconds: int, work: Path, log) -> dict:
         return {"subject": spec.name, "spec": lib, "error": bad or p.stderr.strip(), "cells": {}}
     ident = json.loads(p.stdout)
     if spec.kind == "subject":  # named by what it says it is
-        from .output import subject_line
+        from .subject.identity import subject_line
         name = subject_line(ident)
     else:
         name = ident.get("distribution", spec.name) if spec.kind == "xllamacpp" else spec.name
@@ -403,7 +403,7 @@ def subject_row(spec: str, work: Path) -> dict:
     bad = _outcome(p)
     if bad or p.returncode != 0:
         raise MatrixError(f"{spec}: {bad or (p.stderr.strip().splitlines() or ['cannot be had'])[-1]}")
-    from .output import subject_line
+    from .subject.identity import subject_line
     ident = json.loads(p.stdout)
     built = ident.get("built_by_dryz") or {}
     return {"subject": subject_line(ident), "spec": as_spec(spec), "identity": ident,
@@ -585,7 +585,8 @@ def compare_command(base, new: str, kept, random_cases, seconds, corpus_dir, jso
     exit 1 when they differ, 2 when a case could not be judged on one side."""
     from .gate import resolve_base
     from .inputs import fail
-    from .output import compare_text, write_json
+    from .output import write_json
+    from .render import compare_text
     base_lib = resolve_base(base, log)
     r = compare_pair(base_lib, new, [Path(k) for k in kept], random_cases, seconds, Path.cwd(),
                      Path(corpus_dir) if corpus_dir else None, log)

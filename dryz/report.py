@@ -102,7 +102,7 @@ def _table(head: list, rows: list[list]) -> tuple[str, str]:
 
 
 def _subject_rows(s: dict) -> list[list]:
-    from .output import subject_line
+    from .subject.identity import subject_line
     rows = [["subject", subject_line(s)], ["library", s.get("libllama_path", "?")],
             ["sha256", s.get("libllama_sha256", "?")]]
     b = s.get("built_by_dryz")

@@ -17,7 +17,7 @@ from minimize import BUDGET, ddmin, first_shorter, fixpoint, shortest, shrink_to
 
 from .case import Case, CaseError
 from .space import Space, canonical_strings
-from .subject.symbols import SYMBOLS
+from .symbols import SYMBOLS
 
 PROOF_BUDGET = 60_000   # histories the shortest-search may check
 PROOF_MAX_LENGTH = 64  # the budget is the real bound; this only keeps the count itself cheap

@@ -27,7 +27,7 @@ from math import perm
 import numpy as np
 
 from .config import case_config
-from .subject.symbols import MAX_ALPHABET, SYMBOLS
+from .symbols import MAX_ALPHABET, SYMBOLS
 from .errors import DryzError
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from .case import MAX_HISTORY, N_CTX_TRAIN, Case, CaseError, _logit_from_json, _logit_to_json
 from .params import DryParams, is_int as _is_int
-from .subject.symbols import to_symbols
+from .symbols import to_symbols
 from .errors import DryzError
 
 TRACE_SCHEMA = "dryz.trace/1"

@@ -36,7 +36,7 @@ from .check import AGREE, CRASH, MISMATCH, ORACLE_DISAGREEMENT, HarnessError, Ve
 from .config import config_of, effective_last_n, with_deviations
 from .oracle.lengths import PAD, ROWS_MAX
 from .oracle.trace_model import capacity, equivalent_case, held_spans
-from .subject.protocol import Capabilities, Crash, Outputs
+from .subject.answers import Capabilities, Crash, Outputs
 from .trace import Trace
 
 CONTROL_DIFFERS = "fresh sampler's output differs from the trace's"

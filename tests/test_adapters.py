@@ -27,7 +27,7 @@ def faulty(*args) -> str:
 
 def case_file(tmp_path, symbols="abcab", **kw) -> Path:
     from dryz.case import Case
-    from dryz.subject.symbols import from_symbols
+    from dryz.symbols import from_symbols
     p = tmp_path / "case.json"
     p.write_text(Case(history=tuple(from_symbols(symbols)), alphabet=3, penalty_last_n=kw.pop("penalty_last_n", 64),
                       **kw).dumps())

@@ -16,7 +16,7 @@ def _Given(output):
 def test_a_sorted_flag_alone_is_a_mismatch_in_a_batch_as_in_check():
     # a b a b: every candidate agrees with the model; the library clears no sorted flag where apply reaches
     # Step 4 (it must). Batch.odd_rows, with every logit agreeing, once classed that row oracle-disagreement.
-    from dryz.subject.protocol import Output
+    from dryz.subject.answers import Output
     case = Case(history=(0, 1, 0, 1), alphabet=2, penalty_last_n=64, candidates=((0, 0.0), (1, 0.0)), sorted=True)
     cfg = case_config(case)
     H = np.array([case.history, case.history], dtype=np.uint8)
@@ -54,7 +54,7 @@ def test_row_layouts_equal_the_column_layouts_and_the_single_window(monkeypatch)
     """Batches up to ROWS_MAX windows take the row layouts; the column layouts (larger batches) and the
     one-window layouts compute the same M, rep_limit and promised rep_limit."""
     from dryz.config import restart_sequences_of
-    from dryz.subject.symbols import SYMBOLS
+    from dryz.symbols import SYMBOLS
     rng = np.random.default_rng(1)
     for trial in range(600):
         N, w, k = int(rng.integers(2, 20)), int(rng.integers(0, 100)), int(rng.integers(1, 6))
@@ -83,7 +83,7 @@ def test_row_layouts_equal_the_column_layouts_and_the_single_window(monkeypatch)
 def _ragged_case(rng):
     """A random symbol configuration and a ragged batch: histories of 0..n tokens, PAD before each."""
     from dryz.config import config_of
-    from dryz.subject.symbols import SYMBOLS
+    from dryz.symbols import SYMBOLS
     k = int(rng.integers(1, 6))
     brs = tuple("".join(SYMBOLS[int(x)] for x in rng.integers(0, k, int(rng.integers(1, 3))))
                 for _ in range(int(rng.integers(0, 3))))
@@ -207,7 +207,7 @@ def test_the_promised_model_clamps_the_shipped_match_lengths_again():
     promised_lengths on that row alone; random batches with multi-token breakers reach skipped suspect rows."""
     from dryz.oracle.promised import promised_lengths, promised_rep_limits
     from dryz.oracle.shipped import rep_limits
-    from dryz.subject.symbols import SYMBOLS
+    from dryz.symbols import SYMBOLS
     rng = np.random.default_rng(3)
     suspects = skipped = 0
     for _ in range(3000):

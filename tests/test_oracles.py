@@ -8,7 +8,7 @@ from dryz.check import predict_all
 from dryz.config import case_config
 from dryz.oracle.lengths import _match_lengths_B_bytes, match_lengths_A, match_lengths_B
 from dryz.oracle.shipped import rep_limits
-from dryz.subject.symbols import SYMBOLS, from_symbols
+from dryz.symbols import SYMBOLS, from_symbols
 
 
 def lengths(symbols, alphabet=26, oracle="both", **cfg):
@@ -259,7 +259,7 @@ def test_restart_sequences_cached_per_string_equal_uncached():
     the result equals the direct scan over the whole vocabulary, duplicates and order included."""
     from dryz.config import restart_sequences_of, symbol_tokenize
     from dryz.oracle.restarts import restart_sequences
-    from dryz.subject.symbols import SYMBOLS, symbol_texts
+    from dryz.symbols import SYMBOLS, symbol_texts
     rng = np.random.default_rng(13)
     for _ in range(300):
         k = int(rng.integers(1, 8))

@@ -83,7 +83,7 @@ def test_cli_is_arguments_and_printing():
 NOT_EXIT_TWO = {"dryz.enumerate.exhaustive.ExhaustiveInterrupted", "dryz.enumerate.run.Interrupted",
                 "dryz.enumerate.traces.TraceSpaceInterrupted", "dryz.fuzz.campaign._Terminated",
                 "dryz.fuzz.target.Finding", "dryz.inputs.Failure", "dryz.shrink.NothingToMinimize",
-                "dryz.subject.command._Gone", "dryz.subject.protocol.SubjectCrashed", "dryz.subject.server.ServerDied",
+                "dryz.subject.command._Gone", "dryz.subject.answers.SubjectCrashed", "dryz.subject.server.ServerDied",
                 "dryz.oracle.served.RequestError"}
 
 

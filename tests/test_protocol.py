@@ -170,7 +170,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_unsupported_cases_are_refused_not_judged(lib):
-    from dryz.subject.protocol import Unsupported
+    from dryz.subject.answers import Unsupported
 
     class ZerosOnly(ByCase):
         caps = Capabilities(initial_logits=False, candidate_arrays=False)

@@ -9,7 +9,7 @@ import pytest
 from dryz.case import Case, f32
 from dryz.corpus import DEFAULT_DIR, entries
 from dryz.oracle.reference import divergences, reference_output, shipped_output, without_trigger
-from dryz.subject.symbols import SYMBOLS, from_symbols
+from dryz.symbols import SYMBOLS, from_symbols
 
 
 def case(symbols, **kw):

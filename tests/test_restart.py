@@ -13,7 +13,7 @@ from dryz.oracle.promised import _promised_rep_limit_single
 from dryz.oracle.shipped import _rep_limit_single, rep_limits, shipped_lengths
 from dryz.oracle.promised import (promised_lengths, promised_rep_limits, restart_divergence, restart_occurrences, divergence_of)
 from dryz.enumerate.restarts import (CONFIGS, admits_difference, admits_difference_seqs, case_of, model_differences, sweep)
-from dryz.subject.symbols import SYMBOLS, from_symbols
+from dryz.symbols import SYMBOLS, from_symbols
 
 ROOT = Path(__file__).resolve().parent.parent
 

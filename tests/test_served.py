@@ -10,7 +10,7 @@ import pytest
 from dryz.case import Case
 from dryz.oracle import served
 from dryz.oracle import softmax as sm
-from dryz.subject.symbols import SYMBOLS, from_symbols
+from dryz.symbols import SYMBOLS, from_symbols
 
 SYMBOL_TEXTS = [s.encode() for s in SYMBOLS]
 SOURCE_EXAMPLE = from_symbols("abccbcyabc")

@@ -24,7 +24,7 @@ from dryz.case import Case
 from dryz.oracle import served
 from dryz.subject.server import (Crash, Refused, ServedOutput, ServerError, ServerProcess,
                                  ServerSubject, Unrecoverable)
-from dryz.subject.symbols import from_symbols
+from dryz.symbols import from_symbols
 
 from conftest import default_sigint
 
@@ -59,7 +59,7 @@ def judge(c, out, subject=None):
     """(class, detail) of the server's answer by the one verdict (dryz.check.judge_output); "unrecoverable"
     where it refuses to judge an answer that cannot be read back exactly."""
     from dryz.check import judge_output
-    from dryz.subject.protocol import Unsupported
+    from dryz.subject.answers import Unsupported
     try:
         v = judge_output(c, subject or _SUBJECTS[-1], out)
     except Unsupported as e:

@@ -6,7 +6,7 @@ import numpy as np
 
 from dryz.case import Case
 from dryz.check import AGREE, MISMATCH, check, invert_deltas
-from dryz.subject.symbols import SYMBOLS, from_symbols
+from dryz.symbols import SYMBOLS, from_symbols
 
 
 def test_identity_names_the_loaded_library(lib):

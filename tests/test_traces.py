@@ -673,7 +673,7 @@ def test_check_trace_gives_every_apply_checks_class_and_the_fresh_control(lib):
     candidate array, the fresh samplers in one call) against the definition, on random traces whose outputs
     are the library's or altered the ways a broken library would alter them (a logit, the sorted flag, an id)."""
     import numpy as np
-    from dryz.subject.protocol import Output
+    from dryz.subject.answers import Output
     rng = random.Random(21)
     classes = set()
     # 'a' completes inside the restart sequence 'aab': the documented contained-restart limitation

@@ -5,7 +5,7 @@ judge() reads only the results JSON, so a merged certificate is judged by exactl
 
 from __future__ import annotations
 
-from ..subject.symbols import SYMBOLS
+from ..symbols import SYMBOLS
 from ..errors import DryzError
 
 
@@ -166,7 +166,7 @@ def merge(results: list[dict], names: list[str]) -> dict:
     count, total, slicing = (first["shard"][k] for k in ("count", "total_tasks", "slicing"))
     seen: dict[int, str] = {}
     for r, n in zip(results, names):
-        from ..subject.protocol import same_subject
+        from ..subject.identity import same_subject
         if r["subject"].get("libllama_sha256") != sha or not same_subject(r["subject"], first["subject"]):
             raise MergeError(f"{n}: different subject (libllama_sha256 {r['subject'].get('libllama_sha256')} "
                              f"vs {sha} in {fname})")

@@ -67,7 +67,8 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
 def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path, progress,
                      echo) -> int:
     """`dryz exhaustive --vocab`: every history over real tokens (dryz.enumerate.vocab_space)."""
-    from ..output import Progress, vocab_certificate_text, write_json
+    from ..output import Progress, write_json
+    from ..render import vocab_certificate_text
     from .selection import select_vocab_space
     from .vocab_space import certificate
     lib = load_subject()
@@ -87,7 +88,7 @@ def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, w
 
 def certificate_exit(result, json_path, echo) -> int:
     """Print a certificate's report; its exit code (a void one: the harness in doubt, with the failed checks)."""
-    from ..output import certificate_report
+    from ..render import certificate_report
     echo(certificate_report(result, json_path))
     if result["verdict"] == "void":
         failed = ", ".join(k for k, ok in result["checks"].items() if not ok)
@@ -117,13 +118,15 @@ def merge(paths, json_path, echo) -> int:
 def restarts(alphabet, max_length, json_path, vocabs, check, seconds, echo) -> int:
     """Multi-token restart sequences through the library, verdict counts per class (dryz.enumerate.restarts);
     with --vocab, the construction probes and the text promise on real vocabularies."""
-    from ..output import subject_header, write_json
+    from ..output import write_json
+    from ..subject.identity import subject_header
     if vocabs:
         return restarts_vocab(vocabs, check, seconds, json_path, echo)
     if seconds is not None or check != "both":
         fail("--check and --time go with --vocab")
     from ..check import is_finding
-    from ..output import Progress, restarts_text
+    from ..output import Progress
+    from ..render import restarts_text
     from .restarts import CONFIGS, sweep
     total = len(CONFIGS) * sum(alphabet ** n for n in range(1, max_length + 1))
     echo(subject_header(lib := load_subject()))
@@ -139,7 +142,8 @@ def restarts(alphabet, max_length, json_path, vocabs, check, seconds, echo) -> i
 
 def restarts_vocab(vocabs, check, seconds, json_path, echo) -> int:
     """`dryz restarts --vocab`: the work is dryz.enumerate.vocab_restarts.run."""
-    from ..output import subject_header, write_json
+    from ..output import write_json
+    from ..subject.identity import subject_header
     from ..subject.vendored_vocabs import VocabUnavailable, resolve_vocab
     from .vocab_restarts import run, summary_text, vocab_names
     lib = load_subject()

@@ -15,7 +15,7 @@ def multiplier_zero_control(lib, k, max_len: int, specs, canonical: bool = False
     """Negative control: with multiplier 0 the sampler must leave every logit at exactly 0 (walked over the
     same tree as the run: plain, or canonical with k None for every alphabet size). A subject that crashes on
     it (SubjectCrashed from a walk through its protocol) is answered as that Crash."""
-    from ..subject.protocol import SubjectCrashed
+    from ..subject.answers import SubjectCrashed
     nonzero = 0
     cases = 0
 

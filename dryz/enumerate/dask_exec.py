@@ -80,7 +80,7 @@ def require_subject(client, spec: str, identity: dict) -> None:
     subjects = worker_subjects(client, spec)
     if not subjects:
         raise SchedulerError("the Dask scheduler has no workers")
-    from ..subject.protocol import same_subject
+    from ..subject.identity import same_subject
     for w, other in subjects.items():
         if isinstance(other, str):
             raise SchedulerError(f"Dask worker {w} cannot open the subject {spec}: {other}")

@@ -14,7 +14,7 @@ import time
 from ..check import check_in, crash_fields
 from ..output import Progress, environment, write_json
 from ..subject.isolation import Worker
-from ..subject.protocol import Crash
+from ..subject.answers import Crash
 from . import certificate as cert
 from .controls import abi_confirmation_control, multiplier_zero_control, periodic_control
 from .run import ConfigResult, Interrupted, config_slices, run_configs, shard_slicing, shard_tasks
@@ -47,7 +47,7 @@ def run_exhaustive(lib, alphabet, max_length, specs, json_path, progress=True, w
     if resume is not None:
         if resume.get("verdict") != "interrupted":
             raise ResumeError(f"--resume: that result is {resume.get('verdict')!r}, not an interrupted run")
-        from ..subject.protocol import same_subject
+        from ..subject.identity import same_subject
         if not same_subject(resume["subject"], ident):
             raise ResumeError("--resume: that run audited another subject ("
                   f"{resume['subject'].get('libllama_sha256', resume['subject'].get('spec', '?'))[:16]}...)")

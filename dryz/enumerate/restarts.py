@@ -22,7 +22,7 @@ from ..space import PlainSpace, histories
 from ..oracle.restarts import restart_sequences
 from ..oracle.promised import promised_lengths, promised_rep_limits, restart_divergence
 from ..oracle.shipped import rep_limits, shipped_lengths
-from ..subject.symbols import from_symbols, to_symbols
+from ..symbols import from_symbols, to_symbols
 
 # (name, breakers) over the symbols a b c; the comment says what the derivation predicts.
 CONFIGS = (

@@ -15,8 +15,8 @@ from ..case import Case
 from ..check import check_batch, crash_fields
 from ..config import SpaceConfig, case_config
 from ..space import PlainSpace, canonical_slices, plain_slices, space_for
-from ..subject.protocol import Crash, SubjectCrashed
-from ..subject.symbols import MAX_ALPHABET
+from ..subject.answers import Crash, SubjectCrashed
+from ..symbols import MAX_ALPHABET
 
 MAX_EXAMPLES = 5
 

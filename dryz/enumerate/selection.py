@@ -52,7 +52,7 @@ def select_space(alphabet, max_length, configs, canonical, all_alphabets, window
     from ..case import CaseError
     from ..config import CONFIG_NAMES, space_config
     from ..space import case_count
-    from ..subject.symbols import MAX_ALPHABET
+    from ..symbols import MAX_ALPHABET
     if all_alphabets:
         if not canonical:
             fail("--all-alphabets needs canonical enumeration (drop --no-canonical)")

@@ -156,7 +156,7 @@ def add_to_certificate(result: dict, n: int, lib, alphabet: int = 2) -> dict:
     result["traces"] and judge the certificate again. Ctrl-C: result marked interrupted (not a certificate, not
     resumable), TraceSpaceInterrupted raised."""
     from . import certificate as cert
-    from ..subject.protocol import same_subject
+    from ..subject.identity import same_subject
     if not same_subject(lib.identity, result["subject"]):
         raise ValueError("the trace space would run on another subject than the certificate's")
     try:
@@ -191,7 +191,7 @@ def main(argv=None) -> int:
     r = enumerate_traces(a.n, open_subject(selected_spec()), a.k, names, not a.no_free, control=not a.no_control)
     verdict = "VOID (trace count)" if not r["count_ok"] else ("DISAGREE" if r["disagreements"] else "AGREE")
     print(f"dryz traces: {verdict}")
-    from ..output import subject_details
+    from ..subject.identity import subject_details
     print(f"subject   {'; '.join(subject_details(r['subject']))}")
     print(f"space     every trace of 1..{a.n} events over {{accept x {a.k} symbols, apply, reset, clone}}"
           + ("" if a.no_free else " (+ free last)"))

@@ -163,7 +163,7 @@ class SubjectProbe:
 
 def run_probe(lib, v, breakers, history, cands) -> np.ndarray:
     """The subject's logits for a probe (SubjectCrashed if it died on it)."""
-    from ..subject.protocol import Crash, SubjectCrashed
+    from ..subject.answers import Crash, SubjectCrashed
     out = lib.run(probe_case(v, breakers, history, cands))
     if isinstance(out, Crash):
         raise SubjectCrashed(out)

@@ -471,7 +471,7 @@ class Campaign:
             t = time.monotonic()
             out = w.call(recheck_op, artifact.read_bytes(), self.target, self.vocab, self.breakers)
             base["recheck_seconds"] = round(time.monotonic() - t, 3)
-        from ..subject.protocol import Crash
+        from ..subject.answers import Crash
         if isinstance(out, Crash):
             if out.signal == "hang":
                 return dict(base, klass="hang", reproduces=True, signal=out.signal)
@@ -492,7 +492,7 @@ def recheck_op(subject, data: bytes, target: str, vocab, breakers):
     one-line reason it cannot be judged (runs in an isolation worker)."""
     from ..case import CaseError
     from ..check import check
-    from ..subject.protocol import Unsupported
+    from ..subject.answers import Unsupported
     try:
         if target == "traces":
             from ..trace_check import check_trace

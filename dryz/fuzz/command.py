@@ -11,7 +11,9 @@ from ..inputs import fail, load_subject, say
 
 def run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces, recheck,
         libfuzzer_flags, echo) -> int:
-    from ..output import abi_confirmation_text, fuzz_summary_text, subject_header, write_json
+    from ..output import write_json
+    from ..render import abi_confirmation_text, fuzz_summary_text
+    from ..subject.identity import subject_header
     from .campaign import Campaign, confirmation_control, exit_code
     if traces and vocab is not None:
         fail("--traces fuzzes traces over the symbol vocabulary (not with --vocab)")

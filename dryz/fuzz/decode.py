@@ -13,7 +13,7 @@ import struct
 import numpy as np
 
 from ..case import Case, CaseError, f32
-from ..subject.symbols import MAX_ALPHABET, SYMBOLS
+from ..symbols import MAX_ALPHABET, SYMBOLS
 
 MAX_FUZZ_HISTORY = 1024
 MAX_BREAKERS = 4

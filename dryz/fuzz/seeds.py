@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..case import Case, f32
 from ..oracle.shipped import _logf
-from ..subject.symbols import SYMBOLS, from_symbols
+from ..symbols import SYMBOLS, from_symbols
 
 # vendor/llama.cpp/tests/test-sampling.cpp, test_dry: (probs, last_tokens, expected_probs, multiplier, base,
 # allowed_length, penalty_last_n, token breakers). The tester's logits are logf(p).

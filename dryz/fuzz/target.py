@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ..check import AGREE, CLASSES, check, is_finding
-from ..subject.protocol import Unsupported
+from ..subject.answers import Unsupported
 from .decode import decode
 
 symbol_decode = decode

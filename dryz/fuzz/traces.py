@@ -33,7 +33,7 @@ import sys
 import time
 
 from ..case import f32
-from ..subject.symbols import MAX_ALPHABET, SYMBOLS
+from ..symbols import MAX_ALPHABET, SYMBOLS
 from ..trace import Program, Trace, TraceError
 
 MAX_EVENTS = 512

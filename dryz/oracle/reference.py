@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..case import Case
-from ..subject.symbols import SYMBOLS
+from ..symbols import SYMBOLS
 from .shipped import clamped_exponent, penalty_at, rep_limits
 
 MATCH_CAP = 50  # `while match_length < 50` in DRYLogitsProcessor

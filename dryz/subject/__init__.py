@@ -10,7 +10,8 @@ There is no process-wide subject: a command opens the one the user selected and 
 from __future__ import annotations
 
 from .binding import SubjectError
-from .protocol import Capabilities, Crash, Output, Subject, SubjectCrashed
+from .answers import Capabilities, Crash, Output, SubjectCrashed
+from .protocol import Subject
 from .registry import open_subject, opened, selected_spec
 
 __all__ = ["Capabilities", "Crash", "Output", "Subject", "SubjectCrashed", "SubjectError", "open_subject",

@@ -10,8 +10,6 @@ commit, patch, build time), which the subject's identity reports. Pass the folde
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -23,8 +21,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from .cache import cache_dir, sha256_file
-from ..errors import DryzError
+from .cache import BuildError, cache_dir, locked, sha256_file
 
 PINNED_VERSION = "0.3.36"  # llama-cpp-python, the default subject's provider (pyproject.toml)
 BUILD_INFO = "dryz-subject.json"  # written by `dryz subject build` beside the libraries it built
@@ -109,10 +106,6 @@ class _Variant:
                 "sanitizer_runtime": self.toolchain["runtime"]}
 
 
-class BuildError(DryzError):
-    """A step failed; the message carries the last lines of its output and where the whole log is."""
-
-
 class BuildArgumentError(BuildError):
     """What was asked for cannot be built (a version, a patch file, a combination of options): said as is."""
 
@@ -143,22 +136,6 @@ def _run(cmd, log_file: Path, what: str, cwd: Path | None = None, stdin: bytes |
                               input=stdin)
     if proc.returncode != 0:
         raise BuildError(f"{what} failed (exit {proc.returncode}); full log: {log_file}\n{_tail(log_file)}")
-
-
-@contextlib.contextmanager
-def locked(path: Path, log):
-    """Serialise builders sharing one cache folder (an exclusive flock on `path`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log(f"waiting for another build holding {path}")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 # sha256 of the PyPI sdists dryz pins or tests against (files on PyPI are immutable): a download or cached file

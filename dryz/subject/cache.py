@@ -1,11 +1,16 @@
 """Where dryz keeps what it builds and fetches (DRYZ_CACHE, else $XDG_CACHE_HOME/dryz or ~/.cache/dryz), and
-the sha256 that names every file it audits."""
+the sha256 that names every file it audits; builders sharing a cache folder take its lock (`locked`), and a
+step that fails building or fetching into it is a BuildError."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 from pathlib import Path
+
+from ..errors import DryzError
 
 
 def cache_dir() -> Path:
@@ -20,3 +25,23 @@ def sha256_file(path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+class BuildError(DryzError):
+    """A step failed; the message carries the last lines of its output and where the whole log is."""
+
+
+@contextlib.contextmanager
+def locked(path: Path, log):
+    """Serialise builders sharing one cache folder (an exclusive flock on `path`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for another build holding {path}")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

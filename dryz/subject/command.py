@@ -27,7 +27,7 @@ Faults: a command that cannot start, or that does not answer the handshake with 
 is a subject that cannot be driven (one line, exit 2). Once running, an adapter that exits, hangs, or answers
 something that is not an answer to the request is the subject failing on that case: a Crash (class crash, a
 finding), and the adapter is started again for the next case; an `error` answer is the engine refusing the
-case (dryz.subject.protocol.Unsupported: not judged).
+case (dryz.subject.answers.Unsupported: not judged).
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ import numpy as np
 
 from .binding import SubjectError
 from .cache import sha256_file
-from .protocol import Capabilities, Crash, Output, Subject, Unsupported
+from .answers import Capabilities, Crash, Output, Unsupported
+from .protocol import Subject
 
 SCHEMA = "dryz.adapter/1"
 HELLO_TIMEOUT = 60.0   # seconds for the adapter to start and answer the handshake

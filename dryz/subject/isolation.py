@@ -5,7 +5,7 @@ Every mode that must survive its subject (check and explain, the minimizer's eva
 re-checks, replay, the matrix and the gate's comparisons, exhaustive's parallel slices) sends its work here as a
 call: a module-level function and its arguments, pickled by reference; the worker runs fn(subject, *args) and
 sends back the result. When the worker dies during a call (a signal, an abort, an exit) or does not answer
-within the call's timeout, that call's answer is a Crash (protocol.Crash: the signal and the worker's last
+within the call's timeout, that call's answer is a Crash (answers.Crash: the signal and the worker's last
 lines of output) and the next call starts a new worker: nothing already answered is lost.
 
 How a worker starts:
@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from .protocol import Crash
+from .answers import Crash
 
 CALL_TIMEOUT = 60.0   # seconds one call may take before the subject counts as hung (a case: milliseconds)
 TAIL = 16384          # bytes of the worker's output kept for a crash's last words (a sanitizer report: a few KB)
@@ -139,7 +139,7 @@ def _loop(subject, rfd: int, wfd: int, inner=None) -> None:
 class Worker:
     """One worker process for one subject; call() runs fn(subject, *args) there. Given a subject this process
     holds whose code does not run in this process (a server, an adapter: caps.in_process false), calls run
-    here: that subject answers its own crashes (protocol.Crash), so no process stands between."""
+    here: that subject answers its own crashes (answers.Crash), so no process stands between."""
 
     def __init__(self, spec: str, subject=None, timeout: float | None = CALL_TIMEOUT, env: dict | None = None):
         self.spec, self.subject, self.timeout, self.env = spec, subject, timeout, env

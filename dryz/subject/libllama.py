@@ -17,12 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .symbols import MAX_ALPHABET
+from ..symbols import MAX_ALPHABET
 from .cache import sha256_file
 from .symbol_vocab import symbol_vocab_path
 from .binding import N_CTX_TRAIN_DEFAULT, TOKEN_DATA, Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
 from .build import BUILD_INFO, PINNED_VERSION  # noqa: F401 (PINNED_VERSION: read by callers)
-from .protocol import Capabilities, Output, Outputs, Subject
+from .answers import Capabilities, Output, Outputs
+from .protocol import Subject
 from .trace_driver import refuse_old_abi_crash, run_events as _run_events
 
 try:

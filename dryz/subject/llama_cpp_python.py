@@ -23,9 +23,10 @@ import numpy as np
 
 from .binding import N_CTX_TRAIN_DEFAULT, SubjectError
 from .cache import sha256_file
-from .protocol import Capabilities, Output, Subject
+from .answers import Capabilities, Output
+from .protocol import Subject
 from .symbol_vocab import symbol_vocab_path
-from .symbols import MAX_ALPHABET
+from ..symbols import MAX_ALPHABET
 
 
 class LlamaCppPython(Subject):

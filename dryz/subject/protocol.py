@@ -14,135 +14,15 @@ one case and the vocabulary facts have generic forms here, built on them; a subj
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
-from ..errors import DryzError
 
-CALLS = ("accept", "apply", "reset", "clone", "free")
-
-
-@dataclass
-class Output:
-    """What the sampler left in the candidate array after one apply."""
-    ids: tuple[int, ...]
-    logits: np.ndarray  # float32, in array order
-    sorted: bool | None  # the array's sorted flag; None from a subject that has none (not judged)
-    size: int
-
-
-@dataclass
-class Outputs:
-    """What many applies left, flat (the C sequencer's form): every apply's ids (int32) and logits (float32)
-    concatenated, each apply's size (int32), start in the concatenation (int64) and sorted flag (bool)."""
-    ids: np.ndarray
-    logits: np.ndarray
-    sizes: np.ndarray
-    sorted: np.ndarray
-    starts: np.ndarray
-
-    @classmethod
-    def of_buffers(cls, ids: bytes, logits: bytes, sizes: bytes, sorted_flags: bytes) -> "Outputs":
-        sz = np.frombuffer(sizes, dtype=np.int32)
-        starts = np.zeros(len(sz), dtype=np.int64)
-        np.cumsum(sz[:-1], out=starts[1:])
-        return cls(np.frombuffer(ids, dtype=np.int32), np.frombuffer(logits, dtype=np.float32), sz,
-                   np.frombuffer(sorted_flags, dtype=np.bool_), starts)
-
-    @classmethod
-    def of(cls, outs) -> "Outputs":
-        """The flat form of a list of Output (a sorted flag of None, from a subject without one, reads False)."""
-        sizes = np.array([len(o.ids) for o in outs], dtype=np.int32)
-        starts = np.zeros(len(outs), dtype=np.int64)
-        np.cumsum(sizes[:-1], out=starts[1:])
-        ids = np.array([t for o in outs for t in o.ids], dtype=np.int32)
-        logits = (np.concatenate([np.asarray(o.logits, dtype=np.float32).reshape(-1) for o in outs]) if outs
-                  else np.zeros(0, dtype=np.float32))
-        return cls(ids, logits, sizes, np.array([bool(o.sorted) for o in outs], dtype=np.bool_), starts)
-
-    def __len__(self) -> int:
-        return len(self.sizes)
-
-    def output(self, i: int) -> Output:
-        a, n = int(self.starts[i]), int(self.sizes[i])
-        return Output(tuple(self.ids[a:a + n].tolist()), self.logits[a:a + n].copy(), bool(self.sorted[i]), n)
-
-    def outputs(self) -> list[Output]:
-        return [self.output(i) for i in range(len(self))]
-
-
-@dataclass(frozen=True)
-class Crash:
-    """The subject failed on this input instead of answering: its process died (a signal, an abort), hung, or
-    its server stopped answering. A verdict of class crash (a finding), never a harness error; of class memory
-    when it died with a sanitizer report (dryz.check.crash_verdict)."""
-    detail: str
-    signal: str = ""      # e.g. SIGABRT, SIGSEGV, "hang", "exit 3"
-    stderr: str = ""      # the subject's last words
-    # A sanitizer report in what the process printed before it died (a subject built with --sanitize;
-    # dryz.subject.sanitizer.report: sanitizer, kind, summary, frames, function): judged class memory.
-    report: dict | None = None
-
-
-@dataclass(frozen=True)
-class Refused:
-    """The subject's own request layer refused the case instead of running DRY (llama-server: an HTTP error):
-    judged against what that layer is documented to do (dryz.oracle.served), never a crash."""
-    status: int
-    message: str
-    request: dict | None = None
-    response: object = None
-
-
-@dataclass(frozen=True)
-class Unrecoverable:
-    """The subject answered, but what DRY did cannot be read back exactly from the answer (e.g. a probability
-    that several float32 logits give): reported with the reason, never guessed, never judged."""
-    detail: str
-    request: dict | None = None
-
-
-class Unsupported(DryzError):
-    """A case this subject cannot run as given (Capabilities.lacks): bad input for it, never a finding."""
-
-
-class SubjectCrashed(Exception):
-    """Raised by a walk (which has no per-case answer) when the subject crashes on one of the tree's cases."""
-
-    def __init__(self, crash: Crash, case=None):
-        super().__init__(crash.detail)
-        self.crash, self.case = crash, case
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What a subject can be asked (a mode skips, with a reason, what its subject cannot do)."""
-    calls: frozenset = frozenset(CALLS)   # sampler calls it exposes; traces need reset, clone and free
-    vocabularies: str = "any"             # "any", or "symbols" (dryz's symbol vocabulary only)
-    initial_logits: bool = True           # candidates can start at given logits (else every logit is 0)
-    candidate_arrays: bool = True         # any candidate subset and order
-    sorted_flag: bool = True              # the array's sorted flag is set from the case and read back
-    batch: int = 1                        # cases one run_batch call handles at once to advantage
-    in_process: bool = True               # native code mapped into this process: a crash takes the process
-    deviations: tuple = ()                # documented deviations from llama.cpp's semantics it declares
-
-    def lacks(self, case) -> str | None:
-        """Why this subject cannot run the case as given, or None."""
-        if case.vocab is not None and self.vocabularies == "symbols":
-            return "the subject runs dryz's symbol vocabulary only"
-        if not self.initial_logits and any(case.logits):
-            return "the subject cannot set initial logits (every candidate starts at 0)"
-        if not self.candidate_arrays and (case.candidates is not None or case.sorted):
-            return "the subject cannot take a candidate subset, order or sorted flag"
-        if not self.sorted_flag and case.sorted:
-            return "the subject cannot take a candidate array marked sorted"
-        return None
-
-    def to_json(self) -> dict:
-        return {"calls": sorted(self.calls), "vocabularies": self.vocabularies,
-                "initial_logits": self.initial_logits, "candidate_arrays": self.candidate_arrays,
-                "sorted_flag": self.sorted_flag,
-                "batch": self.batch, "in_process": self.in_process, "deviations": list(self.deviations)}
+from ..case import Case
+from ..symbols import MAX_ALPHABET
+from .answers import Capabilities, Crash, Outputs, SubjectCrashed, Unsupported
+from .identity import subject_line
+from .trace_driver import refuse_old_abi_crash, run_events
+from .vendored_vocabs import reference_vocabulary
+from .walker import resolve_roots, tables
 
 
 class Subject:
@@ -161,7 +41,6 @@ class Subject:
 
     def label(self) -> str:
         """One line naming the subject, for reports."""
-        from ..output import subject_line
         return subject_line(self.identity)
 
     def run_batch(self, cases) -> list:
@@ -195,7 +74,6 @@ class Subject:
         why = self.runs_traces()
         if why is not None:
             raise Unsupported(why)
-        from .trace_driver import refuse_old_abi_crash, run_events
         refuse_old_abi_crash(self, trace.sampler_args(), trace.n_ctx_train)
         return run_events(self, trace.sampler_args(), trace.events, trace.alphabet, trace.n_ctx_train)
 
@@ -211,8 +89,6 @@ class Subject:
         to the next sizes[i] candidates (ids, float32 logits) with its sorted flag. Outputs, or the first Crash.
         Generic form: the cases through run_batch (run()'s own sequence: a new sampler per case; `clone`, a
         clone of one never-used sampler per case, is the native form's choice, which leaves the same)."""
-        from ..case import Case
-        from .symbols import MAX_ALPHABET
         multiplier, base, allowed, last_n, breakers = sampler_args
         toks, ids_, lg = np.asarray(tokens).tolist(), np.asarray(ids).tolist(), np.asarray(logits, np.float32)
         cases, t, c = [], 0, 0
@@ -245,29 +121,16 @@ class Subject:
     def vocabulary(self, spec):
         """A real vocabulary's facts for the oracles (token texts as init_dry reads them, pieces, tokenize),
         as this subject's tokenizer gives them. Generic form: the pinned llama-cpp-python's libllama's."""
-        from .vendored_vocabs import reference_vocabulary
         return reference_vocabulary(spec)
 
     def close(self) -> None:
         """Release what the subject holds (processes, samplers)."""
 
 
-def comparable(identity: dict) -> dict:
-    """What two identities must share to name the same subject: everything but where its files lie (a libllama
-    by its sha256, commit and ABI, wherever it is)."""
-    return {k: v for k, v in identity.items() if not k.endswith("_path") and k != "spec"}
-
-
-def same_subject(a: dict, b: dict) -> bool:
-    return comparable(a) == comparable(b)
-
-
 def walk_by_batches(subject, tree, max_len, params, sink, prefixes=((),), top=None) -> int:
     """Subject.walk's generic form: the same histories, groups and sink calls as the C walker
     (dryz.subject.walker.walk), each (length, state) group of a level run as cases through run_batch. The prefixes
     are digit strings of the tree (a prefix itself is not evaluated); top=d: every history of length 1..d."""
-    from ..case import Case
-    from .walker import resolve_roots, tables
     multiplier, base, allowed, last_n, breakers = params[:5]
     vocab = params[5] if len(params) > 5 else None
     if top is not None:

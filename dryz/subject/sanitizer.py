@@ -116,7 +116,7 @@ def fuzzer_preload(runtime: str, log=lambda m: None) -> Path:
     import subprocess
     import tempfile
 
-    from .build import BuildError, cache_dir, locked
+    from .cache import BuildError, cache_dir, locked
     rt = Path(runtime).parent
     arch = "x86_64"
     parts = [rt / f"libclang_rt.asan-{arch}.a", rt / f"libclang_rt.asan_cxx-{arch}.a",

@@ -75,8 +75,9 @@ import numpy as np
 from ..oracle import softmax as sm
 from .binding import SubjectError
 from .cache import sha256_file
-from .protocol import Capabilities, Crash as ProtocolCrash, Output, Refused, Subject, SubjectCrashed, \
-    Unrecoverable, Unsupported
+from .answers import Capabilities, Crash as ProtocolCrash, Output, Refused, SubjectCrashed, Unrecoverable, \
+    Unsupported
+from .protocol import Subject
 
 KIND = "server"
 ABI = 7  # llama_sampler_init_dry's arguments in the pinned release (the server calls it from common/sampling.cpp)
@@ -441,7 +442,7 @@ class ServerSubject(Subject):
         key = case.vocab or ""
         if key not in self._vocabs:
             from .tinymodel import tiny_model
-            from .symbols import SYMBOLS
+            from ..symbols import SYMBOLS
             if not key:
                 from .symbol_vocab import symbol_vocab_path
                 path = symbol_vocab_path()
@@ -709,7 +710,7 @@ class ServerSubject(Subject):
         and given to on_other(case, result) (the caller's; by default it raises ServerError). Returns the number
         of histories asked."""
         from ..case import Case
-        from .symbols import MAX_ALPHABET
+        from ..symbols import MAX_ALPHABET
         from .walker import resolve_roots, tables
         if top is not None:
             max_len, prefixes = top, ((),)
@@ -793,5 +794,5 @@ def only_initial(multiplier: float, init: float, lo: float, hi: float) -> bool:
 
 
 def symbol_texts() -> list[bytes]:
-    from .symbols import SYMBOLS
+    from ..symbols import SYMBOLS
     return [s.encode() for s in SYMBOLS]

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from .cache import cache_dir
-from .symbols import SYMBOLS
+from ..symbols import SYMBOLS
 
 # v2: pre-tokenizer "gpt-2" instead of "default". Both split a symbol string into one token per character (no
 # merge applies), but "default" runs std::regex on every llama_tokenize call (~45 us), which made

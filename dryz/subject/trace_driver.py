@@ -15,7 +15,7 @@ freed sampler: Trace validation only allows `free` as the last event.
 from __future__ import annotations
 
 from .binding import SubjectError
-from .protocol import Output
+from .answers import Output
 
 
 def run_trace(trace, lib) -> list[Output]:
