@@ -16,7 +16,7 @@ import time
 
 from dryz.case import Case, f32
 from dryz.corpus import DEFAULT_DIR, write_entry
-from dryz.check import check
+from dryz.judge import check
 from dryz.corpus import reference_witness_entry
 from dryz.oracle.reference import divergences
 from dryz.subject import open_subject, selected_spec

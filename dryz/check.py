@@ -6,52 +6,24 @@ one. Every mode (exhaustive, canonical, restart sweep, fuzz, minimize, replay, m
 from __future__ import annotations
 
 import bisect
-import math
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
-from .case import Case, json_number, seed_parameters
+from .case import Case, seed_parameters
 from .oracle import MATCH_LENGTHS, PRIMARY as match_lengths_A
 from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_limits, restart_divergence
 from .oracle.shipped import (Config, Matched, Prediction, output_logits, output_logits_zero, ragged_rep, rep_limits,
                              shipped_lengths, shipped_lengths_each)
 from .config import case_config
-from .subject.answers import Crash, Refused, Unrecoverable, Unsupported
 from .symbols import MAX_ALPHABET
-from .errors import DryzError
-
-class HarnessError(RuntimeError, DryzError):
-    """The harness itself is in doubt (exit 2), never the library's doing."""
-    prefix = "harness error: "
+from .verdict import AGREE, MISMATCH, ORACLE_DISAGREEMENT, HarnessError, _lazy, promise_class
 
 
-AGREE, MISMATCH, ORACLE_DISAGREEMENT, HARNESS_ERROR = "agree", "mismatch", "oracle-disagreement", "harness-error"
-CRASH = "crash"
-MEMORY = "memory"  # a crash with a sanitizer report (a subject built with --sanitize): crash_verdict
 DECLARED = "declared"  # row_status of a history an adapter's declared deviation explains (Batch.declared)
-# Every verdict class, in report order (the one list: corpus entries, sweeps, certificates and the CLI read it).
-CLASSES = (AGREE, "documented-contained-restart", "documented-breaker-truncated", "documented-tail-cap",
-           "promise-restart-order", "promise-finite-penalty", "promise-breaker-in-token",
-           "promise-breaker-across-tokens", "promise-breaker-phantom", MISMATCH,
-           "mismatch-multi-token", ORACLE_DISAGREEMENT, HARNESS_ERROR, CRASH, MEMORY)
 
-
-def is_finding(klass: str) -> bool:
-    """A class that is the library's doing (exit 1): anything but agree, the source's own documented
-    limitations, and the deviations an engine adapter declares (dryz.oracle.deviations)."""
-    return klass != AGREE and not klass.startswith(("documented-", "declared-"))
-
-
-def class_order(klass: str) -> int:
-    return CLASSES.index(klass) if klass in CLASSES else len(CLASSES)
-# A broken promise's class is "promise-" + its name, except the limitation the source documents itself.
-PROMISE_CLASSES = {"contained-restart": "documented-contained-restart",
-                   # the text-level promise over a real vocabulary (dryz.oracle.promise_text): init_dry cuts a
-                   # breaker to 40 bytes and a tail to 20 tokens, and says so
-                   "breaker-truncated": "documented-breaker-truncated", "tail-cap": "documented-tail-cap"}
 
 # Fault injection for positive controls (fuzz campaign, minimizer demo): DRYZ_FAULT=off-by-one makes the
 # reference claim one more than the true length wherever that length is >= 2, in both oracles;
@@ -137,24 +109,6 @@ def predict_all(H: np.ndarray, cands: np.ndarray, cfg: Config, lengths=None) -> 
 
 def _bits(a) -> np.ndarray:
     return np.asarray(a, dtype=np.float32).view(np.uint32)
-
-
-class _lazy:
-    """A value computed on first read and then kept in the instance (functools.cached_property without its
-    per-read lock, which costs ~1 us a read on Python 3.11: a fuzz input reads a dozen)."""
-
-    def __init__(self, fn):
-        self.fn, self.name = fn, fn.__name__
-
-    def __set_name__(self, owner, name):
-        self.name = name
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        v = self.fn(obj)
-        obj.__dict__[self.name] = v
-        return v
 
 
 class Batch:
@@ -581,11 +535,6 @@ def check_batch(cfg: Config, H: np.ndarray, cands: np.ndarray, observed: np.ndar
                  observed_sorted, lengths, present)
 
 
-def promise_class(name: str) -> str:
-    """A broken promise's class: "promise-" + its name, except the limitation the source documents itself."""
-    return PROMISE_CLASSES.get(name, "promise-" + name)
-
-
 def _finite_penalty(initial: np.ndarray, observed: np.ndarray, penalized: np.ndarray) -> list[str]:
     """finite-penalty: Step 4 clamps the exponent "to prevent floating point overflow in pow(penalty_base,
     exponent)"; a penalized candidate with a finite logit must keep a finite logit."""
@@ -605,173 +554,6 @@ def restart_promise_class(window, seqs) -> str:
 # -- a single case: a batch of one -------------------------------------------------------------------
 
 
-def _list_of(array_field: str) -> _lazy:
-    """A Verdict field's list form, made when first read."""
-    return _lazy(lambda v: getattr(v, array_field).tolist())
-
-
-@dataclass
-class Verdict:
-    case: Case
-    status: str
-    # Per candidate, in array order, as arrays; the list forms below are made when first read (most fuzz
-    # inputs' verdicts are only classified).
-    oracle_L_array: np.ndarray    # int64: the primary oracle's L (dryz.oracle.MATCH_LENGTHS[0])
-    other_L_arrays: tuple         # int64 arrays: every other registered oracle's L, in MATCH_LENGTHS order
-    expected_array: np.ndarray    # float32
-    observed_array: np.ndarray    # float32
-    expected_sorted: bool
-    observed_sorted: bool
-    library_L: list | None = None  # None when the configuration does not invert to L; None entries: overflow
-    detail: str = ""
-    multi_token: bool = False
-    differing: list[dict] = field(default_factory=list)  # per differing candidate: id, expected, observed
-    broken_promises: list[str] = field(default_factory=list)  # promises the shipped output breaks
-    crash: dict | None = None  # status crash: the signal and the subject's last words (+ a sanitizer report)
-    declared: str | None = None  # the class of the deviation the subject declares that explains its output
-    served: str | None = None    # the served-* class: the subject's request layer differs from the library
-
-    @_lazy
-    def candidates(self) -> list[int]:
-        return list(self.case.ids)
-
-    oracle_L = _list_of("oracle_L_array")
-
-    @property
-    def oracle_Ls(self) -> dict:
-        """Every registered oracle's L per candidate, by its verdict key (oracle_L, oracle_B_L, ...)."""
-        from .oracle import verdict_keys
-        arrays = (self.oracle_L_array, *self.other_L_arrays)
-        return {k: [int(x) for x in a] for k, a in zip(verdict_keys(), arrays)}
-    expected_logits = _list_of("expected_array")
-    observed_logits = _list_of("observed_array")
-
-    @property
-    def klass(self) -> str:
-        """The verdict's class: what replay compares with a corpus entry's `expect`."""
-        if self.status == MISMATCH and self.multi_token:
-            return "mismatch-multi-token"
-        if self.status == CRASH and (self.crash or {}).get("sanitizer"):
-            return MEMORY
-        if self.status != AGREE:
-            return self.status
-        if self.served:
-            return self.served
-        if self.declared:
-            return self.declared
-        if self.broken_promises:
-            return promise_class(self.broken_promises[0])
-        return AGREE
-
-    @property
-    def ok(self) -> bool:
-        return self.status == AGREE
-
-    def signature(self) -> tuple:
-        """The disagreement class, for 'fails the same way': status plus, per differing candidate,
-        the direction of the error (the library penalizing more or less than expected); for a crash, how the
-        subject died."""
-        if self.status == CRASH and (self.crash or {}).get("sanitizer"):  # the same kind of error, same function
-            return (MEMORY, ((-1, f"{self.crash['kind']} in {self.crash.get('function', '')}"),))
-        if self.status == CRASH:
-            return (CRASH, ((-1, (self.crash or {}).get("signal") or "crash"),))
-        # A multi-token mismatch that survives without the multi-token breaker is the same failure.
-        klass = MISMATCH if self.klass == "mismatch-multi-token" else self.klass
-        return (klass, tuple(sorted((d["id"], d["direction"]) for d in self.differing)))
-
-    def to_json(self) -> dict:
-        return {
-            "class": self.klass,
-            "status": self.status,
-            "detail": self.detail,
-            "candidates": self.candidates,
-            **self.oracle_Ls,
-            "library_L": self.library_L,
-            "expected_logits": [json_number(x) for x in self.expected_logits],
-            "observed_logits": [json_number(x) for x in self.observed_logits],
-            "expected_sorted": self.expected_sorted,
-            "observed_sorted": self.observed_sorted,
-            "multi_token_breakers": self.multi_token,
-            "differing": self.differing,
-            "broken_promises": self.broken_promises,
-            **(self.crash if self.crash is not None else {}),
-            **({"declared": self.declared} if self.declared else {}),
-            **({"served": self.served} if self.served else {}),
-        }
-
-
-def check(case: Case, lib) -> Verdict:
-    """Run the case on the subject and judge it: check_batch on a batch of one."""
-    why = lib.caps.lacks(case)
-    if why is not None:
-        raise Unsupported(f"{lib.kind} subject: {why}")
-    return judge_output(case, lib, lib.run(case))
-
-
-def judge_output(case: Case, lib, out) -> Verdict:
-    """The verdict on what the subject answered for the case (lib.run's Output, Crash, Refused or
-    Unrecoverable). Where the subject has a request layer of its own (lib.served: llama-server), the answer is
-    judged against the case that layer makes of this one, and each documented difference from the library's
-    semantics is its served-* class."""
-    if isinstance(out, Crash):
-        return crash_verdict(case, out)
-    if isinstance(out, Unrecoverable):
-        raise Unsupported(f"{lib.kind} subject: what DRY did cannot be read back exactly: {out.detail}")
-    outcome = lib.served(case)
-    if outcome is not None:
-        return _judge_served(case, lib, out, outcome)
-    if isinstance(out, Refused):
-        return refused_verdict(case, f"the subject refused the case (HTTP {out.status}: {out.message}); its "
-                                     "semantics say nothing about refusing it")
-    cfg = case_config(case, lib.abi, lib)
-    cands, H = case_arrays(case)
-    initial = np.array(case.logits, dtype=np.float32)
-    if out.size != len(cands) or out.ids != case.ids:
-        b = Batch(cfg, H, cands, np.zeros((1, len(cands)), dtype=np.float32), initial, case.sorted)
-        v = _verdict(case, b, out.logits, out.sorted)
-        # DRY only changes logits: a changed array is the library's doing (reading it is checked at load).
-        v.status, v.detail = MISMATCH, "the sampler changed the candidate array's size or ids"
-        v.differing.append({"id": -1, "expected": "unchanged ids and size", "observed": "changed",
-                            "direction": "array"})
-        return v
-    b = Batch(cfg, H, cands, out.logits.reshape(1, -1), initial, case.sorted,  # float32 C order
-              None if out.sorted is None else (out.sorted,))  # None: a subject without the flag
-    v = _verdict(case, b, out.logits, out.sorted)
-    if case.invertible():
-        L, bad = invert_deltas(-out.logits)
-        # None: not 0 nor 2^(L-1) (past the float range, or not a power of two at all); the bit-exact
-        # comparison judges it.
-        v.library_L = [None if x else int(y) for y, x in zip(L, bad)]
-    status = b.row_status(0)
-    if status == DECLARED:
-        v.declared = b.declared[0]
-        v.detail = f"the output differs from llama.cpp's model as the deviation the subject declares: {v.declared}"
-        return v
-    if status == ORACLE_DISAGREEMENT:
-        v.status, v.detail = status, "oracles A and B disagree; the library is not judged"
-    elif status == MISMATCH:
-        v.status = MISMATCH
-        expected = v.expected_array
-        diff = np.not_equal(_bits(out.logits), _bits(expected))  # a ufunc: see the note in oracle/lengths.py
-        for i in np.nonzero(diff)[0]:
-            obs, exp = float(out.logits[i]), float(expected[i])
-            # Lower logit than expected = the library penalized more.
-            direction = "more" if obs < exp or (math.isnan(exp) and not math.isnan(obs)) else "less"
-            v.differing.append({"id": int(cands[i]), "expected": json_number(exp), "observed": json_number(obs),
-                                "direction": direction})
-        if v.differing:
-            v.detail = f"{int(diff.sum())} candidate logit(s) differ from the exact model"
-        else:
-            v.detail = f"sorted flag {out.sorted}, expected {v.expected_sorted}"
-            v.differing.append({"id": -1, "expected": v.expected_sorted, "observed": out.sorted,
-                                "direction": "sorted"})
-    else:
-        v.broken_promises = b.promises(0)
-        if v.broken_promises:
-            v.detail = "the shipped output agrees with the model but breaks: " + ", ".join(v.broken_promises)
-    return v
-
-
 def model_logits(case: Case) -> np.ndarray:
     """The shipped model's logits for a case of the symbol vocabulary (the 7-argument semantics): what the
     library must leave, with no subject run (the served witnesses' replay predicts an answer from it)."""
@@ -781,124 +563,3 @@ def model_logits(case: Case) -> np.ndarray:
     return b.expected[0]
 
 
-def check_op(subject, case: Case) -> Verdict:
-    """check() as a call an isolation worker runs (dryz.subject.isolation: fn(subject, *args))."""
-    return check(case, subject)
-
-
-def judge_case(case: Case, lib, isolate: bool = True) -> Verdict:
-    """check(case, lib), in an isolation worker unless isolate is False: a case that kills or hangs the
-    subject's process is class crash, with the signal and the library's last words."""
-    if not isolate:
-        return check(case, lib)
-    from .subject.isolation import Worker
-    with Worker(lib.spec, lib) as w:
-        return check_in(w, case)
-
-
-def case_report(case: Case, kind: str, lib, isolate: bool = True) -> dict:
-    """What `dryz check` prints for a case (judge_case on the subject): the input's kind, the case, the verdict
-    and the subject."""
-    v = judge_case(case, lib, isolate)
-    return {"input": kind, "case": case.to_json(), "verdict": v.to_json(), "subject": lib.identity}
-
-
-def check_in(worker, case: Case) -> Verdict:
-    """check() in an isolation worker (another process holding the subject): a case that kills or hangs the
-    subject's process is a verdict of class crash."""
-    out = worker.call(check_op, case)
-    return crash_verdict(case, out) if isinstance(out, Crash) else out
-
-
-def check_trace_op(subject, trace):
-    """check_trace() as a call an isolation worker runs."""
-    from .trace_check import check_trace
-    return check_trace(trace, subject)
-
-
-def check_trace_in(worker, trace):
-    """check_trace() in an isolation worker: a TraceVerdict, or one of class crash when the subject's process
-    died or hung on the trace."""
-    out = worker.call(check_trace_op, trace)
-    if isinstance(out, Crash):
-        from .trace_check import TraceVerdict
-        return TraceVerdict.crashed(trace, out)
-    return out
-
-
-def _judge_served(case: Case, lib, out, outcome) -> Verdict:
-    """judge_output for a subject with a request layer: a refusal must be the one predicted (its served-*
-    class), an answer is judged against the case the layer runs (a served-* class where that differs from the
-    library's semantics and the answer agrees with it)."""
-    from .oracle.served import Refused as Predicted, class_of
-    klass = class_of(outcome.classes)
-    if isinstance(out, Refused):
-        p = outcome.served
-        if isinstance(p, Predicted) and (p.status, p.message) == (out.status, out.message) and klass:
-            v = refused_verdict(case, f"HTTP {out.status}: {out.message}")
-            v.status, v.served = AGREE, klass
-            return v
-        return refused_verdict(case, f"HTTP {out.status} {out.message!r}; the served model predicts "
-                                     f"{outcome.served}")
-    if isinstance(outcome.served, Predicted):
-        v = refused_verdict(case, f"answered where the served model predicts HTTP {outcome.served.status} "
-                                  f"{outcome.served.message!r}")
-        return v
-    v = judge_output(outcome.effective_case, _Answered(lib), out)
-    v.case = case
-    if v.klass == AGREE and klass:
-        v.served = klass
-        v.detail = f"the server ran {outcome.served}"
-    return v
-
-
-class _Answered:
-    """A subject's answer judged as the library's semantics: lib's ABI, capabilities and vocabularies, no
-    request layer of its own (judge_output on the effective case of a served one)."""
-
-    def __init__(self, lib):
-        self.lib, self.abi, self.caps, self.kind = lib, lib.abi, lib.caps, lib.kind
-
-    def served(self, case):
-        return None
-
-    def vocabulary(self, spec):
-        return self.lib.vocabulary(spec)
-
-
-def refused_verdict(case: Case, detail: str) -> Verdict:
-    """A mismatch in which nothing was observed: the subject refused where its semantics say it runs, or ran
-    where they say it refuses."""
-    empty_i, empty_f = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    v = Verdict(case=case, status=MISMATCH, oracle_L_array=empty_i,
-                other_L_arrays=(empty_i,) * (len(MATCH_LENGTHS) - 1), expected_array=empty_f, observed_array=empty_f, expected_sorted=False, observed_sorted=False,
-                detail=detail)
-    v.differing.append({"id": -1, "expected": "as the served model says", "observed": detail, "direction": "served"})
-    return v
-
-
-def crash_fields(crash: Crash) -> dict:
-    """A Crash's sanitizer report as verdict fields (sanitizer, kind, summary, frames, function), or nothing."""
-    r = crash.report
-    return {k: r[k] for k in ("sanitizer", "kind", "summary", "frames", "function")} if r else {}
-
-
-def crash_verdict(case: Case, crash: Crash) -> Verdict:
-    """The verdict on a case the subject crashed on (its process died or hung, or its server stopped
-    answering): class crash, a finding; nothing observed, so nothing compared. The one place a sanitizer report
-    is judged: a Crash carrying one (a subject built with --sanitize died of it) is class memory, with the
-    report's kind, summary and first frames (PREREG, amendment 2026-12-03)."""
-    empty_i, empty_f = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    fields = crash_fields(crash)
-    return Verdict(case=case, status=CRASH, oracle_L_array=empty_i,
-                   other_L_arrays=(empty_i,) * (len(MATCH_LENGTHS) - 1), expected_array=empty_f,
-                   observed_array=empty_f, expected_sorted=False, observed_sorted=False,
-                   detail=fields.get("summary") or crash.detail,
-                   crash={"signal": crash.signal, "stderr": crash.stderr, **fields})
-
-
-def _verdict(case: Case, b: Batch, observed: np.ndarray, observed_sorted: bool) -> Verdict:
-    return Verdict(case=case, status=AGREE, oracle_L_array=b.pa.L[0],
-                   other_L_arrays=tuple(p.L[0] for p in b.preds[1:]), expected_array=b.expected[0], observed_array=observed,
-                   expected_sorted=b.row_sorted(0), observed_sorted=observed_sorted,
-                   multi_token=b.cfg.multi_token)

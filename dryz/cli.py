@@ -199,14 +199,15 @@ def merge(paths, json_path):
 
 def judge(case, kind: str, isolate: bool = True) -> tuple[int, dict]:
     """(exit code, what dryz check prints) of a case on the selected subject."""
-    from .check import case_report, is_finding
+    from .judge import case_report
+    from .verdict import is_finding
     out = case_report(case, kind, load_subject(), isolate)
     return (EXIT_FINDING if is_finding(out["verdict"]["class"]) else EXIT_OK), out
 
 
 def judge_trace_json(trace, kind: str, isolate: bool = True) -> tuple[int, dict]:
     """(exit code, what dryz check prints) of a trace on the selected subject."""
-    from .check import is_finding
+    from .verdict import is_finding
     from .trace_check import trace_report
     out = trace_report(trace, kind, load_subject(), isolate)
     return (EXIT_FINDING if is_finding(out["verdict"]["class"]) else EXIT_OK), out

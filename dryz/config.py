@@ -58,16 +58,18 @@ def effective_last_n(penalty_last_n: int, n_ctx_train: int, abi: int = 7) -> int
     return penalty_last_n
 
 
-def case_config(case: Case, abi: int = 7, lib=None) -> Config:
-    """The oracles' configuration for a case on a subject (its init_dry ABI; with the deviations it declares as
-    variants)."""
+def case_config(case: Case, abi: int = 7, deviations=(), vocabulary=None) -> Config:
+    """The oracles' configuration for a case on a subject's semantics, given as plain data: its init_dry ABI, the
+    deviations it declares (as variants, dryz.oracle.deviations), and for a case over a real vocabulary that
+    vocabulary as the subject's tokenizer gives it (dryz.vocab_cases.vocab_of)."""
     if case.vocab is not None:
-        cfg = vocab_config(case, abi, lib)
+        if vocabulary is None:
+            raise ValueError(f"a case over vocabulary {case.vocab} needs that vocabulary")
+        cfg = vocab_config(case, abi, vocabulary)
     else:
         cfg = config_of(case.multiplier, case.base, case.allowed_length,
                         effective_last_n(case.penalty_last_n, case.n_ctx_train, abi), case.breakers)
-    declared = lib.caps.deviations if lib is not None else ()
-    return with_deviations(cfg, declared) if declared else cfg
+    return with_deviations(cfg, deviations) if deviations else cfg
 
 
 def with_deviations(cfg: Config, declared) -> Config:
@@ -77,12 +79,12 @@ def with_deviations(cfg: Config, declared) -> Config:
     return replace(cfg, variants=variants(cfg, declared))
 
 
-def vocab_config(case: Case, abi: int = 7, lib=None) -> Config:
+def vocab_config(case: Case, abi: int, vocabulary) -> Config:
     """A real vocabulary's configuration: restart sequences from restart_model (dryz.oracle.restarts_vocab) over
-    the case's vocabulary and breakers (cached per pair, dryz.vocab_cases), with what the text-level promise
-    needs."""
+    the case's vocabulary (loaded: dryz.vocab_cases.vocab_of) and breakers (cached per pair, dryz.vocab_cases),
+    with what the text-level promise needs."""
     from .vocab_cases import restart_sequences
-    seqs, text = restart_sequences(case, lib)
+    seqs, text = restart_sequences(vocabulary, case.breakers)
     return _vocab_config(case.multiplier, case.base, case.allowed_length,
                          effective_last_n(case.penalty_last_n, case.n_ctx_train, abi), seqs, text)
 

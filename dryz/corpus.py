@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .case import Case, CaseError, json_number
-from .check import CLASSES
+from .verdict import CLASSES
 
 CORPUS_SCHEMA = "dryz.corpus/1"
 SHORTEST = ("proven", "1-minimal", "not-minimized")
@@ -310,7 +310,8 @@ def replay(directory: Path, subject, select=None) -> list[ReplayRow]:
     crash witness replayed on an old release, is class crash and the replay goes on); a changed verdict in
     either direction is a failure. select(entry) -> bool: only the case entries it keeps (dryz replay --vocab;
     traces are over the symbol vocabulary)."""
-    from .check import check_in, check_trace_in
+    from .judge import check_in
+    from .trace_check import check_trace_in
     from .subject.isolation import Worker
     rows = []
     with Worker(subject.spec, subject) as w:
@@ -361,7 +362,8 @@ def served_witness_entries(subject) -> list[dict]:
     request and the response (its `timings` dropped), checked by the served model before it is returned."""
     from .check import model_logits
     from .oracle.served import replay_http, witness_cases, witness_http
-    from .subject.server import ServerError, symbol_texts
+    from .subject.server import ServerError
+    from .symbols import symbol_bytes as symbol_texts
     out = []
     for klass, case, req, note in witness_cases(symbol_texts()):
         status, body = subject.send(req, case)

@@ -42,7 +42,7 @@ class Result:
 
 def judge_op(subject, case: Case) -> Result:
     """check() on the subject, as a Result (runs in the subject's isolation worker)."""
-    from .check import check
+    from .judge import check
     try:
         v = check(case, subject)
     except (CaseError, Unsupported) as e:

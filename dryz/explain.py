@@ -144,6 +144,7 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
     """The table of one case. lib: the subject whose vocabulary gives a vocab case's restart sequences (the one
     that judged it)."""
     from .config import case_config
+    from .vocab_cases import vocab_of
     from .oracle.shipped import rep_limits
     from .oracle.promised import restart_occurrences
     import numpy as np
@@ -153,7 +154,8 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
     bold = (lambda s: f"\x1b[1m{s}\x1b[0m") if color else (lambda s: s)
     nxt = (lambda s: f"\x1b[1;4m{s}\x1b[0m") if color else (lambda s: f"<{s}>")
     abi = verdict.get("abi", 7)
-    cfg = case_config(case, abi, lib)
+    cfg = case_config(case, abi, lib.caps.deviations if lib is not None else (),
+                      vocab_of(case, lib) if case.vocab is not None else None)
     lab, cw = _labeler(case)
     h = list(case.history)
     w_len = cfg.window_length(len(h))

@@ -506,7 +506,7 @@ def _parse_certificate(n: str, r: ModeResult, work: Path) -> None:
 
 
 def _parse_restarts(r: ModeResult, work: Path) -> None:
-    from .check import is_finding
+    from .verdict import is_finding
     from .enumerate.restarts import case_of
     d = json.loads((work / "restarts.json").read_text())
     counts: dict = {}

@@ -483,7 +483,7 @@ def run_matrix(specs: list[Spec], seconds: int, work: Path, corpus_dir: Path | N
 def _write_witness(case, klass, shortest, calls, ref_row, other_row, results, corpus_dir: Path) -> Path:
     """Judge the witness on the reference subject (in its isolation worker: the matrix process loads no
     library itself) and store it."""
-    from .check import check_in
+    from .judge import check_in
     from .corpus import write_entry
     from .subject.isolation import Worker
     with Worker(ref_row["spec"], timeout=300) as w:

@@ -33,14 +33,14 @@ def verdict_signature(v) -> tuple:
 
 def signature_in(subject):
     """The signature of a case judged on `subject` in this process."""
-    from .check import check
+    from .judge import check
     return lambda case: verdict_signature(check(case, subject))
 
 
 def signature_isolated(worker):
     """The signature of a case judged in an isolation worker (dryz.subject.isolation), so a case that aborts
     libllama cannot take the minimizer with it: a crash is its own signature."""
-    from .check import check_in
+    from .judge import check_in
     return lambda case: verdict_signature(check_in(worker, case))
 
 
@@ -52,7 +52,7 @@ def same_failure(target: tuple, signature):
 def shows_divergence(klass: str, sole: bool, subject, lib_check: bool = True):
     """The predicate "check() on subject agrees (lib_check) and the reference design diverges from the
     library's output in klass" (the only divergence when sole)."""
-    from .check import check
+    from .judge import check
     from .oracle.reference import divergences
 
     def pred(case: Case) -> bool:
@@ -332,7 +332,7 @@ def minimize_case(case: Case, subject, isolate: bool | None = None, log=None, an
     (or isolate is True). announce(class, isolated) is called once the input is judged."""
     import time
 
-    from .check import check
+    from .judge import check
     from .subject.isolation import Worker
     t0 = time.perf_counter()
     with Worker(subject.spec, subject) as w:
@@ -351,7 +351,8 @@ def minimize_case(case: Case, subject, isolate: bool | None = None, log=None, an
         reduced = replace(reduced, note="")  # a seed's note does not describe its reduction
         report = None
         if first[0] == "memory":  # the reproducer's own report (its frames), judged as any crash
-            from .check import MEMORY, check_in
+            from .verdict import MEMORY
+            from .judge import check_in
             final = check_in(w, reduced)
             report = final.crash if final.klass == MEMORY else None
     verdict = None if crashed else check(reduced, subject)
@@ -364,7 +365,7 @@ def minimize_divergence(case: Case, klass: str, subject, *, sole: bool | None = 
     the same passes and search as reduce_case, with the predicate shows_divergence (sole: klass must be the
     only divergence; default: when the input already has it alone). For the classes that only depend on one
     match length reaching a threshold, oracle.reference.threshold_length proves shortness analytically."""
-    from .check import check
+    from .judge import check
     from .oracle.reference import divergences, threshold_length
     if sole is None:
         sole = divergences(case, check(case, subject)) == [klass]

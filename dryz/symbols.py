@@ -11,6 +11,11 @@ def symbol_texts(n: int = MAX_ALPHABET) -> list[str]:
     return list(SYMBOLS[:n])
 
 
+def symbol_bytes(n: int = MAX_ALPHABET) -> list[bytes]:
+    """The token texts of the first n ids as bytes (as a tokenizer's detokenizer gives them)."""
+    return [s.encode() for s in SYMBOLS[:n]]
+
+
 def to_symbols(tokens) -> str:
     return "".join(SYMBOLS[t] for t in tokens)
 

@@ -32,7 +32,9 @@ from __future__ import annotations
 import numpy as np
 
 from .case import Case
-from .check import AGREE, CRASH, MISMATCH, ORACLE_DISAGREEMENT, HarnessError, Verdict, check, check_batch
+from .verdict import AGREE, CRASH, MISMATCH, ORACLE_DISAGREEMENT, HarnessError, Verdict
+from .judge import check
+from .check import check_batch
 from .config import config_of, effective_last_n, with_deviations
 from .oracle.lengths import PAD, ROWS_MAX
 from .oracle.trace_model import capacity, equivalent_case, held_spans
@@ -135,7 +137,7 @@ class TraceVerdict:
     def crashed(cls, trace: Trace, crash: Crash) -> "TraceVerdict":
         v = cls(trace, [], [], None)
         v.status = CRASH
-        from .check import crash_fields
+        from .verdict import crash_fields
         v.crash = {"detail": crash.detail, "signal": crash.signal, "stderr": crash.stderr, **crash_fields(crash)}
         return v
 
@@ -340,7 +342,23 @@ def judge_trace(trace: Trace, lib, isolate: bool = True):
     the subject's process is class crash."""
     if not isolate:
         return check_trace(trace, lib)
-    from .check import check_trace_in
+    from .trace_check import check_trace_in
     from .subject.isolation import Worker
     with Worker(lib.spec, lib) as w:
         return check_trace_in(w, trace)
+
+
+def check_trace_op(subject, trace):
+    """check_trace() as a call an isolation worker runs."""
+    from .trace_check import check_trace
+    return check_trace(trace, subject)
+
+
+def check_trace_in(worker, trace):
+    """check_trace() in an isolation worker: a TraceVerdict, or one of class crash when the subject's process
+    died or hung on the trace."""
+    out = worker.call(check_trace_op, trace)
+    if isinstance(out, Crash):
+        from .trace_check import TraceVerdict
+        return TraceVerdict.crashed(trace, out)
+    return out

@@ -88,9 +88,9 @@ def _piece_lengths(v):
     return np.fromiter(map(len, v.pieces()), dtype=np.int64, count=v.n_tokens)
 
 
-def restart_sequences(case: Case, lib):
-    """(RestartSeqs, VocabText) for a vocab case's vocabulary and breakers (cached per pair)."""
-    return _restarts(vocab_of(case, lib), tuple(case.breakers))
+def restart_sequences(vocabulary, breakers):
+    """(RestartSeqs, VocabText) for a loaded vocabulary (vocab_of) and breakers (cached per pair)."""
+    return _restarts(vocabulary, tuple(breakers))
 
 
 def pieces_for_people(case: Case) -> list[bytes]:

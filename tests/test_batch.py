@@ -3,7 +3,9 @@
 import numpy as np
 
 from dryz.case import Case
-from dryz.check import AGREE, MISMATCH, check, check_batch
+from dryz.verdict import AGREE, MISMATCH
+from dryz.judge import check
+from dryz.check import check_batch
 from dryz.config import case_config
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dryz.case import Case
-from dryz.check import check
+from dryz.judge import check
 from dryz.corpus import (DEFAULT_DIR, CorpusError, entries, entry_json, file_name, load_entry, replay,
                          validate_entry, write_entry)
 from dryz.fuzz.seeds import upstream_cases

@@ -2,7 +2,7 @@
 
 
 from dryz import check as check_mod
-from dryz.check import check
+from dryz.judge import check
 from dryz.enumerate.controls import multiplier_zero_control, periodic_control
 from dryz.enumerate.run import run_configs
 from dryz.config import space_config

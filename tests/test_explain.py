@@ -99,7 +99,7 @@ def test_long_disagreement_is_marked_within_100_columns(tmp_path):
 
 def test_width_is_kept_in_colour_and_narrower_terminals(lib):
     """explain() itself, with colour (escape codes take no columns) and at 80 columns."""
-    from dryz.check import check
+    from dryz.judge import check
     from dryz.explain import explain
     case = Case(history=tuple([5, 9, 3, 7] * 20 + [1, 2, 3, 4] * 8 + [5, 9, 3]), alphabet=12, penalty_last_n=200,
                 breakers=("b",), allowed_length=2)

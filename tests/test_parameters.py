@@ -95,17 +95,18 @@ def test_a_registered_oracle_is_judged_everywhere(lib, monkeypatch):
     from dryz import check as check_mod
     from dryz.case import Case
     from dryz.enumerate.controls import periodic_control
+    from dryz.judge import check
     (_, real_A), B = check_mod.MATCH_LENGTHS
     C = ("C", lambda W, c: real_A(W, c))
     for mod in (oracles, check_mod):
         monkeypatch.setattr(mod, "MATCH_LENGTHS", (("A", real_A), B, C))
-    v = check_mod.check(Case(history=(0, 1, 0), alphabet=2, penalty_last_n=64), lib)
+    v = check(Case(history=(0, 1, 0), alphabet=2, penalty_last_n=64), lib)
     assert v.ok and v.to_json()["oracle_C_L"] == v.oracle_L == [0, 1]
-    assert periodic_control(lambda case: check_mod.check(case, lib))["oracles_passed"]
+    assert periodic_control(lambda case: check(case, lib))["oracles_passed"]
     wrong = ("C", lambda W, c: real_A(W, c) + 1)
     for mod in (oracles, check_mod):
         monkeypatch.setattr(mod, "MATCH_LENGTHS", (("A", real_A), B, wrong))
-    v = check_mod.check(Case(history=(0, 1, 0), alphabet=2, penalty_last_n=64), lib)
+    v = check(Case(history=(0, 1, 0), alphabet=2, penalty_last_n=64), lib)
     assert v.klass == "oracle-disagreement" and v.to_json()["oracle_C_L"] == [1, 2]
 
 

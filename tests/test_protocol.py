@@ -10,7 +10,7 @@ import pytest
 
 from conftest import dryz
 from dryz.case import Case
-from dryz.check import check, check_in
+from dryz.judge import check, check_in
 from dryz.config import space_config
 from dryz.subject import Capabilities, Crash, Subject, registry
 from dryz.subject.isolation import Pool, Worker

@@ -103,7 +103,7 @@ def _witnesses():
 
 @pytest.mark.parametrize("entry", _witnesses())
 def test_corpus_witness_replays(entry, lib):
-    from dryz.check import check
+    from dryz.judge import check
     c = Case.from_json(entry["case"])
     klass = entry["reference_divergence"]
     v = check(c, lib)

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from dryz.case import Case
-from dryz.check import check, restart_promise_class
+from dryz.judge import check
+from dryz.check import restart_promise_class
 from dryz.config import config_of
 from dryz.oracle.promised import _promised_rep_limit_single
 from dryz.oracle.shipped import _rep_limit_single, rep_limits, shipped_lengths

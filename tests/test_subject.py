@@ -5,7 +5,9 @@ import math
 import numpy as np
 
 from dryz.case import Case
-from dryz.check import AGREE, MISMATCH, check, invert_deltas
+from dryz.verdict import AGREE, MISMATCH
+from dryz.judge import check
+from dryz.check import invert_deltas
 from dryz.symbols import SYMBOLS, from_symbols
 
 

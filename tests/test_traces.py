@@ -656,7 +656,8 @@ def test_c_sequencer_frees_every_sampler_exactly_once(lib, events, calls):
 def _reference_verdict(t, lib, outs):
     """The definition check_trace computes, apply by apply: check() on the equivalent Case with the recorded
     output, and a fresh sampler (run()) on that Case, bit-identical to it."""
-    from dryz.check import AGREE, MISMATCH, check
+    from dryz.verdict import AGREE, MISMATCH
+    from dryz.judge import check
     from dryz.trace_check import _Recorded, same_output
     rows = []
     for case, out in zip(equivalent_cases(t, lib.abi), outs):

@@ -84,7 +84,7 @@ def test_symbol_case_refuses_a_sha_and_history_symbols_with_vocab(lib):
 
 
 def test_hand_made_history_bpe(bpe, lib):
-    from dryz.check import check
+    from dryz.judge import check
     toks = bpe.tokenize("The cat sat on the mat. The cat sat on the mat. The cat sat")
     assert toks == (791, 8415, 7731, 389, 279, 5634, 13, 578, 8415, 7731, 389, 279, 5634, 13, 578, 8415, 7731)
     v = check(_case(bpe, toks, ("\n", ":", "\"", "*")), lib)
@@ -98,7 +98,7 @@ def test_hand_made_history_bpe(bpe, lib):
 
 
 def test_hand_made_history_spm_breaker_in_token(spm, lib):
-    from dryz.check import check
+    from dryz.judge import check
     toks = spm.tokenize(" the cat saw the dog and the cat saw the dog and the cat saw")
     v = check(_case(spm, toks, (" the",)), lib)
     # "\u2581the" prints " the" but init_dry reads detokenize({278}) = "the": not a single-token breaker
@@ -108,7 +108,7 @@ def test_hand_made_history_spm_breaker_in_token(spm, lib):
 
 
 def test_sha_and_size_mismatch_are_errors(spm, lib):
-    from dryz.check import check
+    from dryz.judge import check
     from dryz.vocab_cases import VocabError
     c = _case(spm, (278, 278))
     with pytest.raises(VocabError, match="sha256"):
@@ -164,10 +164,10 @@ def test_restart_seqs_step1_matches_independent_scans(bpe, lib):
     from dryz.oracle.promise_text import shipped_scan
     from dryz.oracle.promised import promised_rep_limits
     from dryz.oracle.shipped import rep_limits
-    from dryz.vocab_cases import restart_sequences
+    from dryz.vocab_cases import restart_sequences, vocab_of
     for breakers in (("\n", ":", "\"", "*"), ("### Instruction:", "Instruction"), ("ab", "abc", "<|eot_id|>")):
         c = _case(bpe, (1,), breakers)
-        seqs, text = restart_sequences(c, lib)
+        seqs, text = restart_sequences(vocab_of(c, lib), c.breakers)
         for snippet in ("### Instruction:\nWrite: a *poem*.\n\n### Instruction:\nAgain", "abc ab abd xabcx ab.",
                         "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>ab"):
             ids = list(bpe.tokenize(snippet, parse_special=True))
@@ -260,7 +260,7 @@ def test_vocab_decoder_mapping_is_pinned(bpe, mode, lib):
 
 
 def test_vocab_decoder_cases_agree(bpe, lib):
-    from dryz.check import check
+    from dryz.judge import check
     from dryz.fuzz.decode_vocab import VocabDecoder
     d = VocabDecoder("llama-bpe", "dict", lib)
     rng = np.random.default_rng(11)
@@ -403,7 +403,7 @@ def test_a_clone_that_a_second_clone_undoes_is_not_hidden(bpe, monkeypatch):
     keeps the compact prototype for every configuration where the swap could show."""
     import ctypes
 
-    from dryz.check import check
+    from dryz.judge import check
     from dryz.fuzz.decode_vocab import VocabDecoder
     from dryz.subject import libllama, open_subject, selected_spec
     monkeypatch.setattr(libllama, "_DRIVE", None)  # every clone through lib.clone (the ctypes path)

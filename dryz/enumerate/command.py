@@ -124,7 +124,7 @@ def restarts(alphabet, max_length, json_path, vocabs, check, seconds, echo) -> i
         return restarts_vocab(vocabs, check, seconds, json_path, echo)
     if seconds is not None or check != "both":
         fail("--check and --time go with --vocab")
-    from ..check import is_finding
+    from ..verdict import is_finding
     from ..output import Progress
     from ..render import restarts_text
     from .restarts import CONFIGS, sweep

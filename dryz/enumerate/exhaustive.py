@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 import time
 
-from ..check import check_in, crash_fields
+from ..judge import check_in
+from ..verdict import crash_fields
 from ..output import Progress, environment, write_json
 from ..subject.isolation import Worker
 from ..subject.answers import Crash

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..check import AGREE, check_batch, class_order, restart_promise_class
+from ..verdict import AGREE, class_order
+from ..check import check_batch, restart_promise_class
 from ..config import config_of
 from ..space import PlainSpace, histories
 from ..oracle.restarts import restart_sequences

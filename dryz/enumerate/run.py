@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..case import Case
-from ..check import check_batch, crash_fields
+from ..check import check_batch
+from ..verdict import crash_fields
 from ..config import SpaceConfig, case_config
 from ..space import PlainSpace, canonical_slices, plain_slices, space_for
 from ..subject.answers import Crash, SubjectCrashed
@@ -205,7 +206,7 @@ def run_slice(lib, k, max_len: int, spec: SpaceConfig, canonical: bool = False, 
     by batch, and ConfigResult.tally weighs each case by the concrete cases it stands for."""
     space = space_for(spec, k, max_len) if canonical else PlainSpace(k, max_len)
     res = ConfigResult(spec, mode="canonical" if canonical else "plain")
-    cfg = case_config(spec.case(k or MAX_ALPHABET, ()), lib.abi, lib)
+    cfg = case_config(spec.case(k or MAX_ALPHABET, ()), lib.abi, lib.caps.deviations)
     weights = {}
     t0 = time.perf_counter()
 

@@ -27,7 +27,8 @@ import json
 import sys
 import time
 
-from ..check import AGREE, check
+from ..verdict import AGREE
+from ..judge import check
 from ..oracle.trace_model import capacity, held_tokens_of
 from ..subject.trace_driver import run_events
 from ..trace import Trace

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..case import Case
-from ..check import check_batch, is_finding
+from ..check import check_batch
+from ..verdict import is_finding
 from ..config import vocab_config
 from .run import ConfigResult
 
@@ -89,8 +90,7 @@ def run_vocab_space(lib, v, tokens, max_len: int, specs, breakers, progress=None
         proto = Case(history=(), alphabet=v.n_tokens, penalty_last_n=spec.penalty_last_n, breakers=tuple(breakers),
                      multiplier=spec.multiplier, base=spec.base, allowed_length=spec.allowed_length,
                      candidates=tuple((t, 0.0) for t in space.tokens), vocab=v.ref.name, vocab_sha256=v.ref.sha256)
-        vocab_of(proto, lib)
-        cfg = vocab_config(proto, lib.abi, lib)
+        cfg = vocab_config(proto, lib.abi, vocab_of(proto, lib))
         res = ConfigResult(VocabSpec(spec.name, proto))  # the one weighted tally (every weight 1)
         t0 = time.perf_counter()
 

@@ -475,7 +475,7 @@ class Campaign:
         if isinstance(out, Crash):
             if out.signal == "hang":
                 return dict(base, klass="hang", reproduces=True, signal=out.signal)
-            from ..check import crash_fields, crash_verdict
+            from ..verdict import crash_fields, crash_verdict
             return dict(base, klass=crash_verdict(None, out).klass, reproduces=True, signal=out.signal,
                         **crash_fields(out))
         if isinstance(out, str):  # the bytes decode to nothing this subject runs
@@ -491,7 +491,7 @@ def recheck_op(subject, data: bytes, target: str, vocab, breakers):
     """A crash file judged on the subject as the campaign's target judged it: (class, case JSON or None), or a
     one-line reason it cannot be judged (runs in an isolation worker)."""
     from ..case import CaseError
-    from ..check import check
+    from ..judge import check
     from ..subject.answers import Unsupported
     try:
         if target == "traces":
@@ -510,7 +510,7 @@ def split_slow(findings: list[dict]) -> tuple[list[dict], list[dict]]:
     or more (a busy machine pauses a run as easily as a slow subject makes one): a slow input when its re-check
     judged it and found no new finding (agree, or a class the corpus documents); one that crashes, hangs or
     disagrees is a finding, and one the re-check could not judge (error) or did not run stays among the files."""
-    from ..check import CLASSES
+    from ..verdict import CLASSES
     judged = set(CLASSES)  # a class of the verdict: not "error" or "not re-checked ..."
     slow = [f for f in findings if Path(f["file"]).name.startswith("slow-unit-") and f["reproduces"] is False
             and f["klass"] in judged]
@@ -537,7 +537,7 @@ def confirmation_control(subject) -> dict:
     """The ABI confirmation case judged in an isolation worker (as `dryz check` runs it) before a
     symbol-vocabulary campaign: the summary records it, and a library that misses it makes the campaign a
     finding whatever libFuzzer finds."""
-    from ..check import check_in
+    from ..judge import check_in
     from ..enumerate.controls import abi_confirmation_control
     from ..subject.isolation import Worker
     with Worker(subject.spec, subject) as w:

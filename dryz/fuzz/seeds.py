@@ -53,7 +53,7 @@ def structured_cases() -> list[Case]:
 
 
 def main(argv=None) -> int:
-    from ..check import check
+    from ..judge import check
     from ..corpus import DEFAULT_DIR, entry_json, write_entry
     from ..subject.registry import open_subject, selected_spec
     lib = open_subject(selected_spec())

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from ..check import AGREE, CLASSES, check, is_finding
+from ..verdict import AGREE, CLASSES, is_finding
+from ..judge import check
 from ..subject.answers import Unsupported
 from .decode import decode
 

@@ -243,6 +243,11 @@ def served_outcome(case, texts=None, defaults: dict | None = None) -> ServedOutc
     return ServedOutcome(body, out, classes, eff)
 
 
+# The request layers dryz models, by the name a subject's Capabilities.request_layer gives: what the layer makes
+# of a Case (texts: the symbol vocabulary's token texts as bytes, None for a real vocabulary).
+LAYERS = {"llama-server": served_outcome}
+
+
 def classify(case, body: dict, out) -> tuple[tuple[str, ...], object]:
     """(served-* classes, the Case the library would have to run to match) for what the server made of a
     request `body` sent for `case`."""

@@ -119,6 +119,9 @@ class Capabilities:
     batch: int = 1                        # cases one run_batch call handles at once to advantage
     in_process: bool = True               # native code mapped into this process: a crash takes the process
     deviations: tuple = ()                # documented deviations from llama.cpp's semantics it declares
+    # A request layer of its own between the user and DRY, whose documented semantics dryz models
+    # (dryz.oracle.served.LAYERS: "llama-server"): the judge asks that model what the layer makes of a case.
+    request_layer: str = ""
 
     def lacks(self, case) -> str | None:
         """Why this subject cannot run the case as given, or None."""
@@ -136,4 +139,5 @@ class Capabilities:
         return {"calls": sorted(self.calls), "vocabularies": self.vocabularies,
                 "initial_logits": self.initial_logits, "candidate_arrays": self.candidate_arrays,
                 "sorted_flag": self.sorted_flag,
-                "batch": self.batch, "in_process": self.in_process, "deviations": list(self.deviations)}
+                "batch": self.batch, "in_process": self.in_process, "deviations": list(self.deviations),
+                **({"request_layer": self.request_layer} if self.request_layer else {})}

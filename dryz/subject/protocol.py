@@ -112,12 +112,6 @@ class Subject:
         (length, state) group as one run_batch; a Crash raises SubjectCrashed."""
         return walk_by_batches(self, tree, max_len, params, sink, prefixes)
 
-    def served(self, case):
-        """What the subject's own request layer makes of the case before DRY runs, when it has one (llama-server:
-        dryz.oracle.served.served_outcome: the case the library runs and the served-* classes, or a refusal
-        predicted); None: the case is what DRY runs."""
-        return None
-
     def vocabulary(self, spec):
         """A real vocabulary's facts for the oracles (token texts as init_dry reads them, pieces, tokenize),
         as this subject's tokenizer gives them. Generic form: the pinned llama-cpp-python's libllama's."""

@@ -421,12 +421,7 @@ class ServerSubject(Subject):
         # logit_bias (not -0.0: Unrecoverable); any candidate subset; the array is never sorted before DRY and
         # its flag after it is not seen.
         return Capabilities(calls=frozenset({"accept", "apply"}), initial_logits=True, candidate_arrays=True,
-                            sorted_flag=False, batch=self.batch, in_process=False)
-
-    def served(self, case):
-        """What llama-server's request layer makes of the case (dryz.oracle.served)."""
-        from ..oracle.served import served_outcome
-        return served_outcome(case, self._vocab(case).texts if case.vocab is not None else symbol_texts())
+                            sorted_flag=False, batch=self.batch, in_process=False, request_layer="llama-server")
 
     def resend(self, case, http: dict) -> dict:
         """A served-* witness's stored request sent again, unchanged: the witness with the fresh response in
@@ -792,7 +787,3 @@ def only_initial(multiplier: float, init: float, lo: float, hi: float) -> bool:
         return bound < init and sm.key(lo) > sm.key(bound)
     return bound > init and sm.key(hi) < sm.key(bound)
 
-
-def symbol_texts() -> list[bytes]:
-    from ..symbols import SYMBOLS
-    return [s.encode() for s in SYMBOLS]
