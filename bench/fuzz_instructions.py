@@ -106,7 +106,7 @@ def main():
         what = f"{len(datas)} inputs of {a.inputs}"
     else:
         sys.path.insert(0, str(REPO))
-        from dryz.fuzz.decode import decode
+        from dryz.decode.cases import decode
         rng = np.random.default_rng(0)
         lo, hi = a.band
         datas = []

@@ -36,7 +36,7 @@ def main():
     n = int(args[0]) if args else 10000
     lo, hi = (int(args[1]), int(args[2])) if len(args) > 2 else (0, 257)
     sys.path.insert(0, str(REPO))
-    from dryz.fuzz.decode import decode
+    from dryz.decode.cases import decode
     rng = np.random.default_rng(0)
     work = Path(tempfile.mkdtemp())
     seeds, empty = work / "inputs", work / "empty"

@@ -17,10 +17,10 @@ if "--instrumented" in sys.argv:  # dryz instrumented exactly as the harness ins
     sys.argv.remove("--instrumented")
     from dryz.fuzz.harness import INSTRUMENTED, instrument
     instrument([importlib.import_module(name) for name in INSTRUMENTED])
-    from dryz.fuzz.decode import decode
+    from dryz.decode.cases import decode
     from dryz.fuzz.target import test_one_input
 else:
-    from dryz.fuzz.decode import decode
+    from dryz.decode.cases import decode
     from dryz.fuzz.target import test_one_input
 
 

@@ -10,8 +10,10 @@ import click
 from . import __version__, inputs
 from .enumerate.selection import MAX_TRACE_EVENTS
 
-from .inputs import (EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail as _fail, load_case_file, load_subject, load_trace_file,
-                     on_vocab, quiet_mode, say, spelled, vocab_filter, with_runtime)
+from .errors import EXIT_ERROR, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_OK, DryzError
+from .files import fail as _fail
+from .inputs import (load_case_file, load_subject, load_trace_file, on_vocab, quiet_mode, say, spelled, vocab_filter,
+                     with_runtime)
 
 
 def say_subject(lib) -> None:
@@ -342,7 +344,7 @@ def replay(directory, vocab):
 @click.option("--json", "json_path", default=None, help="Write the campaign summary here.")
 @click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
               help="Fuzz cases over this real vocabulary (token ids over its full range, histories from tokenized "
-                   "text, dryz.fuzz.decode_vocab) instead of the symbol vocabulary.")
+                   "text, dryz.decode.vocab) instead of the symbol vocabulary.")
 @click.option("--breakers", "breakers", type=click.Choice(["default", "dict", "random"]), default="default",
               show_default=True, help="With --vocab: llama.cpp's four defaults, a dictionary of real-world "
                                       "breaker sets, or random sets.")
@@ -350,7 +352,7 @@ def replay(directory, vocab):
               help="With --vocab: each case on a llama_sampler_clone of its configuration's initialized sampler, "
                    "or on that sampler after llama_sampler_reset (faster: a DRY clone copies the processed breakers).")
 @click.option("--traces", "traces", is_flag=True,
-              help="Fuzz traces (bytes -> dryz.fuzz.traces.decode_trace -> check_trace) instead of single cases.")
+              help="Fuzz traces (bytes -> dryz.decode.traces.decode_trace -> check_trace) instead of single cases.")
 @click.option("--recheck", "recheck", type=Bound(int, 1), default=None, metavar="N",
               help="Re-check at most N crash files (the smallest) in a clean process; the others are kept and "
                    "listed as not re-checked. [default: all]")
@@ -541,9 +543,16 @@ def main(argv=None):
     except click.ClickException as e:
         click.echo(f"dryz: error: {e.format_message()}", err=True)
         sys.exit(EXIT_ERROR)
+    except DryzError as e:  # the one error channel: bad input, a subject that cannot be had, the harness in doubt
+        from .subject.binding import ArrayChanged
+        if isinstance(e, ArrayChanged):  # the library's doing: DRY only changes logits
+            click.echo(f"dryz {inputs.COMMAND}: MISMATCH: {e} (a finding: DRY only changes logits)")
+            sys.exit(EXIT_FINDING)
+        click.echo(f"dryz: error: {e.line()}", err=True)
+        sys.exit(EXIT_ERROR)
     except click.exceptions.Abort:  # click turns Ctrl-C (KeyboardInterrupt) into Abort
         click.echo("dryz: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:  # the reader went away (dryz check ... | head): not a finding
         try:
             sys.stdout = open(os.devnull, "w")
@@ -552,20 +561,12 @@ def main(argv=None):
         sys.exit(EXIT_OK)
     except KeyboardInterrupt:
         click.echo("dryz: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except OSError as e:  # a path that cannot be read or written: say which, without a traceback
         where = f" {e.filename}" if e.filename else ""
         click.echo(f"dryz: error: {e.strerror or e}:{where}", err=True)
         sys.exit(EXIT_ERROR)
-    except Exception as e:  # bad input found deep in a command (a Case out of range, an unusable subject)
-        from .errors import DryzError
-        from .subject.binding import ArrayChanged
-        if isinstance(e, ArrayChanged):  # the library's doing: DRY only changes logits
-            click.echo(f"dryz {inputs.COMMAND}: MISMATCH: {e} (a finding: DRY only changes logits)")
-            sys.exit(EXIT_FINDING)
-        if isinstance(e, DryzError):
-            click.echo(f"dryz: error: {e.line()}", err=True)
-            sys.exit(EXIT_ERROR)
+    except Exception as e:
         # Anything else is dryz's own failure: the harness is in doubt (exit 2), never a finding (exit 1).
         import traceback
         traceback.print_exc()

@@ -262,7 +262,7 @@ def trace_entry_json(trace, verdict, *, expect: str, shortest: str, provenance: 
 
 
 def load_entry(path: Path) -> Entry:
-    from .inputs import wide_text
+    from .files import wide_text
     try:
         raw = Path(path).read_bytes()
     except OSError as e:

@@ -114,7 +114,7 @@ def random_cases(n: int, seed: int = 0) -> list[Case]:
     """Cases the fuzz decoder makes from random bytes (long histories, random windows and parameters)."""
     import numpy as np
 
-    from .fuzz.decode import decode
+    from .decode.cases import decode
     rng = np.random.default_rng(seed)
     return [decode(rng.integers(0, 256, int(rng.integers(0, 3000))).astype(np.uint8).tobytes())
             for _ in range(n)]

@@ -4,6 +4,9 @@ module's own error class derives from it, so no command maps them one by one. (T
 layer may raise one.)"""
 
 
+EXIT_OK, EXIT_FINDING, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130  # what every command exits with (README)
+
+
 class DryzError(Exception):
     """One line and exit 2. `prefix` names where it arose when the message alone would not say."""
     prefix = ""

@@ -946,7 +946,8 @@ def command(gate_lib, seconds, base, expect, expect_file, workdir, modes, lanes,
     """`dryz gate`, everything but option parsing: the subject (gate's --lib, else the one the command line
     selected), run it, write gate.json (and --json, --markdown, --html), print the Markdown summary; the gate's
     exit code."""
-    from .inputs import fail, selected_spec
+    from .files import fail
+    from .inputs import selected_spec
     from .output import write_json
     from .subject.binding import SubjectError, resolve
     declared = declared_changes(expect, expect_file)

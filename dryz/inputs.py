@@ -1,93 +1,16 @@
-"""What every command shares about its inputs and errors: the exit codes, the one-line error (exit 2), reading a
-file, parsing JSON with a one-line reason, opening the selected subject, one case or trace from a file (Case or
-trace JSON, corpus entry, or fuzz input; a case on --vocab). cli.py and the modules it calls import it; it
-imports none of them."""
+"""What the commands share about their inputs: the subject the command line selected (opened once per command,
+kept in its click context), progress messages, and one case or trace from a file (Case or trace JSON, corpus
+entry, or a crash file decoded as its campaign decoded it; a case on --vocab). The command line and the modes'
+command modules import it; bad input is one line, exit 2 (dryz.files.fail)."""
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 import click
 
-EXIT_OK, EXIT_FINDING, EXIT_ERROR = 0, 1, 2
-
-
-class Failure(click.ClickException):
-    exit_code = EXIT_ERROR
-
-
-def fail(msg: str):
-    raise Failure(msg)
-
-
-def read(path: str) -> bytes:
-    """A file's bytes, read once per process (the trace and the case reader both look at a command's input,
-    which may be a pipe such as /dev/stdin)."""
-    if path not in _READ:
-        try:
-            _READ[path] = open(path, "rb").read()
-        except OSError as e:
-            fail(f"cannot read {path}: {e.strerror}")
-    return _READ[path]
-
-
-_READ: dict[str, bytes] = {}
-
-
-# libFuzzer's artifact names (-artifact_prefix + kind + '-' + the input's sha1): the files `auto` reads as fuzz bytes.
-FUZZ_ARTIFACT = re.compile(r"(crash|timeout|oom|leak|slow-unit)-[0-9a-f]{8,}")
-
-
-def is_fuzz_artifact(path: str) -> bool:
-    """The file is named as libFuzzer names a crash file (crash-SHA1, timeout-..., oom-..., leak-...,
-    slow-unit-...): in `auto` mode the only files read as fuzz bytes. Anything else is JSON, whatever its name or
-    first bytes (fuzz bytes otherwise only with --as bytes)."""
-    return FUZZ_ARTIFACT.fullmatch(os.path.basename(path)) is not None
-
-
-def wide_text(raw: bytes) -> str | None:
-    """The encoding of a file that is UTF-16 or UTF-32 text (a byte-order mark, or JSON's ASCII beside NUL
-    bytes), else None."""
-    for bom, name in ((b"\x00\x00\xfe\xff", "UTF-32 (big-endian"), (b"\xff\xfe\x00\x00", "UTF-32 (little-endian"),
-                      (b"\xfe\xff", "UTF-16 (big-endian"), (b"\xff\xfe", "UTF-16 (little-endian")):
-        if raw.startswith(bom):
-            return name + ", with a byte-order mark)"
-    head = raw[:4]
-    if len(head) == 4 and head[0] and not any(head[1:]):
-        return "UTF-32 (little-endian)"
-    if len(head) == 4 and head[3] and not any(head[:3]):
-        return "UTF-32 (big-endian)"
-    if len(head) >= 2 and head[0] and not head[1] and 32 <= head[0] < 127:
-        return "UTF-16 (little-endian)"
-    if len(head) >= 2 and not head[0] and head[1] and 32 <= head[1] < 127:
-        return "UTF-16 (big-endian)"
-    return None
-
-
-def parse_json_file(path: str, raw: bytes):
-    """JSON from a file's bytes, or one line saying where it is not JSON (line and column)."""
-    import json
-    if not raw.strip():
-        fail(f"{path}: empty file (a Case JSON object was expected; use --as bytes for a fuzz input)")
-    if raw.startswith(b"\xef\xbb\xbf"):
-        fail(f"{path}: starts with a UTF-8 byte-order mark; save it without one")
-    wide = wide_text(raw)
-    if wide is not None:
-        fail(f"{path}: {wide} text, not UTF-8; JSON is UTF-8 text: save it as UTF-8 (a fuzz input: --as bytes)")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        fail(f"{path}: not UTF-8 (byte {e.start}); JSON is UTF-8 text (a fuzz input: --as bytes)")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        fail(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")
-    except RecursionError:
-        fail(f"{path}: JSON nested too deeply")
-    except ValueError as e:  # e.g. an integer of more than 4,300 digits
-        fail(f"{path}: not usable JSON: {e}")
+from .files import fail, is_fuzz_artifact, parse_json_file, read
 
 
 def selected_spec() -> str:
@@ -134,7 +57,7 @@ def load_case_file(path: str, read_as: str = "auto", vocab=None, breakers=None):
     """A Case from a Case JSON, a corpus entry, or a libFuzzer crash file (the fuzz harness's decoder).
 
     Bytes are decoded as the harness decodes them only with read_as="bytes", or in auto mode for a file named as
-    libFuzzer names its crash files (crash-SHA1 and the like: inputs.is_fuzz_artifact). Any other file is JSON: a
+    libFuzzer names its crash files (crash-SHA1 and the like: files.is_fuzz_artifact). Any other file is JSON: a
     parse, encoding (UTF-16, say) or schema error is one line saying where, never a silent fallback to fuzz
     bytes. With vocab, bytes are a `dryz fuzz --vocab VOCAB --breakers BREAKERS` input and decode as that
     campaign's harness decoded them (not as the symbol decoder's case moved onto the vocabulary: another case);
@@ -142,7 +65,7 @@ def load_case_file(path: str, read_as: str = "auto", vocab=None, breakers=None):
 
     from .case import Case, CaseError
     from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
-    from .fuzz.target import BREAKERS, VOCAB, input_decoder
+    from .decode import CAMPAIGN_BREAKERS as BREAKERS, CAMPAIGN_VOCAB as VOCAB, input_decoder
     raw = read(path)
     if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
         # DRYZ_FUZZ_VOCAB and _BREAKERS (set in a campaign's own processes): that campaign's, where --vocab and
@@ -232,7 +155,7 @@ def _load_trace_file(path: str, read_as: str, as_trace: bool):
     if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
         if not as_trace:
             return None  # a case fuzz input: the Case reader decodes it
-        from .fuzz.traces import decode_trace
+        from .decode.traces import decode_trace
         try:
             return decode_trace(raw), "trace fuzz input"
         except TraceError as e:

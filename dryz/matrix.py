@@ -354,7 +354,7 @@ def comparison_cases(kept_dirs, random_cases: int) -> tuple[list, int]:
     fuzz-decoder cases; and how many come first (edges and corpus: compared in full whatever the budget)."""
     from .differential import edge_cases, random_cases as random_set
     from .corpus import PROJECT_DIR, entries, load_entry
-    from .fuzz.decode import decode
+    from .decode.cases import decode
     cases = edge_cases()
     cases += [e.case for e in map(load_entry, entries(PROJECT_DIR)) if e.case is not None]  # not traces
     always = len(cases)
@@ -584,7 +584,7 @@ def compare_command(base, new: str, kept, random_cases, seconds, corpus_dir, jso
     """`dryz compare`: the selected subject NEW against BASE (dryz.gate.resolve_base), every difference minimized;
     exit 1 when they differ, 2 when a case could not be judged on one side."""
     from .gate import resolve_base
-    from .inputs import fail
+    from .files import fail
     from .output import write_json
     from .render import compare_text
     base_lib = resolve_base(base, log)

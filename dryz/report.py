@@ -255,7 +255,7 @@ def corpus_section(d: Path) -> tuple[str, str]:
 
 
 def _read_json(p: Path):
-    from .inputs import wide_text
+    from .files import wide_text
     try:
         raw = p.read_bytes()
     except OSError as e:
@@ -310,7 +310,7 @@ def build_report(inputs: list[str]) -> tuple[str, str]:
 
 def command(inputs, html_path: str, md_path: str | None) -> str:
     """`dryz report` past its options: write the page (and the Markdown) from the inputs; what to print."""
-    from .inputs import fail
+    from .files import fail
     for i in inputs:
         if not Path(i).exists():
             fail(f"{i}: no such file or directory")

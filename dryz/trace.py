@@ -103,7 +103,7 @@ class Trace(DryParams):
 
     @classmethod
     def trusted(cls, program: "Program | None" = None, **kw) -> "Trace":
-        """A Trace from fields that are valid and in normal form by construction (dryz.fuzz.traces.decode_trace:
+        """A Trace from fields that are valid and in normal form by construction (dryz.decode.traces.decode_trace:
         tuples, float32 multiplier and base, in-range tokens and arrays), without the validation every other
         construction runs (most of a fuzz input's decoding time), with its Program if the constructor made it.
         tests/test_traces.py checks the decoder's traces and Programs equal their validated construction's."""
@@ -231,7 +231,7 @@ class Program:
     @classmethod
     def of_parts(cls, alphabet: int, ops: bytes, tokens, counts, applies) -> "Program":
         """The Program of events given as their op bytes, every accepted token, each accept's count and the
-        apply events in order (what Program.of collects; dryz.fuzz.traces.decode_trace collects them as it
+        apply events in order (what Program.of collects; dryz.decode.traces.decode_trace collects them as it
         decodes)."""
         index, arrays, array_of = {}, [], []
         for e in applies:

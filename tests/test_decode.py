@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from dryz.case import Case, f32, validate
-from dryz.fuzz.decode import MAX_FUZZ_HISTORY, decode
+from dryz.decode.cases import MAX_FUZZ_HISTORY, decode
 
 
 def test_same_bytes_same_case():

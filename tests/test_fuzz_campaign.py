@@ -109,7 +109,7 @@ import numpy as np
 with atheris.instrument_imports(include=["dryz"]):   # all of dryz: a superset of what fuzz/dry_fuzz.py instruments
     from dryz.corpus import DEFAULT_DIR, entries, load_entry
     from dryz.fuzz.target import test_one_input, test_one_trace
-    import dryz.fuzz.traces, dryz.oracle.trace_model, dryz.trace_check  # what the trace target imports on use
+    import dryz.decode.traces, dryz.oracle.trace_model, dryz.trace_check  # what the trace target imports on use
 original = atheris._trace_cmp
 found = collections.Counter()
 def traced(*args):

@@ -82,7 +82,7 @@ def test_cli_is_arguments_and_printing():
 # rejections of llama-server's model (an oracle's value, never raised to a command).
 NOT_EXIT_TWO = {"dryz.enumerate.exhaustive.ExhaustiveInterrupted", "dryz.enumerate.run.Interrupted",
                 "dryz.enumerate.traces.TraceSpaceInterrupted", "dryz.fuzz.campaign._Terminated",
-                "dryz.fuzz.target.Finding", "dryz.inputs.Failure", "dryz.shrink.NothingToMinimize",
+                "dryz.fuzz.target.Finding", "dryz.shrink.NothingToMinimize",
                 "dryz.subject.command._Gone", "dryz.subject.answers.SubjectCrashed", "dryz.subject.server.ServerDied",
                 "dryz.oracle.served.RequestError"}
 

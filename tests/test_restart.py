@@ -239,7 +239,7 @@ def test_merges_vocab_restart_map_matches_the_sampler(lib):
 def test_decoded_fuzz_inputs_never_restart_order(lib):
     """The fuzz decoder's own cases (1-3-char breakers, any alphabet, long histories): check() gives the
     documented class exactly where the promised Step 1 changes the output, never restart-order."""
-    from dryz.fuzz.decode import decode
+    from dryz.decode.cases import decode
     from dryz.oracle.shipped import output_logits
     rng = np.random.default_rng(22)
     seen_multi = 0

@@ -101,7 +101,7 @@ def test_call_sequencer_is_built_and_equals_the_ctypes_path(lib, monkeypatch):
     bindings' struct layout, and its output is bit-identical to making the same calls one by one through
     ctypes, on fuzz-decoded cases (random windows, breakers, parameters and candidate arrays)."""
     import dryz.subject.libllama as subject_mod
-    from dryz.fuzz.decode import decode
+    from dryz.decode.cases import decode
     assert subject_mod._DRIVE is not None, "dryz.subject._drive is not built (pip install -e . compiles it)"
     assert subject_mod._DRIVE.layout() == subject_mod.layout() == (12, 0, 4, 8, 32, 0, 8, 16, 24)
     rng = np.random.default_rng(12)

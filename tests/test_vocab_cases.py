@@ -120,7 +120,7 @@ def test_sha_and_size_mismatch_are_errors(spm, lib):
 def test_clone_reset_and_fresh_sampler_agree(bpe, lib):
     """run_vocab's clone of a prototype, the reset prototype, and a fresh init_dry per case leave the same
     logits (bit for bit) on decoded cases."""
-    from dryz.fuzz.decode_vocab import VocabDecoder
+    from dryz.decode.vocab import VocabDecoder
     d = VocabDecoder("llama-bpe", "default", lib)
     rng = np.random.default_rng(7)
     for _ in range(60):  # (configurations repeat: a clone after a reset-mode run of the same one is covered)
@@ -216,7 +216,7 @@ def test_oracle_B_over_code_points():
 
 @pytest.mark.parametrize("mode", ["default", "dict", "random"])
 def test_vocab_decoder_output_validates(bpe, mode, lib):
-    from dryz.fuzz.decode_vocab import MAX_VOCAB_HISTORY, VocabDecoder
+    from dryz.decode.vocab import MAX_VOCAB_HISTORY, VocabDecoder
     d = VocabDecoder("llama-bpe", mode, lib)
     rng = np.random.default_rng(1)
     big = 0
@@ -248,7 +248,7 @@ PINNED_DECODES = {"default": "29e47b84c017be78", "dict": "85f075a679206ad4", "ra
 def test_vocab_decoder_mapping_is_pinned(bpe, mode, lib):
     import hashlib
 
-    from dryz.fuzz.decode_vocab import VocabDecoder
+    from dryz.decode.vocab import VocabDecoder
     d = VocabDecoder("llama-bpe", mode, lib)
     rng = np.random.default_rng(7)
     h = hashlib.sha256()
@@ -261,7 +261,7 @@ def test_vocab_decoder_mapping_is_pinned(bpe, mode, lib):
 
 def test_vocab_decoder_cases_agree(bpe, lib):
     from dryz.judge import check
-    from dryz.fuzz.decode_vocab import VocabDecoder
+    from dryz.decode.vocab import VocabDecoder
     d = VocabDecoder("llama-bpe", "dict", lib)
     rng = np.random.default_rng(11)
     classes = {check(d.decode(rng.integers(0, 256, int(rng.integers(0, 2000))).astype(np.uint8).tobytes()), lib).klass
@@ -361,7 +361,7 @@ def test_fuzz_campaign_vocab_smoke(tmp_path):
 def test_cli_reads_a_vocab_campaign_crash_file(bpe, lib, tmp_path):
     """`dryz check --vocab NAME [--breakers MODE] crash-*` decodes the bytes as that campaign's harness decoded
     them (before, the symbol decoder's case was moved onto the vocabulary: another case, which agreed)."""
-    from dryz.fuzz.decode_vocab import VocabDecoder
+    from dryz.decode.vocab import VocabDecoder
     rng = np.random.default_rng(4)
     for mode in ("default", "dict"):
         data = rng.integers(0, 256, 900).astype(np.uint8).tobytes()
@@ -404,7 +404,7 @@ def test_a_clone_that_a_second_clone_undoes_is_not_hidden(bpe, monkeypatch):
     import ctypes
 
     from dryz.judge import check
-    from dryz.fuzz.decode_vocab import VocabDecoder
+    from dryz.decode.vocab import VocabDecoder
     from dryz.subject import libllama, open_subject, selected_spec
     monkeypatch.setattr(libllama, "_DRIVE", None)  # every clone through lib.clone (the ctypes path)
     lib = open_subject(selected_spec())

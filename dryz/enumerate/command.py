@@ -1,10 +1,12 @@
 """`dryz exhaustive`, `dryz merge` and `dryz restarts`, everything but option parsing: cli.py parses the
 arguments and calls these with `echo` (click.echo: stdout, or stderr with err=True); each returns the exit code.
-Bad input raises (dryz.inputs.fail, or a DryzError): one line, exit 2."""
+Bad input raises (dryz.files.fail, or a DryzError): one line, exit 2."""
 
 from __future__ import annotations
 
-from ..inputs import EXIT_ERROR, EXIT_FINDING, EXIT_OK, fail, load_subject, parse_json_file, read
+from ..errors import EXIT_ERROR, EXIT_FINDING, EXIT_OK
+from ..files import fail, parse_json_file, read
+from ..inputs import load_subject
 
 
 def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,

@@ -1,6 +1,6 @@
 """The space a `dryz exhaustive` command line selects: its configurations, alphabet, shard and workload
 (select_space), the executor's workers and Dask client (executor), and for --vocab the vocabulary, tokens,
-breakers and configurations (select_vocab_space). Bad options are one line and exit 2 (inputs.fail); nothing is
+breakers and configurations (select_vocab_space). Bad options are one line and exit 2 (files.fail); nothing is
 run here."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..inputs import fail
+from ..files import fail
 
 MAX_SPACE_CASES = 2_000_000_000      # cases in one symbol-space run
 MAX_VOCAB_HISTORIES = 50_000_000     # histories in one in-process --vocab run

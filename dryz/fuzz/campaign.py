@@ -213,7 +213,7 @@ class Campaign:
         n = 0
         sha = None
         if self.vocab:
-            from .decode_vocab import decoder
+            from ..decode.vocab import decoder
             n += self.vocab_seeds(seeds)
             sha = decoder(self.vocab, self.breakers, self.subject).sha
         for p in entries(self.seed_dir or DEFAULT_DIR):
@@ -255,10 +255,10 @@ class Campaign:
         return True
 
     def vocab_seeds(self, seeds: Path) -> int:
-        """Seeds of a vocabulary campaign: each snippet (dryz.fuzz.decode_vocab.SNIPPETS) tokenized, cut to
+        """Seeds of a vocabulary campaign: each snippet (dryz.decode.vocab.SNIPPETS) tokenized, cut to
         its first 256 tokens, as a Case JSON under each breaker set of the mode, default parameters."""
         from ..case import Case
-        from .decode_vocab import MAX_VOCAB_HISTORY, decoder
+        from ..decode.vocab import MAX_VOCAB_HISTORY, decoder
         d = decoder(self.vocab, self.breakers, self.subject)
         n = 0
         for snip in d.snippets:
@@ -496,7 +496,7 @@ def recheck_op(subject, data: bytes, target: str, vocab, breakers):
     try:
         if target == "traces":
             from ..trace_check import check_trace
-            from .traces import decode_trace
+            from ..decode.traces import decode_trace
             return check_trace(decode_trace(data), subject).klass, None
         from .target import input_decoder
         case = input_decoder(subject, vocab, breakers)(data)
@@ -521,7 +521,7 @@ def exit_code(summary: dict, confirmation: dict | None, seconds: int) -> tuple[i
     """The campaign's exit code and, where there is one, its one-line reason for stderr: 130 interrupted (the
     summary covers only that part), 1 a finding that reproduces or a missed ABI confirmation case, 2 crash files
     that do not reproduce on the subject (the harness in doubt), else 0."""
-    from ..inputs import EXIT_ERROR, EXIT_FINDING, EXIT_OK
+    from ..errors import EXIT_ERROR, EXIT_FINDING, EXIT_OK
     if summary["interrupted"]:
         return 130, (f"dryz fuzz: INTERRUPTED after {summary['seconds']} s of {seconds}: this summary covers only "
                      f"that part; {len(summary['findings'])} crash file(s) kept, not re-checked")

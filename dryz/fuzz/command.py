@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..inputs import fail, load_subject, say
+from ..files import fail
+from ..inputs import load_subject, say
 
 
 def run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces, recheck,

@@ -7,9 +7,9 @@ import os
 from ..verdict import AGREE, CLASSES, is_finding
 from ..judge import check
 from ..subject.answers import Unsupported
-from .decode import decode
+from ..decode import CAMPAIGN_VOCAB as VOCAB, input_decoder
 
-symbol_decode = decode
+decode = input_decoder(None, None)  # the symbol decoder until load_subject picks the campaign's
 
 
 class Finding(Exception):
@@ -41,21 +41,6 @@ KNOWN = known_classes() | {k for k in CLASSES if not is_finding(k)}
 def is_new_finding(klass: str) -> bool:
     """What a campaign keeps and its re-check confirms: a class that is neither agreement nor known."""
     return klass != AGREE and klass not in KNOWN
-
-# `dryz fuzz --vocab NAME --breakers MODE` sets these for its jobs: the inputs decode to cases over that real
-# vocabulary (dryz.fuzz.decode_vocab). Chosen once here: the symbol target's per-input path is unchanged.
-VOCAB = os.environ.get("DRYZ_FUZZ_VOCAB") or None
-BREAKERS = os.environ.get("DRYZ_FUZZ_BREAKERS") or "default"
-
-
-def input_decoder(subject, vocab=VOCAB, breakers=BREAKERS):
-    """The decoder of a campaign's fuzz inputs: the symbol one, or the vocabulary's (DRYZ_FUZZ_VOCAB), its
-    vocabulary as the subject gives it."""
-    if vocab is None:
-        return symbol_decode
-    from .decode_vocab import decoder
-    return decoder(vocab, breakers, subject).decode
-
 
 SUBJECT = None  # this fuzz job's subject: the campaign passes its spec (DRYZ_SUBJECT); opened by load_subject
 
@@ -99,10 +84,10 @@ def test_one_input(data: bytes) -> None:
 
 
 def test_one_trace(data: bytes) -> None:
-    """The trace target (dryz fuzz --traces): bytes -> Trace (dryz.fuzz.traces.decode_trace) -> check_trace."""
+    """The trace target (dryz fuzz --traces): bytes -> Trace (dryz.decode.traces.decode_trace) -> check_trace."""
     from ..subject import SubjectError
     from ..trace_check import check_trace
-    from .traces import decode_trace
+    from ..decode.traces import decode_trace
     trace = decode_trace(data)
     try:
         v = check_trace(trace, _subject())

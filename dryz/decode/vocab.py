@@ -30,7 +30,7 @@ from ..case import Case, CaseError, f32
 from ..oracle.promise_text import TEXTS
 from ..vocab_cases import DEFAULT_BREAKERS, load_vocab
 
-from .decode import LOGIT_BOUND, TYPICAL_FLOATS
+from .cases import LOGIT_BOUND, TYPICAL_FLOATS
 
 MAX_VOCAB_HISTORY = 256
 MAX_CANDIDATES = 64
