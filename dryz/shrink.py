@@ -493,7 +493,7 @@ class TraceReducer(Shrinker):
         """Every trace of the enumerator's space with fewer events than t (flat), under t's configuration: the
         first that fails, None (t is shortest in that space), or BUDGET (too many, or t itself outside the
         space: an explicit candidate array)."""
-        from .enumerate.traces import count_traces_of_length, iter_traces_of_length
+        from .trace_space import count_traces_of_length, iter_traces_of_length
         if any(e[0] == "apply" and e[1] is not None for e in t.events) or any(
                 e[0] == "accept" and len(e[1]) != 1 for e in t.events):
             return BUDGET

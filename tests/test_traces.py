@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dryz.enumerate.traces import CONFIGS, count_traces, enumerate_traces, iter_traces
+from dryz.enumerate.traces import enumerate_traces
+from dryz.trace_space import CONFIGS, count_traces, iter_traces
 from dryz.decode.traces import MAX_APPLIES, MAX_CLONES, MAX_EVENTS, MAX_TOKENS, decode_trace
 from dryz.oracle.trace_model import capacity, equivalent_cases, held_tokens
 from dryz.shrink import flatten, merge, shrink_trace

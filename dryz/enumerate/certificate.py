@@ -99,7 +99,7 @@ def judge(r: dict) -> tuple[str, dict]:
 
 def judge_traces(tr: dict) -> tuple[bool, int]:
     """(the trace counts equal the closed form, recomputed here from n_max, alphabet and free; disagreements)."""
-    from .traces import count_traces
+    from ..trace_space import count_traces
     expected = count_traces(tr["n_max"], tr["alphabet"], tr["free"])
     ok = bool(tr["configs"]) and all(c["traces"] == expected for c in tr["configs"])
     return ok, sum(c["disagreements"] for c in tr["configs"])

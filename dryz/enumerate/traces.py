@@ -1,11 +1,8 @@
 """Every trace up to a bound, run on the library and judged after every apply.
 
-The space, per configuration: every sequence of 1..N events over the event alphabet
-  accept one token (one event per symbol of a k-symbol alphabet), apply (every symbol a candidate, logit 0),
-  reset, clone (continue on the clone)
-that holds at least one apply; with `free` (the default) also each such sequence of at most N-1 events followed
-by a free. Per length n that is (k+3)^n - (k+2)^n sequences, plus (k+3)^(n-1) - (k+2)^(n-1) ending in free
-(count_traces, checked against the walk).
+The space, per configuration: every sequence of 1..N events over the event alphabet (dryz.trace_space: accept
+one token of a k-symbol alphabet, apply with every symbol a candidate at logit 0, reset, clone; with `free`, the
+default, also a free at the end), its size checked against the closed form (count_traces).
 
 Each trace runs on its own fresh sampler (no prefix sharing: the clone under test never serves the walk). Each
 apply's observed output is judged by dryz.check.check on the equivalent single Case the trace model gives, and
@@ -22,7 +19,6 @@ in doubt (the count control).
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 import time
@@ -31,61 +27,8 @@ from ..verdict import AGREE
 from ..judge import check
 from ..oracle.trace_model import capacity, held_tokens_of
 from ..subject.trace_driver import run_events
-from ..trace import Trace
+from ..trace_space import CONFIGS, DEFAULT, count_traces, iter_traces, trace_of
 from ..trace_check import _Recorded, same_output
-
-# name: configuration (the seed sweep's, with a window the ring buffer wraps within a few events)
-CONFIGS = {
-    "base": dict(penalty_last_n=64),
-    "window3": dict(penalty_last_n=3),
-    "breaker": dict(penalty_last_n=64, breakers=("b",)),
-    "allowed0": dict(penalty_last_n=2, allowed_length=0),  # a two-token ring buffer; every repeat penalized
-}
-DEFAULT = dict(multiplier=1.0, base=2.0, allowed_length=1, breakers=())
-
-
-def event_alphabet(k: int) -> list[tuple]:
-    return [("accept", (t,)) for t in range(k)] + [("apply", None), ("reset",), ("clone",)]
-
-
-def count_traces(n_max: int, k: int, free: bool = True) -> int:
-    """The closed form of the space's size (see the module docstring)."""
-    a, b = k + 3, k + 2
-    total = sum(a ** n - b ** n for n in range(1, n_max + 1))
-    if free:
-        total += sum(a ** (n - 1) - b ** (n - 1) for n in range(2, n_max + 1))
-    return total
-
-
-def count_traces_of_length(n: int, k: int, free: bool = True) -> int:
-    """The traces of exactly n events (count_traces(n) - count_traces(n - 1))."""
-    if n < 1:
-        return 0
-    a, b = k + 3, k + 2
-    return a ** n - b ** n + (a ** (n - 1) - b ** (n - 1) if free and n >= 2 else 0)
-
-
-def iter_traces_of_length(n: int, k: int, free: bool = True):
-    """Every event sequence of the space with exactly n events, in event-alphabet order (the free-terminated
-    ones after the others)."""
-    alpha = event_alphabet(k)
-    for seq in itertools.product(alpha, repeat=n):
-        if ("apply", None) in seq:
-            yield seq
-    if free and n >= 2:
-        for seq in itertools.product(alpha, repeat=n - 1):
-            if ("apply", None) in seq:
-                yield seq + (("free",),)
-
-
-def iter_traces(n_max: int, k: int, free: bool = True):
-    """Every event sequence of the space, shortest first (then in event-alphabet order)."""
-    for n in range(1, n_max + 1):
-        yield from iter_traces_of_length(n, k, free)
-
-
-def trace_of(events, k: int, cfg: dict) -> Trace:
-    return Trace(events=tuple(events), alphabet=k, **{**DEFAULT, **cfg})
 
 
 def run_config(name: str, cfg: dict, n_max: int, lib, k: int = 2, free: bool = True, control: bool = True,
