@@ -11,7 +11,7 @@ from . import __version__, inputs
 from .enumerate.selection import MAX_TRACE_EVENTS
 
 from .errors import EXIT_ERROR, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_OK, DryzError
-from .files import fail as _fail
+from .files import fail as _fail, writable as _writable
 from .inputs import (load_case_file, load_subject, load_trace_file, on_vocab, quiet_mode, say, spelled, vocab_filter,
                      with_runtime)
 
@@ -20,20 +20,6 @@ def say_subject(lib) -> None:
     """The subject a command judges, named before its results."""
     from .subject.identity import subject_header
     click.echo(subject_header(lib))
-
-
-def _writable(path) -> None:
-    """Refuse an output path before the work, not after it (a run's result must not be lost)."""
-    from pathlib import Path
-    if path is None:
-        return
-    parent = Path(path).resolve().parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        _fail(f"cannot write {path}: {e.strerror}")
-    if not os.access(parent, os.W_OK) or Path(path).is_dir():
-        _fail(f"cannot write {path}")
 
 
 class Bound(click.ParamType):
@@ -280,10 +266,13 @@ def check_cmd(path, read_as, isolate, vocab, breakers, as_trace):
               help="Where to store the reproducer. [default: ./corpus, in the working directory]")
 @click.option("--isolate/--no-isolate", default=None,
               help="Evaluate every candidate in a subprocess. [default: only when the input crashes]")
+@click.option("--json", "json_path", default=None,
+              help="Write the result here: the entry written, how short (proven or why not), the predicate calls.")
 @case_file_options
-def minimize(path, read_as, corpus_dir, isolate, vocab, breakers, as_trace):
+def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace):
     """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
     in ./corpus."""
+    _writable(json_path)
     from .shrink import NothingToMinimize, minimize_case, minimize_trace_input
     t = load_trace_file(path, read_as, as_trace, breakers)
     log = (lambda msg: say(f"  {msg}"))
@@ -303,7 +292,13 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, breakers, as_trace):
     except NothingToMinimize as e:
         _fail(f"{path} (read as a {kind}): {e}")
     from .corpus import USER_DIR, write_entry
-    written = write_entry(corpus_dir or USER_DIR, m.entry(str(path), kind, lib.identity))
+    entry = m.entry(str(path), kind, lib.identity)
+    written = write_entry(corpus_dir or USER_DIR, entry)
+    if json_path:
+        from .output import write_json
+        write_json(json_path, {"tool": "dryz minimize", "input": str(path), "kind": kind, "class": entry["expect"],
+                               "written": str(written), "shortest": m.shortest, "predicate_calls": m.calls,
+                               "seconds": round(m.seconds, 2), "subject": lib.identity})
     if t is not None:
         from .render import minimized_trace_text
         click.echo(minimized_trace_text(m))
@@ -317,15 +312,21 @@ def minimize(path, read_as, corpus_dir, isolate, vocab, breakers, as_trace):
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
 @click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
               help="Replay only the entries on this vocabulary (every entry always runs on its own).")
-def replay(directory, vocab):
+@click.option("--json", "json_path", default=None, help="Write every entry's status and the totals here.")
+def replay(directory, vocab, json_path):
     """Re-run every corpus entry through check() on the selected subject; exit 1 if any verdict changed.
     Default: the project's own corpus (shipped inside the package)."""
-    from .corpus import DEFAULT_DIR, replay as replay_dir
+    _writable(json_path)
+    from .corpus import DEFAULT_DIR, replay as replay_dir, replay_json
+    from .output import write_json
+    from .render import replay_text
     lib = load_subject()
     say_subject(lib)
-    rows = replay_dir(directory or str(DEFAULT_DIR), lib, select=vocab_filter(vocab, lib) if vocab else None)
-    from .render import replay_text
+    directory = directory or str(DEFAULT_DIR)
+    rows = replay_dir(directory, lib, select=vocab_filter(vocab, lib) if vocab else None)
     click.echo(replay_text(rows, lib.identity))
+    if json_path:
+        write_json(json_path, replay_json(rows, directory, lib.identity))
     bad = [r for r in rows if not r.ok]
     if any(r.error for r in rows):
         sys.exit(EXIT_ERROR)
@@ -434,7 +435,7 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
     """The selected subject (NEW) against BASE, case by case, as dryz matrix compares releases (edge cases, the
     corpus, random and kept inputs), each kind of difference minimized to a witness. Exit 1 when they differ."""
     from .inputs import selected_spec
-    from .matrix import compare_command
+    from .compare import compare_command
     _writable(json_path)
     sys.exit(compare_command(base, selected_spec(), kept, random_cases, seconds, corpus_dir, json_path, say,
                              click.echo))
@@ -509,11 +510,19 @@ def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, firs
 def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes, md_path, html_path, json_path):
     """Every audit mode on the subject within a budget, and with --base what it does differently from the
     base: exit 0 clean, 1 a finding or an undeclared change (or a declared one not seen), 2 the harness."""
-    from .gate import command
+    from pathlib import Path
+
+    from .gate.command import command
+    from .gate.summary import report_inputs
+    from .inputs import selected_spec
+    from .report import command as write_report
     for p in (md_path, html_path, json_path):
         _writable(p)
-    sys.exit(command(gate_lib, seconds, base, expect, expect_file, workdir, modes, lanes, md_path, html_path,
-                     json_path, lambda m: None if quiet_mode() else click.echo(m, err=True), click.echo))
+    res = command(gate_lib, selected_spec(), seconds, base, expect, expect_file, workdir, modes, lanes, md_path,
+                  json_path, lambda m: None if quiet_mode() else click.echo(m, err=True), click.echo)
+    if html_path:
+        write_report([str(Path(res.work) / "gate.json")] + report_inputs(res), html_path, None)
+    sys.exit(res.exit)
 
 
 @cli.command()

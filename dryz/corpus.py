@@ -10,10 +10,11 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from .case import Case, CaseError, json_number
-from .verdict import CLASSES
+from .verdict import AGREE, CLASSES, is_finding
 
 CORPUS_SCHEMA = "dryz.corpus/1"
 SHORTEST = ("proven", "1-minimal", "not-minimized")
@@ -304,6 +305,25 @@ class ReplayRow:
     def ok(self) -> bool:
         return not self.error and self.got == self.expect
 
+    @property
+    def status(self) -> str:
+        """as expected | changed | invalid"""
+        return "invalid" if self.error else "as expected" if self.ok else "changed"
+
+    def to_json(self) -> dict:
+        return {"path": str(self.path), "status": self.status, "expect": self.expect, "got": self.got,
+                **({"error": self.error} if self.error else {}),
+                **({"recorded_on": self.subject} if self.subject else {})}
+
+
+def replay_json(rows: list[ReplayRow], directory, identity: dict) -> dict:
+    """What `dryz replay --json` writes: the subject, every entry's status, the totals."""
+    return {"tool": "dryz replay", "subject": identity, "directory": str(directory),
+            "entries": [r.to_json() for r in rows],
+            "totals": {"replayed": len(rows), "as_expected": sum(r.ok for r in rows),
+                       "changed": sum(1 for r in rows if not r.ok and not r.error),
+                       "invalid": sum(1 for r in rows if r.error)}}
+
 
 def replay(directory: Path, subject, select=None) -> list[ReplayRow]:
     """Every entry judged on the subject, each in its isolation worker (an entry that kills the subject, a
@@ -380,3 +400,23 @@ def served_witness_entries(subject) -> list[dict]:
                                 "server_sha256": ident["sha256"], "server_version": ident["version"]},
                     "provenance": {"made_by": "dryz.corpus.served_witness_entries", "detail": detail}})
     return out
+
+
+@lru_cache(maxsize=None)
+def known_classes() -> frozenset[str]:
+    """The classes a campaign does not report as new: every class the corpus documents (an entry whose expect
+    is not agree; the corpus DRYZ_CORPUS names, else the project's) and every class that is not a finding
+    (verdict.is_finding: agree, the source's documented limitations, declared deviations)."""
+    d = os.environ.get("DRYZ_CORPUS", str(DEFAULT_DIR))
+    out = {k for k in CLASSES if not is_finding(k)}
+    try:
+        for p in entries(d):
+            try:
+                e = load_entry(p)
+            except CorpusError:
+                continue
+            if e.expect != AGREE:
+                out.add(e.expect)
+    except CorpusError:
+        pass
+    return frozenset(out)

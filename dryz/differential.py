@@ -137,3 +137,12 @@ def compare(servers: dict[str, Judge], cases, reference: str, log=None, budget_s
             k = classify(res[reference], r)
             if k is not None:
                 yield case, name, k, res
+
+
+def where(case) -> tuple[str, str]:
+    """Where a case sits on the window's edges: (-1 | <-1 | 0 | >0, n_ctx_train<window | n_ctx_train<=0 | -)."""
+    last_n = case.penalty_last_n
+    window = "-1" if last_n == -1 else "<-1" if last_n < -1 else "0" if last_n == 0 else ">0"
+    cap = "n_ctx_train<window" if 0 < case.n_ctx_train < min(max(last_n, 0) or 1 << 30, len(case.history)) \
+        else "n_ctx_train<=0" if case.n_ctx_train <= 0 else "-"
+    return window, cap

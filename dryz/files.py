@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 from .errors import DryzError
 
@@ -84,3 +85,16 @@ def parse_json_file(path: str, raw: bytes):
         fail(f"{path}: JSON nested too deeply")
     except ValueError as e:  # e.g. an integer of more than 4,300 digits
         fail(f"{path}: not usable JSON: {e}")
+
+
+def writable(path) -> None:
+    """Refuse an output path before the work, not after it (a run's result must not be lost)."""
+    if path is None:
+        return
+    parent = Path(path).resolve().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        fail(f"cannot write {path}: {e.strerror}")
+    if not os.access(parent, os.W_OK) or Path(path).is_dir():
+        fail(f"cannot write {path}")

@@ -12,7 +12,14 @@ import json
 import math
 import re
 from pathlib import Path
+
+from . import __version__, gate
+from .corpus import CorpusError, entries, load_entry
 from .errors import DryzError
+from .files import fail, wide_text
+from .matrix import markdown as matrix_markdown
+from .oracle.shipped import Config, penalties
+from .subject.identity import subject_line
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:72rem;color:#222;padding:0 1rem}
@@ -102,7 +109,6 @@ def _table(head: list, rows: list[list]) -> tuple[str, str]:
 
 
 def _subject_rows(s: dict) -> list[list]:
-    from .subject.identity import subject_line
     rows = [["subject", subject_line(s)], ["library", s.get("libllama_path", "?")],
             ["sha256", s.get("libllama_sha256", "?")]]
     b = s.get("built_by_dryz")
@@ -115,7 +121,6 @@ def _subject_rows(s: dict) -> list[list]:
 
 
 def certificate_section(r: dict, name: str) -> tuple[str, str]:
-    from .oracle.shipped import Config, penalties
     import numpy as np
     v = r["verdict"]
     parts_h = [f'<h2>Certificate <code>{esc(name)}</code>: <span class="{_verdict_class(v)}">{esc(v.upper())}</span></h2>']
@@ -215,8 +220,7 @@ def campaign_section(work: Path) -> tuple[str, str]:
 
 
 def matrix_section(m: dict, name: str) -> tuple[str, str]:
-    from .matrix import markdown
-    md = markdown(m)
+    md = matrix_markdown(m)
     parts_h = [f"<h2>Version matrix <code>{esc(name)}</code></h2>", f"<p>reference: {esc(m.get('reference'))}; "
                f"fuzz {m['fuzz_seconds']} s per subject; wall {m['wall_seconds']} s</p>"]
     for block in md.strip().split("\n\n"):
@@ -227,7 +231,6 @@ def matrix_section(m: dict, name: str) -> tuple[str, str]:
 
 
 def corpus_section(d: Path) -> tuple[str, str]:
-    from .corpus import CorpusError, entries, load_entry
     by: dict[str, list] = {}
     for p in entries(d):
         try:
@@ -255,7 +258,6 @@ def corpus_section(d: Path) -> tuple[str, str]:
 
 
 def _read_json(p: Path):
-    from .files import wide_text
     try:
         raw = p.read_bytes()
     except OSError as e:
@@ -272,6 +274,33 @@ def _read_json(p: Path):
         raise ReportError(f"{p}: JSON nested too deeply") from None
     except ValueError as e:
         raise ReportError(f"{p}: not usable JSON ({e})") from None
+
+
+def gate_section(d: dict, name: str) -> tuple[str, str]:
+    """The gate's section of `dryz report` (HTML, Markdown) from its JSON."""
+    res = gate.from_json(d)
+    md = gate.markdown(res, limit=10_000)
+    parts = [f"<h2>Gate <code>{esc(name)}</code>: <span class=\"{'ok' if res.verdict == 'pass' else 'bad'}\">"
+             f"{esc(res.verdict.upper())}</span></h2>"]
+    rows = [["subject", subject_line(res.subject)], ["sha256", res.subject.get("libllama_sha256", "?")]]
+    if res.base:
+        rows += [["base", subject_line(res.base)], ["base sha256", res.base.get("libllama_sha256", "?")]]
+    rows.append(["budget", f"--time {res.budget:g} on {res.lanes} lanes: {res.seconds:.0f} s wall"])
+    parts.append(_table(["", ""], rows)[0])
+    parts.append(_table(["mode", "verdict", "seconds", "given", "result"],
+                        [[m.name, m.verdict, m.seconds, m.given or "", m.text] for m in res.modes])[0])
+    if res.findings:
+        parts.append("<h3>Findings</h3>" + _table(
+            ["mode", "class", "witness", "shortest", "explain"],
+            [[f.mode, f.klass, (f.spelled or f.detail).replace("`", ""), f.shortest, "<pre>" + esc("\n".join(f.explain)) + "</pre>"]
+             for f in res.findings])[0])
+    if res.changes or res.declared_unseen:
+        parts.append("<h3>Behaviour changes against the base</h3>" + _table(
+            ["class", "declared", "witness", "base", "new", "explain"],
+            [[c.klass, "yes" if c.declared else "NO", f"{c.spelled.replace('`', '')} ({c.shortest})", c.base, c.new,
+              "<pre>" + esc("\n".join(c.explain)) + "</pre>"] for c in res.changes]
+            + [[dcl, "declared, not seen", "", "", "", ""] for dcl in res.declared_unseen])[0])
+    return "".join(parts), f"## Gate `{name}`\n\n" + md
 
 
 def build_report(inputs: list[str]) -> tuple[str, str]:
@@ -294,13 +323,11 @@ def build_report(inputs: list[str]) -> tuple[str, str]:
         elif tool == "dryz matrix":
             sections.append(matrix_section(d, p.name))
         elif tool == "dryz gate":
-            from .gate import html_section
-            sections.append(html_section(d, p.name))
+            sections.append(gate_section(d, p.name))
         else:
             raise ReportError(f"{item}: not a dryz exhaustive or dryz matrix result, nor a dryz gate result (tool {tool!r})")
     body_h = "".join(h for h, _ in sections)
     body_m = "\n".join(m for _, m in sections)
-    from . import __version__
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dryz report</title>"
             f"<style>{CSS}</style></head><body><h1>dryz report</h1><p>dryz {__version__}: is llama.cpp's DRY "
             f"sampler correct in this build? Every figure below comes from the files named in each section."
@@ -310,7 +337,6 @@ def build_report(inputs: list[str]) -> tuple[str, str]:
 
 def command(inputs, html_path: str, md_path: str | None) -> str:
     """`dryz report` past its options: write the page (and the Markdown) from the inputs; what to print."""
-    from .files import fail
     for i in inputs:
         if not Path(i).exists():
             fail(f"{i}: no such file or directory")

@@ -47,44 +47,46 @@ _build = conftest.build
 
 
 def test_plan_names_every_mode_and_passes_the_subject_through():
-    modes = g.plan(["--subject", "libllama:/x/libllama.so"], 300, base="/b/libllama.so")
+    from dryz.children import argv as child_argv
+    modes = g.plan("libllama:/x/libllama.so", 300, base="/b/libllama.so")
     names = [m.name for m in modes]
-    assert sorted(names) == sorted(n for lane in g.LAYOUT for n in lane)
-    for m in modes:  # the subject options are opaque: every command line starts with them
-        argv = m.argv(Path("/w"), 10)
+    assert sorted(names) == sorted(g.NAMES)
+    for m in modes:  # every command line starts with the subject
+        argv = child_argv(m.spec, m.args(Path("/w"), 10))
         assert argv[3:5] == ["--subject", "libllama:/x/libllama.so"] and argv[5] == "-q"
-        assert "{work}" not in " ".join(argv) and "{time}" not in argv
+        assert "{" not in " ".join(argv)
+        assert f"--json=/w/{m.name}.json" in argv  # every mode's result is read from its JSON
     d = next(m for m in modes if m.name == "differential")
-    assert "--base" in d.args and "/b/libllama.so" in d.args
+    assert "--base" in d.args(Path("/w"), 10) and "/b/libllama.so" in d.args(Path("/w"), 10)
     assert d.lane == next(m for m in modes if m.name == "fuzz").lane
     # the differential follows the symbol campaign in its lane (it compares on that campaign's kept inputs)
     lane = [m.name for m in modes if m.lane == d.lane]
     assert lane.index("differential") == lane.index("fuzz") + 1
-    assert "differential" not in [m.name for m in g.plan(["--lib", "x"], 300)]
+    assert "differential" not in [m.name for m in g.plan("libllama:x", 300)]
 
 
 @pytest.mark.parametrize("budget", [60, 300, 1800])
 def test_plan_fills_each_lane_with_the_budget(budget):
     """Per lane: the fixed modes' estimates, the timed modes' shares and their overheads add up to the budget
     (when it is large enough for the minimum campaign)."""
-    modes = g.plan(["--lib", "x"], budget, base="b")
+    modes = g.plan("libllama:x", budget, base="b")
     for lane in (0, 1):
         ms = [m for m in modes if m.lane == lane]
         total = sum(m.seconds + m.overhead for m in ms)
         if all(m.seconds > g.MIN_SECONDS for m in ms if m.timed):
             assert abs(total - budget) < 1, (lane, total)
         for m in ms:
-            if m.name in g.SHARE:
-                assert m.seconds == pytest.approx(max(g.MIN_SECONDS, g.SHARE[m.name] * budget), abs=0.1)
+            if m.record.share:
+                assert m.seconds == pytest.approx(max(g.MIN_SECONDS, m.record.share * budget), abs=0.1)
     fuzz = [m for m in modes if m.name.startswith("fuzz")]
     assert len(fuzz) == 4 and all(m.timed for m in fuzz)
-    one = g.plan(["--lib", "x"], budget, lanes=1)
+    one = g.plan("libllama:x", budget, lanes=1)
     assert {m.lane for m in one} == {0}
 
 
 def test_plan_refuses_unknown_modes():
     with pytest.raises(g.GateError, match="unknown mode"):
-        g.plan(["--lib", "x"], 60, modes=["certificate", "nosuch"])
+        g.plan("libllama:x", 60, modes=["certificate", "nosuch"])
 
 
 def test_change_classes_and_declarations():
@@ -298,6 +300,7 @@ def test_ctrl_c_leaves_a_partial_result_and_no_process(tmp_path):
 def test_a_vocabulary_lane_s_crash_file_is_read_as_its_campaign_read_it(tmp_path):
     """A vocabulary lane's finding without a decoded case beside it (a crash: the re-check decoded none) is read by
     minimize and explain with that lane's --vocab and --breakers; one with FILE.case.json needs no flags."""
+    from dryz.gate.modes import read_fuzz
     crash, judged = tmp_path / ("crash-" + "a" * 40), tmp_path / ("crash-" + "b" * 40)
     crash.write_bytes(b"\x01\x02")
     judged.write_bytes(b"\x03\x04\x05")
@@ -307,9 +310,8 @@ def test_a_vocabulary_lane_s_crash_file_is_read_as_its_campaign_read_it(tmp_path
                          "spec": "llama-bpe"}}
     for f, klass in ((crash, "crash"), (judged, "mismatch")):
         summary["findings"] = [{"file": str(f), "klass": klass, "reproduces": True}]
-        (tmp_path / "fuzz-vocab-dict.json").write_text(json.dumps(summary))
         r = g.ModeResult("fuzz-vocab-dict", "finding", 1, 1.0, 1.0, "", [])
-        g._parse_fuzz("fuzz-vocab-dict", r, tmp_path)
+        read_fuzz(r, summary, tmp_path)
         (found,) = r.findings
         if f is crash:
             assert found.witness == str(crash) and found.reader == ["--vocab", "llama-bpe", "--breakers", "dict"]
@@ -317,7 +319,6 @@ def test_a_vocabulary_lane_s_crash_file_is_read_as_its_campaign_read_it(tmp_path
             assert found.witness == str(judged) + ".case.json" and found.reader == []
     del summary["vocab"]  # a symbol-vocabulary lane: bytes are the symbol decoder's
     summary["findings"] = [{"file": str(crash), "klass": "crash", "reproduces": True}]
-    (tmp_path / "fuzz.json").write_text(json.dumps(summary))
     r = g.ModeResult("fuzz", "finding", 1, 1.0, 1.0, "", [])
-    g._parse_fuzz("fuzz", r, tmp_path)
+    read_fuzz(r, summary, tmp_path)
     assert r.findings[0].reader == []

@@ -135,9 +135,11 @@ def test_the_killer_is_the_gates_plan():
     """The killer is dryz.gate.plan on the mutant's library (no base: no differential), not a list of its own."""
     from dryz import gate
     modes = modes_for(120, lib="/L")
-    assert [m.name for m in modes] == [m.name for m in gate.plan(["--subject", "libllama:/L"], 120)]
-    assert {m.name for m in modes} == {n for lane in gate.LAYOUT for n in lane} - {"differential"}
-    argv = next(m for m in modes if m.name == "fuzz-vocab-random").argv(Path("/w"), 10)
+    assert [m.name for m in modes] == [m.name for m in gate.plan("libllama:/L", 120)]
+    assert {m.name for m in modes} == set(gate.NAMES) - {"differential"}
+    from dryz.children import argv as child_argv
+    m = next(m for m in modes if m.name == "fuzz-vocab-random")
+    argv = child_argv(m.spec, m.args(Path("/w"), 10))
     assert argv[1:6] == ["-m", "dryz", "--subject", "libllama:/L", "-q"]
     assert "--breakers" in argv and argv[-2:] == ["--", "-ignore_crashes=0"]
     assert mode_names(120, ["replay", "certificate"]) == ["certificate", "replay"]

@@ -60,7 +60,7 @@ def _cheapest_first(v, sets):
 
 def run(lib, specs, checks=CHECKS, seconds: float | None = None, log=None) -> dict:
     """Run the checks on each vocabulary; the result JSON (see the module doc). log(line) per vocabulary."""
-    from ..fuzz.target import KNOWN
+    from ..corpus import known_classes
     from .promise_sweep import promise_sweep
     from .vocab_probes import BREAKER_SUITE, compare_vocab, probe_case
     from ..oracle.promise_text import PROMISE_SETS
@@ -105,7 +105,7 @@ def run(lib, specs, checks=CHECKS, seconds: float | None = None, log=None) -> di
                                             for c, w in sorted(r.witnesses.items())}}
             partial |= not r.complete
             for cls, w in sorted(r.witnesses.items()):
-                if cls == "construction-mismatch" or cls not in KNOWN:
+                if cls == "construction-mismatch" or cls not in known_classes():
                     findings.append({"vocab": v.ref.name, "check": "promise", "klass": cls,
                                      "detail": f"breaker set {w.breaker_set} {w.breakers}, window of "
                                                f"{len(w.window)} tokens ({w.text}): {w.info}",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from ..verdict import AGREE, CLASSES, is_finding
+from ..corpus import known_classes
+from ..verdict import AGREE
 from ..judge import check
 from ..subject.answers import Unsupported
 from ..decode import CAMPAIGN_VOCAB as VOCAB, input_decoder
@@ -16,26 +17,8 @@ class Finding(Exception):
     """A verdict that is neither agreement nor a documented class: libFuzzer keeps the input."""
 
 
-def known_classes() -> frozenset[str]:
-    """Classes documented by a corpus entry (expect != agree) are known findings, not new ones."""
-    from ..corpus import DEFAULT_DIR, CorpusError, entries, load_entry
-    d = os.environ.get("DRYZ_CORPUS", str(DEFAULT_DIR))
-    out = set()
-    try:
-        for p in entries(d):
-            try:
-                e = load_entry(p)
-            except CorpusError:
-                continue
-            if e.expect != AGREE:
-                out.add(e.expect)
-    except CorpusError:
-        pass
-    return frozenset(out)
-
-
-# Known: the corpus's classes, and the limitations the source documents itself (never findings, check.is_finding).
-KNOWN = known_classes() | {k for k in CLASSES if not is_finding(k)}
+# Known: the corpus's classes, and the limitations the source documents itself (never findings, verdict.is_finding).
+KNOWN = known_classes()
 
 
 def is_new_finding(klass: str) -> bool:

@@ -45,15 +45,15 @@ class ModeResult:
         return d
 
 
-def subject_args(lib) -> list[str]:
-    return ["--subject", f"libllama:{lib}"]
+def subject_spec(lib) -> str:
+    return f"libllama:{lib}"
 
 
 def modes_for(budget: float = DEFAULT_BUDGET, only: list[str] | None = None, lanes: int = gate.LANES,
               lib: str | Path = "LIB") -> list[gate.Mode]:
     """The gate's plan for one mutant's library (no base: no differential); ValueError for an unknown mode."""
     try:
-        return gate.plan(subject_args(lib), budget, modes=only, lanes=lanes)
+        return gate.plan(subject_spec(lib), budget, modes=only, lanes=lanes)
     except gate.GateError as e:
         raise ValueError(str(e)) from None
 
@@ -102,7 +102,7 @@ def run_gate(lib: str | Path, budget: float, only: list[str] | None, work: Path,
     needs). stop_on_finding: the other modes are cancelled at the first kill (faster; the kill matrix then
     shows the first killer only). Ctrl-C: KeyboardInterrupt (the mutant is not recorded)."""
     modes = modes_for(budget, only, lanes, lib)
-    res = gate.run(modes, work, budget, log=log, stop_on_finding=stop_on_finding, witnesses=False)
+    res = gate.run(modes, work, budget, log=log, stop_on_finding=stop_on_finding, minimize=False)
     if res.verdict == "interrupted":
         raise KeyboardInterrupt
     out = []

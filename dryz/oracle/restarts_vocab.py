@@ -66,7 +66,7 @@ class TextIndex:
         self.lens = np.fromiter((len(t) for t in self.texts), dtype=np.int64, count=self.n)
         self.ends = np.cumsum(self.lens)
         self.starts = self.ends - self.lens
-        nonempty = np.nonzero(self.lens > 0)[0]
+        nonempty = np.nonzero(np.greater(self.lens, 0))[0]  # ufuncs, not operators: see oracle/lengths.py
         last = self.buf[self.ends[nonempty] - 1]
         order = np.argsort(last, kind="stable")
         ids_sorted, last_sorted = nonempty[order], last[order]
@@ -78,25 +78,25 @@ class TextIndex:
         m, buf = len(s), self.buf
         if m == 0 or m > len(buf):
             return np.zeros(0, dtype=np.int64)
-        pos = np.nonzero(buf[:len(buf) - m + 1] == s[0])[0]
+        pos = np.nonzero(np.equal(buf[:len(buf) - m + 1], s[0]))[0]
         for k in range(1, m):
             if not len(pos):
                 break
-            pos = pos[buf[pos + k] == s[k]]
+            pos = pos[np.equal(buf[pos + k], s[k])]
         if not len(pos):
             return np.zeros(0, dtype=np.int64)
         tok = np.searchsorted(self.ends, pos, side="right")  # the token whose span holds pos
-        inside = pos + m <= self.ends[tok]
+        inside = np.less_equal(pos + m, self.ends[tok])
         return np.unique(tok[inside])
 
     def ending_with(self, p: bytes) -> np.ndarray:
         """Ids (ascending) of the tokens whose text ends with p (non-empty)."""
         ids = self.by_last[p[-1]]
-        ids = ids[self.lens[ids] >= len(p)]
+        ids = ids[np.greater_equal(self.lens[ids], len(p))]
         for k in range(2, len(p) + 1):
             if not len(ids):
                 break
-            ids = ids[self.buf[self.ends[ids] - k] == p[-k]]
+            ids = ids[np.equal(self.buf[self.ends[ids] - k], p[-k])]
         return ids
 
 

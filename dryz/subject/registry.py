@@ -102,3 +102,35 @@ def opened(spec: str):
     if spec not in _OPENED:
         _OPENED[spec] = open_subject(spec)
     return _OPENED[spec]
+
+
+def as_spec(subject) -> str:
+    """A subject spec from a spec (KIND:ARG) or a libllama path."""
+    s = str(subject)
+    return s if s.split(":", 1)[0] in KINDS and ":" in s else f"libllama:{s}"
+
+
+def resolve_base(base: str, log) -> str:
+    """A base to compare a subject with (dryz gate --base, dryz compare --base): a llama-cpp-python release VERSION
+    (built by dryz subject build into the cache, cached after its first build), a subject spec KIND:ARG, or a
+    libllama PATH; its subject spec. SubjectError (one line) when it cannot be had."""
+    import re
+    import time
+    from .binding import resolve
+    if re.fullmatch(r"\d+\.\d+\.\d+", base):
+        from .build import build
+        from .cache import BuildError
+        t = time.monotonic()
+        try:
+            out = build(base, None, log=log)
+        except BuildError as e:
+            raise SubjectError(f"--base {base}: {str(e).splitlines()[0]}") from None
+        log(f"base {base}: {out} (prepared in {time.monotonic() - t:.1f} s, outside the budget)")
+        return as_spec(out)
+    if base.split(":", 1)[0] in KINDS and ":" in base:
+        return base
+    try:
+        return as_spec(resolve(base))
+    except SubjectError as e:
+        raise SubjectError(f"--base: {e}") from None
+

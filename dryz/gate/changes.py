@@ -1,0 +1,98 @@
+"""Behaviour changes against a base: a difference the differential found (dryz compare) that is not the subject's
+own finding is a change, classed by what it is and where its minimized witness sits on the window's edges
+(`crash@window<-1`, `semantic-change@window=-1`, ...), and judged against what the pull request declares
+(--expect-change, --expect-file): a declaration covers the classes it names or extends at `@` or `,`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from ..case import Case
+from ..corpus import known_classes
+from ..differential import where
+from .result import Change, GateError, GateResult
+
+
+def subject_broke(x: dict) -> bool:
+    """A difference where the subject crashed, hung, or broke a promise no corpus entry documents: a finding,
+    not a behaviour change."""
+    new = x["other"]
+    return "klass" not in new or (new["klass"] != "agree" and new["klass"] not in known_classes())
+
+
+def side(s: dict) -> str:
+    return s.get("klass") or f"{s.get('kind')}: {s.get('detail', '')}"[:120]
+
+
+def spell(c: dict) -> str:
+    """A case in one line: the history and the parameters that are not the defaults."""
+    case = Case.from_json(c)
+    h = f"`{case.symbols}`" if case.vocab is None else f"{len(case.history)} tokens of {case.vocab}"
+    parts = [h, f"window {case.penalty_last_n}"]
+    if case.n_ctx_train != 4096:
+        parts.append(f"n_ctx_train {case.n_ctx_train}")
+    parts.append(f"allowed_length {case.allowed_length}")
+    if case.breakers:
+        parts.append(f"breakers {list(case.breakers)}")
+    if (case.multiplier, case.base) != (1.0, 2.0):
+        parts.append(f"multiplier {case.multiplier:g} base {case.base:g}")
+    return ", ".join(parts)
+
+
+def change_class(klass: str, case) -> str:
+    """The declarable class of a behaviour change: the comparison's class (crash, semantic-change,
+    promise-broken-in-one) at where its minimized witness sits on the window's edges (dryz.differential.where):
+    CLASS@window=-1, CLASS@window<-1, CLASS@window>0,n_ctx_train<=0, ..."""
+    window, cap = where(case)
+    w = {"-1": "window=-1", "<-1": "window<-1", "0": "window=0", ">0": "window>0"}[window]
+    return f"{klass}@{w}" + (f",{cap}" if cap != "-" else "")
+
+
+def declared(klass: str, declarations) -> bool:
+    """A declaration covers a change class when equal, or a prefix of it ending at @ or , (`crash` covers
+    every crash change, `crash@window<-1` both crashes with window below -1)."""
+    return any(klass == d or klass.startswith(d) and klass[len(d)] in "@," for d in declarations)
+
+
+DECLARED = re.compile(r"[a-z-]+(@window(=-1|<-1|=0|>0)(,n_ctx_train(<=0|<window))?)?")
+
+
+def declared_changes(expect, expect_file) -> list[str]:
+    """The classes --expect-change and --expect-file declare; GateError names the first malformed one."""
+    declared = list(expect)
+    if expect_file:
+        if not os.path.isfile(expect_file):
+            raise GateError(f"--expect-file {expect_file}: no such file")
+        declared += read_expect_file(expect_file)
+    bad = [d for d in declared if not DECLARED.fullmatch(d)]
+    if bad:
+        raise GateError(f"--expect-change {bad[0]!r}: a class is CLASS[@window=-1|<-1|=0|>0[,n_ctx_train<=0|"
+                        "<window]], e.g. semantic-change@window=-1 or crash")
+    return declared
+
+
+def read_expect_file(path) -> list[str]:
+    """Declarations, one class per line; # starts a comment."""
+    out = []
+    for ln in Path(path).read_text().splitlines():
+        ln = ln.split("#", 1)[0].strip()
+        if ln:
+            out.append(ln)
+    return out
+
+
+def changes(res: GateResult, work: Path) -> None:
+    """The differential's differences that are not the subject's own findings, as the run's changes, each judged
+    against the declarations; the declarations no change shows."""
+    d = json.loads((work / "differential.json").read_text())
+    res.base = res.base or d["base"]["identity"]
+    for x in d["differences"]:
+        if subject_broke(x):
+            continue
+        k = change_class(x["class"], Case.from_json(x["case"]))
+        res.changes.append(Change(k, declared(k, res.declared), x.get("written"), spell(x["case"]),
+                                  x["shortest"], side(x["reference"]), side(x["other"])))
+    res.declared_unseen = [dcl for dcl in res.declared if not any(declared(c.klass, [dcl]) for c in res.changes)]

@@ -1,0 +1,68 @@
+"""`dryz gate`, everything but option parsing: the subject's and the base's identities (read by a dryz child:
+this process loads no library), the plan, the run, the result written (gate.json, --json, --markdown) and the
+summary printed; the gate's exit code. The HTML report is `dryz report` over the gate's JSON and what it names
+(dryz.gate.summary.report_inputs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..children import run as run_child
+from ..output import write_json
+from ..subject.binding import SubjectError, resolve
+from ..subject.registry import resolve_base
+from .changes import declared_changes
+from .plan import LANES, plan
+from .result import GateError, GateResult
+from .run import run
+from .summary import markdown
+
+
+def identity(spec: str, work: Path) -> dict:
+    """The subject's identity, read by `dryz --subject SPEC subject show` in a child (this process loads no
+    library); GateError when it cannot be loaded."""
+    p = run_child(spec, ["subject", "show"], 300, work)
+    if p.timed_out or p.exit != 0:
+        why = "no answer within 300 s" if p.timed_out else p.last_error()
+        raise GateError(f"subject --subject {spec}: {why.removeprefix('dryz: error: ')}")
+    return json.loads(p.stdout)
+
+
+def gate(spec: str, seconds: float, base: str | None = None, expect=(), work: Path | str = "gate-work",
+         modes=None, lanes: int = LANES, log=None) -> GateResult:
+    """`dryz gate`: plan and run every mode on the subject `spec`, with the differential against `base` (a
+    release, a subject spec or a libllama path) when given; the result judged against the declared changes
+    `expect`."""
+    log = log or (lambda m: None)
+    work = Path(work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    if expect and base is None:
+        raise GateError("--expect-change and --expect-file declare changes against a base: give --base")
+    base_spec = resolve_base(base, log) if base is not None else None
+    ident = identity(spec, work)
+    base_ident = identity(base_spec, work) if base_spec is not None else None
+    planned = plan(spec, seconds, base_spec, modes, lanes)
+    return run(planned, work, seconds, log, expect=expect, base_identity=base_ident, subject_identity=ident)
+
+
+def command(gate_lib, selected: str, seconds, base, expect, expect_file, workdir, modes, lanes, md_path, json_path,
+            log, echo) -> GateResult:
+    """`dryz gate`: the subject (the gate's --lib, else `selected`, the spec the command line selected), run,
+    gate.json (and --json, --markdown) written, the Markdown summary printed; the result (its exit is the
+    gate's)."""
+    declared = declared_changes(expect, expect_file)
+    try:
+        spec = f"libllama:{resolve(gate_lib)}" if gate_lib else selected
+    except SubjectError as e:
+        raise GateError(f"subject: {e}") from None
+    res = gate(spec, seconds, base, declared, Path(workdir), list(modes) or None, lanes, log=log)
+    md = markdown(res)
+    data = res.to_json()
+    write_json(Path(res.work) / "gate.json", data)
+    if json_path:
+        write_json(json_path, data)
+    if md_path:
+        Path(md_path).write_text(md)
+    echo(md, nl=False)
+    return res

@@ -1,0 +1,97 @@
+"""The gate's plan: the modes (dryz.gate.modes) for a budget of `--time` seconds on the subject, in two lanes (two
+processes at a time: the project's machines have two cores).
+
+    lane 0: parameters, certificate, window-caps, restarts, replay | construction | fuzz-traces | fuzz-vocab-random
+    lane 1: traces | promise | fuzz | differential (with a base) | fuzz-vocab-dict
+
+The fixed modes (the certificates, the restart sweep, the replay) run to completion; the timed ones take a share
+of the budget as their own --time: construction 20% and promise 10% of it, the differential 15%, and the fuzz
+campaigns split what is left of their lane equally (after the fixed modes' measured cost and each campaign's
+measured start-up and re-check overhead). When a timed mode starts, its share is rescaled to the time its lane
+actually has left (dryz.gate.run), so a slow machine shortens the campaigns rather than the deadline.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .modes import BY_NAME, MODES, NAMES, ModeRecord
+from .result import GateError
+
+LANES = 2
+MIN_SECONDS = 5.0
+
+
+@dataclass
+class Mode:
+    """One planned mode: a registered mode (its record) on the subject `spec`, in a lane, with its planned
+    seconds (the estimate of a fixed mode, the share of a timed one)."""
+    record: ModeRecord
+    lane: int
+    seconds: float
+    spec: str             # the subject spec the mode runs on
+    base: str | None = None
+    early_stop: bool = True  # a campaign ends at its first crashing job (the gate; the matrix runs it whole)
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def timed(self) -> bool:
+        return self.record.timed
+
+    @property
+    def overhead(self) -> float:
+        return self.record.overhead
+
+    @property
+    def what(self) -> str:
+        return self.record.what
+
+    def timeout(self, given: float) -> float:
+        """When the mode's process is stopped (verdict timeout): far past what a working subject needs."""
+        return max(180.0, 6 * given) if not self.timed else given + self.overhead + max(180.0, given)
+
+    def args(self, work: Path, given: float) -> list[str]:
+        """The dryz command (after the subject options) with the run's work folder, the seconds it is given and
+        the base filled in."""
+        sub = {"work": str(work), "time": f"{max(1, int(round(given)))}", "name": self.name,
+               "base": str(self.base)}
+        args = list(self.record.args) + (list(self.record.stop_early) if self.early_stop else [])
+        return [re.sub(r"\{(work|time|name|base)\}", lambda m: sub[m.group(1)], a) for a in args]
+
+
+def plan(spec: str, budget: float, base=None, modes=None, lanes: int = LANES) -> list[Mode]:
+    """The modes for a gate of `budget` seconds on the subject `spec`; with `base` (a subject spec) the
+    differential too. modes: only these names (in the registry's order); lanes: 1 or 2."""
+    if lanes not in (1, 2):
+        raise GateError(f"lanes must be 1 or 2, got {lanes}")
+    wanted = set(NAMES if modes is None else modes)
+    unknown = wanted - set(NAMES)
+    if unknown:
+        raise GateError(f"unknown mode(s) {', '.join(sorted(unknown))}; known: {', '.join(NAMES)}")
+    if base is None:
+        wanted -= {m.name for m in MODES if m.needs_base}
+    layout = [[m for m in MODES if m.lane == i and m.name in wanted] for i in range(LANES)]
+    if lanes == 1:
+        layout = [layout[0] + layout[1]]
+    out = []
+    for i, lane in enumerate(layout):
+        fixed = sum(m.fixed for m in lane)
+        timed = [m for m in lane if m.timed]
+        campaigns = [m for m in timed if m.campaign]
+        rest = budget - fixed - sum(m.share * budget for m in timed) - sum(m.overhead for m in timed)
+        for m in lane:
+            secs = m.fixed if m.fixed else m.share * budget if m.share else rest / len(campaigns)
+            out.append(Mode(m, i, round(max(MIN_SECONDS, secs), 1) if m.timed else secs, spec, base))
+    return out
+
+
+def mode(name: str, spec: str, seconds: float = 0.0, early_stop: bool = False) -> Mode:
+    """One registered mode on its own (the matrix's cells): its planned seconds are its estimate, or `seconds`
+    for a timed mode."""
+    m = BY_NAME[name]
+    return Mode(m, 0, m.fixed if m.fixed else seconds, spec, early_stop=early_stop)
