@@ -20,6 +20,7 @@ from .oracle.shipped import (Config, Matched, Prediction, output_logits, output_
 from .config import case_config
 from .symbols import MAX_ALPHABET
 from .verdict import AGREE, MISMATCH, ORACLE_DISAGREEMENT, HarnessError, _lazy, promise_class
+from .oracle.promise_text import classify
 
 
 DECLARED = "declared"  # row_status of a history an adapter's declared deviation explains (Batch.declared)
@@ -510,7 +511,6 @@ class Batch:
         same_sorted = self.observed_sorted is None or bool(self.observed_sorted[r]) == promised_sorted
         if _bits(self.observed[r]).tobytes() == _bits(promised).tobytes() and same_sorted:
             return []
-        from .oracle.promise_text import classify
         t = self.cfg.text
         cls, info = classify(window, t.pieces, t.texts, t.breakers, t.model, min(ship, len(window)), t.tokenize)
         if cls in ("agree", "construction-mismatch"):

@@ -8,7 +8,6 @@ import sys
 import click
 
 from . import __version__, inputs
-from .enumerate.selection import MAX_TRACE_EVENTS
 
 from .errors import EXIT_ERROR, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_OK, DryzError
 from .files import fail as _fail, writable as _writable
@@ -18,7 +17,7 @@ from .inputs import (load_case_file, load_subject, load_trace_file, on_vocab, qu
 
 def say_subject(lib) -> None:
     """The subject a command judges, named before its results."""
-    from .subject.identity import subject_header
+    from .subject.identity import subject_header  # on use: keeps start-up fast
     click.echo(subject_header(lib))
 
 
@@ -45,13 +44,18 @@ class Bound(click.ParamType):
 
 
 def _max_alphabet() -> int:
-    from .symbols import MAX_ALPHABET  # (imported when asked: the subject package loads numpy)
+    from .symbols import MAX_ALPHABET  # on use: keeps start-up fast
     return MAX_ALPHABET
+
+
+def _max_trace_events() -> int:
+    from .enumerate.selection import MAX_TRACE_EVENTS  # on use: keeps start-up fast (it loads the enumerator)
+    return MAX_TRACE_EVENTS
 
 
 def _sanitizers(ctx, param, value) -> tuple[str, ...]:
     """--sanitize address,undefined as the builder takes it, refused with one line while parsing."""
-    from .subject.build import parse_sanitize
+    from .subject.build import parse_sanitize  # on use: keeps start-up fast
     try:
         return parse_sanitize(value)
     except ValueError as e:
@@ -87,7 +91,7 @@ def cli(ctx, subject_spec, lib_path, quiet):
     """Audit llama.cpp's DRY sampler against independent oracles."""
     if quiet:
         os.environ["DRYZ_QUIET"] = "1"
-    from .subject.registry import selected_spec
+    from .subject.registry import selected_spec  # on use: keeps start-up fast
     inputs.COMMAND = ctx.invoked_subcommand or ""
     ctx.obj = selected_spec(subject_spec, lib_path)
     with_runtime(ctx.obj)
@@ -121,7 +125,7 @@ def subject_show():
 def subject_build(version, patch, jobs, force, server, sanitize):
     """Build libllama (the `llama` target only) into the cache and print the folder to pass to --lib
     (with --server: build llama-server and print the executable's path)."""
-    from .subject.build import PINNED_VERSION, command
+    from .subject.build import PINNED_VERSION, command  # on use: keeps start-up fast
     click.echo(str(command(version or PINNED_VERSION, patch, jobs, force, server, sanitize,
                            lambda m: click.echo(m, err=True))))
 
@@ -159,14 +163,14 @@ def subject_build(version, patch, jobs, force, server, sanitize):
 @click.option("--breakers", "breakers", multiple=True, metavar="PRESET|STRING",
               help="With --vocab: a breaker string (\\n and \\t read as newline and tab), or a preset: default "
                    "(llama.cpp's \\n : \" *) or none; repeatable. [default: default]")
-@click.option("--traces", "trace_events", type=Bound(int, 1, MAX_TRACE_EVENTS, "events"), default=None, metavar="N",
+@click.option("--traces", "trace_events", type=Bound(int, 1, _max_trace_events, "events"), default=None, metavar="N",
               help="Then run every trace of 1..N events (accept a/b, apply, reset, clone, free last; four "
                    "configurations) on the same library, judged after every apply (docs/traces.md).")
 def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,
                json_path, workers, progress, resume_path, vocab, tokens, breakers, trace_events):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
     _writable(json_path)
-    from .enumerate import command
+    from .enumerate import command  # on use: keeps start-up fast
     sys.exit(command.exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters,
                                 scheduler, shard, json_path, workers, progress, resume_path, vocab, tokens, breakers,
                                 trace_events, click.echo))
@@ -178,7 +182,7 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
 def merge(paths, json_path):
     """Combine `dryz exhaustive --shard` results into one certificate (refuses shards that do not fit)."""
     _writable(json_path)
-    from .enumerate import command
+    from .enumerate import command  # on use: keeps start-up fast
     sys.exit(command.merge(paths, json_path, click.echo))
 
 
@@ -187,16 +191,16 @@ def merge(paths, json_path):
 
 def judge(case, kind: str, isolate: bool = True) -> tuple[int, dict]:
     """(exit code, what dryz check prints) of a case on the selected subject."""
-    from .judge import case_report
-    from .verdict import is_finding
+    from .judge import case_report  # on use: keeps start-up fast
+    from .verdict import is_finding  # on use: keeps start-up fast
     out = case_report(case, kind, load_subject(), isolate)
     return (EXIT_FINDING if is_finding(out["verdict"]["class"]) else EXIT_OK), out
 
 
 def judge_trace_json(trace, kind: str, isolate: bool = True) -> tuple[int, dict]:
     """(exit code, what dryz check prints) of a trace on the selected subject."""
-    from .verdict import is_finding
-    from .trace_check import trace_report
+    from .verdict import is_finding  # on use: keeps start-up fast
+    from .trace_check import trace_report  # on use: keeps start-up fast
     out = trace_report(trace, kind, load_subject(), isolate)
     return (EXIT_FINDING if is_finding(out["verdict"]["class"]) else EXIT_OK), out
 
@@ -211,9 +215,9 @@ def explain(path, read_as, color, vocab, breakers, as_trace):
     """One case as a table: the window with positions, the restart sequence that set rep_limit, per candidate
     the matched suffix, L by each oracle and by the library, the expected and observed logit. (dryz check gives
     the same verdict as JSON, for machines.)"""
-    from .explain import explain as render
-    from .render import trace_explain_text
-    from .subject.identity import subject_line
+    from .explain import explain as render  # on use: keeps start-up fast
+    from .render import trace_explain_text  # on use: keeps start-up fast
+    from .subject.identity import subject_line  # on use: keeps start-up fast
     color = color if color is not None else sys.stdout.isatty()
     t = load_trace_file(path, read_as, as_trace, breakers)
     if t is not None:
@@ -226,7 +230,7 @@ def explain(path, read_as, color, vocab, breakers, as_trace):
     v = out["verdict"]
     ident = out.get("subject") or {}
     if v["class"] in ("crash", "memory"):
-        from .render import crash_lines
+        from .render import crash_lines  # on use: keeps start-up fast
         click.echo(crash_lines(v))
         sys.exit(rc)
     v["abi"] = ident.get("init_dry_abi", 7)
@@ -273,7 +277,7 @@ def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_
     """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
     in ./corpus."""
     _writable(json_path)
-    from .shrink import NothingToMinimize, minimize_case, minimize_trace_input
+    from .shrink import NothingToMinimize, minimize_case, minimize_trace_input  # on use: keeps start-up fast
     t = load_trace_file(path, read_as, as_trace, breakers)
     log = (lambda msg: say(f"  {msg}"))
     try:
@@ -291,16 +295,16 @@ def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_
                 f"minimizing {path} ({kind}): class {shown}, {len(case.history)} tokens{', isolated' if iso else ''}"))
     except NothingToMinimize as e:
         _fail(f"{path} (read as a {kind}): {e}")
-    from .corpus import USER_DIR, write_entry
+    from .corpus import USER_DIR, write_entry  # on use: keeps start-up fast
     entry = m.entry(str(path), kind, lib.identity)
     written = write_entry(corpus_dir or USER_DIR, entry)
     if json_path:
-        from .output import write_json
+        from .output import write_json  # on use: keeps start-up fast
         write_json(json_path, {"tool": "dryz minimize", "input": str(path), "kind": kind, "class": entry["expect"],
                                "written": str(written), "shortest": m.shortest, "predicate_calls": m.calls,
                                "seconds": round(m.seconds, 2), "subject": lib.identity})
     if t is not None:
-        from .render import minimized_trace_text
+        from .render import minimized_trace_text  # on use: keeps start-up fast
         click.echo(minimized_trace_text(m))
     else:
         click.echo(f"reproducer: {len(m.case.history)} tokens {spelled(m.case)!r}, shortest: {m.shortest}, "
@@ -317,9 +321,9 @@ def replay(directory, vocab, json_path):
     """Re-run every corpus entry through check() on the selected subject; exit 1 if any verdict changed.
     Default: the project's own corpus (shipped inside the package)."""
     _writable(json_path)
-    from .corpus import DEFAULT_DIR, replay as replay_dir, replay_json
-    from .output import write_json
-    from .render import replay_text
+    from .corpus import DEFAULT_DIR, replay as replay_dir, replay_json  # on use: keeps start-up fast
+    from .output import write_json  # on use: keeps start-up fast
+    from .render import replay_text  # on use: keeps start-up fast
     lib = load_subject()
     say_subject(lib)
     directory = directory or str(DEFAULT_DIR)
@@ -362,7 +366,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
          libfuzzer_flags):
     """Coverage-guided campaign (atheris + libFuzzer); flags after `--` go to libFuzzer."""
     _writable(json_path)
-    from .fuzz import command
+    from .fuzz import command  # on use: keeps start-up fast
     sys.exit(command.run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler,
                          traces, recheck, libfuzzer_flags, click.echo))
 
@@ -385,7 +389,7 @@ def restarts(alphabet, max_length, json_path, vocabs, check, seconds):
     through the library, verdict counts per class. Exit 1 on a mismatch or an undocumented class.
     With --vocab: restart sequences on real vocabularies (construction probes and the text promise)."""
     _writable(json_path)
-    from .enumerate import command
+    from .enumerate import command  # on use: keeps start-up fast
     sys.exit(command.restarts(alphabet, max_length, json_path, vocabs, check, seconds, click.echo))
 
 
@@ -412,7 +416,7 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
     --window-caps, the restart sweep and a fuzz campaign on it, and minimize every behaviour that differs
     between a subject and the pinned release to a witness naming both. Exit 1 when any subject has a finding or
     differs, 2 when a subject could not be had or a cell could not run."""
-    from .matrix import command
+    from .matrix import command  # on use: keeps start-up fast
     _writable(json_path)
     _writable(md_path)
     sys.exit(command(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_path, extra, say, click.echo))
@@ -434,8 +438,8 @@ def matrix(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_p
 def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
     """The selected subject (NEW) against BASE, case by case, as dryz matrix compares releases (edge cases, the
     corpus, random and kept inputs), each kind of difference minimized to a witness. Exit 1 when they differ."""
-    from .inputs import selected_spec
-    from .compare import compare_command
+    from .inputs import selected_spec  # on use: keeps start-up fast
+    from .compare import compare_command  # on use: keeps start-up fast
     _writable(json_path)
     sys.exit(compare_command(base, selected_spec(), kept, random_cases, seconds, corpus_dir, json_path, say,
                              click.echo))
@@ -476,8 +480,8 @@ def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, firs
     not shown equivalent)."""
     from pathlib import Path
 
-    from .mutate.command import main as run_mutate
-    from .subject.build import PINNED_VERSION
+    from .mutate.command import main as run_mutate  # on use: keeps start-up fast
+    from .subject.build import PINNED_VERSION  # on use: keeps start-up fast
     _writable(json_path)
     _writable(md_path)
     split = (lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None)
@@ -512,10 +516,10 @@ def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes
     base: exit 0 clean, 1 a finding or an undeclared change (or a declared one not seen), 2 the harness."""
     from pathlib import Path
 
-    from .gate.command import command
-    from .gate.summary import report_inputs
-    from .inputs import selected_spec
-    from .report import command as write_report
+    from .gate.command import command  # on use: keeps start-up fast
+    from .gate.summary import report_inputs  # on use: keeps start-up fast
+    from .inputs import selected_spec  # on use: keeps start-up fast
+    from .report import command as write_report  # on use: keeps start-up fast
     for p in (md_path, html_path, json_path):
         _writable(p)
     res = command(gate_lib, selected_spec(), seconds, base, expect, expect_file, workdir, modes, lanes, md_path,
@@ -533,7 +537,7 @@ def report(inputs, html_path, md_path):
     """One self-contained HTML page (and Markdown) from certificate JSONs, fuzz campaign work directories,
     matrix JSONs and corpus directories: the subject, the space, controls, counts, L histograms and penalty
     plots, coverage and exec/s over time, findings by class with their witnesses."""
-    from .report import command
+    from .report import command  # on use: keeps start-up fast
     _writable(html_path)
     _writable(md_path)
     click.echo(command(inputs, html_path, md_path))
@@ -542,7 +546,7 @@ def report(inputs, html_path, md_path):
 def main(argv=None):
     """Entry point: click's usage errors become one-line messages with exit 2."""
     inputs.ENTRY_ARGV = list(sys.argv[1:] if argv is None else argv)
-    from .output import ClosedPipeSafe
+    from .output import ClosedPipeSafe  # on use: keeps start-up fast
     if not isinstance(sys.stdout, ClosedPipeSafe):
         sys.stdout = ClosedPipeSafe(sys.stdout)
     try:
@@ -553,7 +557,7 @@ def main(argv=None):
         click.echo(f"dryz: error: {e.format_message()}", err=True)
         sys.exit(EXIT_ERROR)
     except DryzError as e:  # the one error channel: bad input, a subject that cannot be had, the harness in doubt
-        from .subject.binding import ArrayChanged
+        from .subject.binding import ArrayChanged  # on use: keeps start-up fast
         if isinstance(e, ArrayChanged):  # the library's doing: DRY only changes logits
             click.echo(f"dryz {inputs.COMMAND}: MISMATCH: {e} (a finding: DRY only changes logits)")
             sys.exit(EXIT_FINDING)

@@ -10,15 +10,16 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import vocab_cases
 from .case import Case, f32, seed_parameters
+from .oracle.deviations import variants
 from .oracle.restarts import restart_sequences, restart_sequences_one, tokens_by_char
 from .oracle.shipped import Config
-from .symbols import SYMBOLS, symbol_texts
+from .symbols import SYMBOLS, from_symbols, symbol_texts
 
 
 def symbol_tokenize(text: str) -> list[int]:
     # In the symbol vocabulary no merge applies, so a string tokenizes to one token per character.
-    from .symbols import from_symbols
     return from_symbols(text)
 
 
@@ -75,7 +76,6 @@ def case_config(case: Case, abi: int = 7, deviations=(), vocabulary=None) -> Con
 def with_deviations(cfg: Config, declared) -> Config:
     from dataclasses import replace
 
-    from .oracle.deviations import variants
     return replace(cfg, variants=variants(cfg, declared))
 
 
@@ -83,8 +83,7 @@ def vocab_config(case: Case, abi: int, vocabulary) -> Config:
     """A real vocabulary's configuration: restart sequences from restart_model (dryz.oracle.restarts_vocab) over
     the case's vocabulary (loaded: dryz.vocab_cases.vocab_of) and breakers (cached per pair, dryz.vocab_cases),
     with what the text-level promise needs."""
-    from .vocab_cases import restart_sequences
-    seqs, text = restart_sequences(vocabulary, case.breakers)
+    seqs, text = vocab_cases.restart_sequences(vocabulary, case.breakers)
     return _vocab_config(case.multiplier, case.base, case.allowed_length,
                          effective_last_n(case.penalty_last_n, case.n_ctx_train, abi), seqs, text)
 

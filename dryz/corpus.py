@@ -14,17 +14,26 @@ from functools import lru_cache
 from pathlib import Path
 
 from .case import Case, CaseError, json_number
+from .check import model_logits
+from .errors import DryzError
+from .files import wide_text
+from .judge import check_in
+from .oracle.reference import divergences, reference_output
+# A served-* witness (dryz/oracle/served.py) also holds `http`: the /completion request and llama-server's
+# response; replay checks the response against the served model without a server.
+from .oracle.served import CLASSES as SERVED_CLASSES, replay_http, validate_http, witness_cases, witness_http
+from .subject.isolation import Worker
+from .subject.server import ServerDied, ServerError
+from .symbols import SYMBOLS, symbol_bytes
+from .trace import Trace, TraceError
+from .trace_check import check_trace_in
 from .verdict import AGREE, CLASSES, is_finding
+from .vocab_cases import history_text, pieces_for_people
 
 CORPUS_SCHEMA = "dryz.corpus/1"
 SHORTEST = ("proven", "1-minimal", "not-minimized")
 KNOWN_CLASSES = CLASSES
-# A served-* witness (dryz/oracle/served.py) also holds `http`: the /completion request and llama-server's
-# response; replay checks the response against the served model without a server.
-from .oracle.served import CLASSES as SERVED_CLASSES  # noqa: E402
-from .symbols import SYMBOLS as _SYMBOLS  # noqa: E402
-from .errors import DryzError
-_SYMBOL_TEXTS = [s.encode() for s in _SYMBOLS]
+_SYMBOL_TEXTS = symbol_bytes()
 
 def _project_dir() -> Path:
     """The project's own corpus: `corpus/` at the top of a checkout (and of an editable install); in an
@@ -113,7 +122,6 @@ def _history_spelling(case: Case) -> dict:
     prints them: for people, not checked on load)."""
     if case.vocab is None:
         return {"history_symbols": case.symbols}
-    from .vocab_cases import history_text
     return {"history_text": history_text(case)}
 
 
@@ -121,13 +129,11 @@ def _labels(case: Case):
     """Per candidate: its symbol, or for a real vocabulary its piece."""
     if case.vocab is None:
         return lambda cid: {"symbol": _sym(cid)}
-    from .vocab_cases import pieces_for_people
     pieces = pieces_for_people(case)
     return lambda cid: {"piece": pieces[cid].decode("utf-8", errors="replace")}
 
 
 def _sym(cid: int) -> str:
-    from .symbols import SYMBOLS
     return SYMBOLS[cid] if 0 <= cid < len(SYMBOLS) else "?"
 
 
@@ -135,7 +141,6 @@ def reference_witness_entry(case: Case, klass: str, verdict, shortest: str, prov
                             note: str = "") -> dict:
     """A corpus entry for a reference-design divergence witness (dryz.oracle.reference): expect = its check()
     class (agree), plus reference_divergence and the reference design's own output per candidate."""
-    from .oracle.reference import divergences, reference_output
     data = entry_json(case, verdict, expect=verdict.klass, shortest=shortest, provenance=provenance,
                       subject=subject, note=note)
     ref = reference_output(case)
@@ -204,7 +209,6 @@ def validate_entry(data, where: str) -> Case:
     if "history_symbols" in data and data["history_symbols"] != case.symbols:
         raise CorpusError(f"{where}: history_symbols {data['history_symbols']!r} does not match the case")
     if "http" in data:  # a served-* witness: the HTTP request sent to llama-server and its response
-        from .oracle.served import validate_http
         try:
             validate_http(data["http"], where)
         except ValueError as e:
@@ -235,7 +239,6 @@ TRACE_ENTRY_FIELDS = {"schema", "expect", "class", "shortest", "note", "spelled"
 
 
 def validate_trace_entry(data: dict, where: str):
-    from .trace import Trace, TraceError
     extra = sorted(set(data) - TRACE_ENTRY_FIELDS)
     if extra:
         raise CorpusError(f"{where}: unknown field(s) of a trace entry: {', '.join(extra)}")
@@ -263,7 +266,6 @@ def trace_entry_json(trace, verdict, *, expect: str, shortest: str, provenance: 
 
 
 def load_entry(path: Path) -> Entry:
-    from .files import wide_text
     try:
         raw = Path(path).read_bytes()
     except OSError as e:
@@ -330,9 +332,6 @@ def replay(directory: Path, subject, select=None) -> list[ReplayRow]:
     crash witness replayed on an old release, is class crash and the replay goes on); a changed verdict in
     either direction is a failure. select(entry) -> bool: only the case entries it keeps (dryz replay --vocab;
     traces are over the symbol vocabulary)."""
-    from .judge import check_in
-    from .trace_check import check_trace_in
-    from .subject.isolation import Worker
     rows = []
     with Worker(subject.spec, subject) as w:
         for p in entries(directory):
@@ -364,12 +363,9 @@ def _replay_http(e: Entry, subject) -> str:
     """A served-* witness's class: on a llama-server subject, its stored request sent again (the server's answer
     judged by the served model); on any other, the stored response against the served model (pure: the
     witness still shows what llama-server's request layer does)."""
-    from .check import model_logits
-    from .oracle.served import replay_http
     http = e.data["http"]
     resend = getattr(subject, "resend", None)
     if resend is not None:
-        from .subject.server import ServerDied
         try:
             http = resend(e.case, http)
         except ServerDied as err:
@@ -380,17 +376,13 @@ def _replay_http(e: Entry, subject) -> str:
 def served_witness_entries(subject) -> list[dict]:
     """Each served-* witness sent to the server: the corpus entry (dryz.corpus/1 plus `http`) holding the
     request and the response (its `timings` dropped), checked by the served model before it is returned."""
-    from .check import model_logits
-    from .oracle.served import replay_http, witness_cases, witness_http
-    from .subject.server import ServerError
-    from .symbols import symbol_bytes as symbol_texts
     out = []
-    for klass, case, req, note in witness_cases(symbol_texts()):
+    for klass, case, req, note in witness_cases(symbol_bytes()):
         status, body = subject.send(req, case)
         if isinstance(body, dict):
             body = {k: v for k, v in body.items() if k != "timings"}
         http = witness_http(req, status, body)
-        got, detail = replay_http(case, http, model_logits, symbol_texts())
+        got, detail = replay_http(case, http, model_logits, symbol_bytes())
         if got != klass:
             raise ServerError(f"witness {klass}: the server's answer is {got} ({detail})")
         ident = subject.identity

@@ -23,6 +23,8 @@ import numpy as np
 from .case import Case, CaseError
 from .subject.isolation import Worker
 from .subject.answers import Crash, Unsupported
+from .decode.cases import decode
+from .judge import check
 
 CASE_TIMEOUT = 30.0  # seconds one evaluation may take before the subject counts as hung
 
@@ -42,7 +44,6 @@ class Result:
 
 def judge_op(subject, case: Case) -> Result:
     """check() on the subject, as a Result (runs in the subject's isolation worker)."""
-    from .judge import check
     try:
         v = check(case, subject)
     except (CaseError, Unsupported) as e:
@@ -114,7 +115,6 @@ def random_cases(n: int, seed: int = 0) -> list[Case]:
     """Cases the fuzz decoder makes from random bytes (long histories, random windows and parameters)."""
     import numpy as np
 
-    from .decode.cases import decode
     rng = np.random.default_rng(seed)
     return [decode(rng.integers(0, 256, int(rng.integers(0, 3000))).astype(np.uint8).tobytes())
             for _ in range(n)]

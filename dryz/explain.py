@@ -12,6 +12,12 @@ import math
 
 from .case import Case
 from .symbols import SYMBOLS
+from .config import case_config
+from .oracle import MATCH_LENGTHS, verdict_keys
+from .oracle.promise_text import promised_rep_limit
+from .oracle.promised import restart_occurrences
+from .oracle.shipped import rep_limits
+from .vocab_cases import pieces_for_people, vocab_of
 
 
 def _sym(t: int) -> str:
@@ -30,7 +36,6 @@ def _labeler(case: Case):
     at most 10 characters) with its id."""
     if case.vocab is None:
         return _sym, 4
-    from .vocab_cases import pieces_for_people
     pieces = pieces_for_people(case)
 
     def lab(t: int) -> str:
@@ -143,10 +148,6 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
             lib=None) -> str:
     """The table of one case. lib: the subject whose vocabulary gives a vocab case's restart sequences (the one
     that judged it)."""
-    from .config import case_config
-    from .vocab_cases import vocab_of
-    from .oracle.shipped import rep_limits
-    from .oracle.promised import restart_occurrences
     import numpy as np
 
     width = width or terminal_width()
@@ -169,7 +170,6 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
     summary = squeeze([lab(t) for t in h], 40) if PREFIX + len(h) * (cw // 2 + 1) > width else ""
     lines += wrap(f"history     {len(h)} tokens{f' ({summary})' if summary else ''}; window: the last {w_len}"
                   + ("" if cfg.enabled else " (DRY is off for these parameters)"), width)
-    from .oracle import MATCH_LENGTHS, verdict_keys
     keys = verdict_keys()  # every registered oracle's L, the primary first
     lib_L = verdict.get("library_L") or [None] * len(verdict["candidates"])
     differing = {d["id"] for d in verdict.get("differing", [])}
@@ -206,7 +206,6 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
                           "shown)", width, PREFIX + 1)
         lines += restart
         if cfg.text is not None and cfg.text.breakers:
-            from .oracle.promise_text import promised_rep_limit
             t = cfg.text
             prom, occ = promised_rep_limit(window, t.pieces, t.breakers)
             text = repr(b"".join(t.pieces[x] for x in window).decode("utf-8", errors="replace"))

@@ -19,14 +19,14 @@ def selected_spec() -> str:
     root = ctx.find_root() if ctx is not None else None
     if root is not None and isinstance(root.obj, str):
         return root.obj
-    from .subject.registry import selected_spec as from_env
+    from .subject.registry import selected_spec as from_env  # on use: start-up
     return from_env()
 
 
 def load_subject():
     """The subject the command line selected, opened once per command (kept in the command's context) and
     passed down from there; one that cannot be had is one line and exit 2."""
-    from .subject import SubjectError, open_subject
+    from .subject import SubjectError, open_subject  # on use: start-up
     ctx = click.get_current_context(silent=True)
     meta = ctx.find_root().meta if ctx is not None else {}
     if "dryz.subject" not in meta:
@@ -40,7 +40,7 @@ def load_subject():
 
 
 def quiet_mode() -> bool:
-    from .output import quiet
+    from .output import quiet  # on use: keeps start-up fast (the command line imports this module)
     return quiet()
 
 
@@ -63,9 +63,9 @@ def load_case_file(path: str, read_as: str = "auto", vocab=None, breakers=None):
     campaign's harness decoded them (not as the symbol decoder's case moved onto the vocabulary: another case);
     breakers is for such bytes only."""
 
-    from .case import Case, CaseError
-    from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
-    from .decode import CAMPAIGN_BREAKERS as BREAKERS, CAMPAIGN_VOCAB as VOCAB, input_decoder
+    from .case import Case, CaseError  # on use: keeps start-up fast (the command line imports this module)
+    from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry  # on use: start-up
+    from .decode import CAMPAIGN_BREAKERS as BREAKERS, CAMPAIGN_VOCAB as VOCAB, input_decoder  # on use: start-up
     raw = read(path)
     if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
         # DRYZ_FUZZ_VOCAB and _BREAKERS (set in a campaign's own processes): that campaign's, where --vocab and
@@ -104,7 +104,7 @@ def json_on_vocab(data, vocab):
     inner = data.get("case") if data.get("schema") == "dryz.corpus/1" else data
     if not isinstance(inner, dict) or inner.get("vocab") is not None:
         return data
-    from .vocab_cases import load_vocab
+    from .vocab_cases import load_vocab  # on use: keeps start-up fast (the command line imports this module)
     v = load_vocab(vocab, load_subject())
     name = v.ref.name if "/" not in str(vocab) and not str(vocab).endswith(".gguf") else str(v.ref.path)
     inner = {k: x for k, x in inner.items() if k != "history_symbols"}
@@ -119,20 +119,20 @@ def on_vocab(case, vocab):
     sha256 filled; unchanged for the symbol vocabulary. A vocabulary that cannot be had: one line, exit 2."""
     if vocab is None and case.vocab is None:
         return case
-    from .vocab_cases import resolved, with_vocab
+    from .vocab_cases import resolved, with_vocab  # on use: keeps start-up fast (the command line imports this module)
     lib = load_subject()
     return with_vocab(case, vocab, lib) if vocab is not None else resolved(case, lib)
 
 
 def vocab_filter(vocab, lib):
     """replay --vocab: keeps the entries whose case is on that vocabulary (same sha256)."""
-    from .vocab_cases import load_vocab, vocab_of
+    from .vocab_cases import load_vocab, vocab_of  # on use: keeps start-up fast (the command line imports this module)
     sha = load_vocab(vocab, lib).ref.sha256
     return lambda e: e.case.vocab is not None and vocab_of(e.case, lib).ref.sha256 == sha
 
 
 def spelled(case) -> str:
-    from .vocab_cases import history_text
+    from .vocab_cases import history_text  # on use: keeps start-up fast (the command line imports this module)
     return history_text(case)
 
 
@@ -147,15 +147,15 @@ def load_trace_file(path: str, read_as: str = "auto", as_trace: bool = False, br
 
 
 def _load_trace_file(path: str, read_as: str, as_trace: bool):
-    from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry
-    from .trace import TRACE_SCHEMA, Trace, TraceError
+    from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry  # on use: start-up
+    from .trace import TRACE_SCHEMA, Trace, TraceError  # on use: start-up
     raw = read(path)
     # Fuzz bytes only with --as bytes or for a libFuzzer crash file's name; anything else is JSON (bad JSON, or
     # JSON in another encoding, is one line from parse_json_file, never bytes by default).
     if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
         if not as_trace:
             return None  # a case fuzz input: the Case reader decodes it
-        from .decode.traces import decode_trace
+        from .decode.traces import decode_trace  # on use: keeps start-up fast (the command line imports this module)
         try:
             return decode_trace(raw), "trace fuzz input"
         except TraceError as e:
@@ -184,8 +184,8 @@ def with_runtime(spec: str) -> None:
     """A subject whose code must be started with something in the process's environment (a libllama built
     with --sanitize: its sanitizer runtime preloaded; registry.runtime_env) loads only into a process started
     so: dryz re-executes itself with it. The processes it starts get it through registry.child_env."""
-    from .subject.binding import SubjectError
-    from .subject.registry import runtime_env
+    from .subject.binding import SubjectError  # on use: keeps start-up fast (the command line imports this module)
+    from .subject.registry import runtime_env  # on use: keeps start-up fast (the command line imports this module)
     try:
         env = runtime_env(spec)
     except SubjectError as e:

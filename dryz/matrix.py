@@ -33,6 +33,9 @@ from .subject.build import PINNED_VERSION
 from .subject.cache import cache_dir
 from .subject.identity import subject_line
 from .subject.registry import as_spec
+from .output import write_json
+from .subject.build import build
+from .subject.registry import parse
 
 # One llama-cpp-python release per DRY source seen so far (0.3.25-0.3.34 share one; 0.3.35 and 0.3.36 have
 # byte-identical DRY sections but 0.3.35 is kept as the first release after PR #26524), plus xllamacpp.
@@ -118,7 +121,6 @@ def prepare(spec: Spec, log) -> str:
         return spec.version
     if spec.kind == "xllamacpp":
         return f"libllama:{fetch_xllamacpp(spec.version, log)}"
-    from .subject.build import build
     return f"libllama:{build(spec.version, None, log=log)}"
 
 
@@ -266,8 +268,6 @@ def exit_code(result: dict) -> int:
 def command(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_path, extra, log, echo) -> int:
     """`dryz matrix`, everything but option parsing: the subjects from --versions and --with, the matrix, the
     table (printed, and written where asked); the exit code."""
-    from .output import write_json
-    from .subject.registry import parse
     specs = parse_versions(versions if versions is not None else ",".join(DEFAULT_VERSIONS)) if (
         versions != "" or not extra) else []
     for x in extra:

@@ -5,6 +5,10 @@ results themselves are JSON (dryz.output.write_json)."""
 from __future__ import annotations
 
 from .subject.identity import subject_details, subject_line
+from .case import Case
+from .explain import explain as render
+from .shrink import flatten
+from .symbols import SYMBOLS
 
 
 def crash_lines(v: dict) -> str:
@@ -67,7 +71,6 @@ def certificate_text(r: dict) -> str:
 
 
 def traces_text(tr: dict) -> str:
-    from .symbols import SYMBOLS
     k = tr["alphabet"]
     accepts = ", ".join(f"accept {SYMBOLS[i]}" for i in range(k))
     lines = [f"traces    every trace of 1..{tr['n_max']} events over {{{accepts}, apply, reset, clone}}"
@@ -91,8 +94,6 @@ def traces_text(tr: dict) -> str:
 def trace_explain_text(path: str, kind: str, trace, v: dict, ident: dict, color: bool) -> str:
     """dryz explain of a trace: per apply, the tokens the sampler holds, the equivalent single case and its
     verdict; then dryz explain's table of the first apply that does not agree in full."""
-    from .case import Case
-    from .explain import explain as render
     brk = f", breakers {list(trace.breakers)}" if trace.breakers else ""
     lines = [f"dryz explain: {path} ({kind})", f"trace     {trace.spelled()}",
              f"config    alphabet {trace.alphabet}, penalty_last_n {trace.penalty_last_n}, allowed_length "
@@ -118,7 +119,6 @@ def trace_explain_text(path: str, kind: str, trace, v: dict, ident: dict, color:
 def certificate_report(result: dict, json_path) -> str:
     """What `dryz exhaustive` and `dryz merge` print: the certificate, the canonical counts, the shard, the trace
     space, where the results are, and every finding's case."""
-    from .case import Case
     text = certificate_text(result)
     if result["space"]["alphabet"] == "all":
         text = text.replace(" over all symbols, every symbol a candidate",
@@ -196,7 +196,6 @@ def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: flo
 
 def minimized_trace_text(m) -> str:
     """What `dryz minimize` prints for a shrunk trace (shrink.MinimizedTrace): the passes and the reproducer."""
-    from .shrink import flatten
     return ("passes    " + "  ".join(f"{n} {p['wins']}/{p['runs']} ({p['calls']} calls)" for n, p in m.passes.items())
             + f"\nreproducer: {m.trace.spelled()!r} ({len(m.trace.events)} events, {len(flatten(m.trace).events)} "
             f"with one token per accept), shortest: {m.shortest}, {m.calls} predicate calls, {m.seconds:.1f} s")

@@ -18,6 +18,16 @@ from minimize import BUDGET, ddmin, first_shorter, fixpoint, shortest, shrink_to
 from .case import Case, CaseError
 from .space import Space, canonical_strings
 from .symbols import SYMBOLS
+from .case import N_CTX_TRAIN
+from .check import fault
+from .corpus import crash_entry, entry_json, trace_entry_json
+from .judge import check, check_in
+from .oracle.reference import divergences, threshold_length
+from .subject.isolation import Worker
+from .trace import TraceError
+from .trace_check import check_trace, judge_trace
+from .trace_space import count_traces_of_length, iter_traces_of_length
+from .verdict import MEMORY
 
 PROOF_BUDGET = 60_000   # histories the shortest-search may check
 PROOF_MAX_LENGTH = 64  # the budget is the real bound; this only keeps the count itself cheap
@@ -33,14 +43,12 @@ def verdict_signature(v) -> tuple:
 
 def signature_in(subject):
     """The signature of a case judged on `subject` in this process."""
-    from .judge import check
     return lambda case: verdict_signature(check(case, subject))
 
 
 def signature_isolated(worker):
     """The signature of a case judged in an isolation worker (dryz.subject.isolation), so a case that aborts
     libllama cannot take the minimizer with it: a crash is its own signature."""
-    from .judge import check_in
     return lambda case: verdict_signature(check_in(worker, case))
 
 
@@ -52,8 +60,6 @@ def same_failure(target: tuple, signature):
 def shows_divergence(klass: str, sole: bool, subject, lib_check: bool = True):
     """The predicate "check() on subject agrees (lib_check) and the reference design diverges from the
     library's output in klass" (the only divergence when sole)."""
-    from .judge import check
-    from .oracle.reference import divergences
 
     def pred(case: Case) -> bool:
         v = check(case, subject)
@@ -171,7 +177,6 @@ class Reducer(Shrinker):
 
     def n_ctx_train(self, case):
         # The default (4096) when the failure does not need another value, else the smallest that fails.
-        from .case import N_CTX_TRAIN
         if case.n_ctx_train == N_CTX_TRAIN:
             return case
         c = self._try(case, n_ctx_train=N_CTX_TRAIN)
@@ -315,8 +320,6 @@ class Minimized:
 
     def entry(self, source: str, kind: str, identity: dict) -> dict:
         """The reproducer as a corpus entry (dryz minimize writes it): where it came from, the subject it fails on."""
-        from .check import fault
-        from .corpus import crash_entry, entry_json
         provenance = {"found_by": "minimize", "minimized_from": source, "input_kind": kind,
                       "original_length": len(self.original.history), "predicate_calls": self.calls,
                       "seconds": round(self.seconds, 2), "fault": fault()}
@@ -332,8 +335,6 @@ def minimize_case(case: Case, subject, isolate: bool | None = None, log=None, an
     (or isolate is True). announce(class, isolated) is called once the input is judged."""
     import time
 
-    from .judge import check
-    from .subject.isolation import Worker
     t0 = time.perf_counter()
     with Worker(subject.spec, subject) as w:
         first = signature_isolated(w)(case)
@@ -351,8 +352,6 @@ def minimize_case(case: Case, subject, isolate: bool | None = None, log=None, an
         reduced = replace(reduced, note="")  # a seed's note does not describe its reduction
         report = None
         if first[0] == "memory":  # the reproducer's own report (its frames), judged as any crash
-            from .verdict import MEMORY
-            from .judge import check_in
             final = check_in(w, reduced)
             report = final.crash if final.klass == MEMORY else None
     verdict = None if crashed else check(reduced, subject)
@@ -365,8 +364,6 @@ def minimize_divergence(case: Case, klass: str, subject, *, sole: bool | None = 
     the same passes and search as reduce_case, with the predicate shows_divergence (sole: klass must be the
     only divergence; default: when the input already has it alone). For the classes that only depend on one
     match length reaching a threshold, oracle.reference.threshold_length proves shortness analytically."""
-    from .judge import check
-    from .oracle.reference import divergences, threshold_length
     if sole is None:
         sole = divergences(case, check(case, subject)) == [klass]
     r = Reducer(shows_divergence(klass, sole, subject, lib_check), log)
@@ -416,7 +413,6 @@ class TraceReducer(Shrinker):
 
     @property
     def INVALID(self):
-        from .trace import TraceError
         return (TraceError,)
 
     def window_bound(self, t) -> int:
@@ -493,7 +489,6 @@ class TraceReducer(Shrinker):
         """Every trace of the enumerator's space with fewer events than t (flat), under t's configuration: the
         first that fails, None (t is shortest in that space), or BUDGET (too many, or t itself outside the
         space: an explicit candidate array)."""
-        from .trace_space import count_traces_of_length, iter_traces_of_length
         if any(e[0] == "apply" and e[1] is not None for e in t.events) or any(
                 e[0] == "accept" and len(e[1]) != 1 for e in t.events):
             return BUDGET
@@ -523,7 +518,6 @@ def _add_stats(mine: dict, stats: dict) -> None:
 
 def trace_signature_in(subject):
     """'Fails the same way' for a Trace judged on subject in this process (TraceVerdict.signature)."""
-    from .trace_check import check_trace
     return lambda trace: check_trace(trace, subject).signature()
 
 
@@ -563,8 +557,6 @@ class MinimizedTrace:
 
     def entry(self, source: str, kind: str, identity: dict) -> dict:
         """The reproducer as a trace corpus entry (dryz minimize writes it)."""
-        from .check import fault
-        from .corpus import trace_entry_json
         ev, toks = self.original.size()
         provenance = {"found_by": "minimize", "minimized_from": source, "input_kind": kind, "original_events": ev,
                       "original_tokens": toks, "predicate_calls": self.calls,
@@ -578,7 +570,6 @@ def minimize_trace_input(trace, subject, log=None, announce=None) -> MinimizedTr
     """A trace as `dryz minimize` takes it: judged in an isolation worker first (trace_check.judge_trace), refused
     with NothingToMinimize when it agrees or crashes the subject (a crashing trace is not minimized: dryz check
     shows it), else shrunk (minimize_trace). announce(class) is called once it is judged."""
-    from .trace_check import check_trace, judge_trace
     v = judge_trace(trace, subject, True)
     if v.klass in ("crash", "memory"):
         crash = getattr(v, "crash", None) or {}
@@ -596,7 +587,6 @@ def minimize_trace(trace, first, subject, log=None) -> MinimizedTrace:
     """Shrink a trace whose verdict `first` does not agree (events, tokens, arrays, configuration) to a
     shortest one that fails the same way (TraceVerdict.signature) on the same subject."""
     import time
-    from .trace_check import check_trace
     t0 = time.perf_counter()
     small, shortest, calls, stats = reduce_trace(trace, first.signature(), trace_signature_in(subject), log=log)
     small = replace(small, note="")

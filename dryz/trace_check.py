@@ -36,10 +36,12 @@ from .verdict import AGREE, CRASH, MISMATCH, ORACLE_DISAGREEMENT, HarnessError, 
 from .judge import check
 from .check import check_batch
 from .config import config_of, effective_last_n, with_deviations
-from .oracle.lengths import PAD, ROWS_MAX
+from .oracle.windows import PAD, ROWS_MAX
 from .oracle.trace_model import capacity, equivalent_case, held_spans
 from .subject.answers import Capabilities, Crash, Outputs
 from .trace import Trace
+from .subject.isolation import Worker
+from .verdict import crash_fields
 
 CONTROL_DIFFERS = "fresh sampler's output differs from the trace's"
 _STATUS = {MISMATCH: MISMATCH, "mismatch-multi-token": MISMATCH, ORACLE_DISAGREEMENT: ORACLE_DISAGREEMENT}
@@ -137,7 +139,6 @@ class TraceVerdict:
     def crashed(cls, trace: Trace, crash: Crash) -> "TraceVerdict":
         v = cls(trace, [], [], None)
         v.status = CRASH
-        from .verdict import crash_fields
         v.crash = {"detail": crash.detail, "signal": crash.signal, "stderr": crash.stderr, **crash_fields(crash)}
         return v
 
@@ -342,15 +343,12 @@ def judge_trace(trace: Trace, lib, isolate: bool = True):
     the subject's process is class crash."""
     if not isolate:
         return check_trace(trace, lib)
-    from .trace_check import check_trace_in
-    from .subject.isolation import Worker
     with Worker(lib.spec, lib) as w:
         return check_trace_in(w, trace)
 
 
 def check_trace_op(subject, trace):
     """check_trace() as a call an isolation worker runs."""
-    from .trace_check import check_trace
     return check_trace(trace, subject)
 
 
@@ -359,6 +357,5 @@ def check_trace_in(worker, trace):
     died or hung on the trace."""
     out = worker.call(check_trace_op, trace)
     if isinstance(out, Crash):
-        from .trace_check import TraceVerdict
         return TraceVerdict.crashed(trace, out)
     return out

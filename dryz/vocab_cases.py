@@ -14,14 +14,14 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from .case import Case
+from .oracle.restarts_vocab import TextIndex, restart_model
+from .oracle.seqindex import RestartSeqs
+# The vocabulary a case names is loaded and checked on the subject's side (dryz/subject/vendored_vocabs.py).
+from .subject.vendored_vocabs import VocabError, load_vocab, reference_vocabulary, vocab_of  # noqa: F401
 
 # The four sequence breakers llama.cpp's common/ defaults to (common.h: dry_sequence_breakers).
 DEFAULT_BREAKERS = ("\n", ":", "\"", "*")
 BREAKER_PRESETS = {"default": DEFAULT_BREAKERS, "none": ()}
-
-
-# The vocabulary a case names is loaded and checked on the subject's side (dryz/subject/vendored_vocabs.py).
-from .subject.vendored_vocabs import VocabError, load_vocab, vocab_of  # noqa: E402,F401
 
 
 def with_vocab(case: Case, spec, lib) -> Case:
@@ -63,7 +63,6 @@ _LOCK = threading.Lock()
 
 
 def _index(v):
-    from .oracle.restarts_vocab import TextIndex
     with _LOCK:
         if v.ref.sha256 not in _INDEX:
             _INDEX[v.ref.sha256] = TextIndex(v.texts())
@@ -72,8 +71,6 @@ def _index(v):
 
 @lru_cache(maxsize=256)
 def _restarts(v, breakers: tuple):
-    from .oracle.restarts_vocab import restart_model
-    from .oracle.seqindex import RestartSeqs
     index = _index(v)
     model = restart_model(list(breakers), index, v.tokenize)
     seqs = RestartSeqs(model.pairs(), v.n_tokens)
@@ -97,7 +94,6 @@ def pieces_for_people(case: Case) -> list[bytes]:
     """The pieces of a vocab case's tokens, to print a case for people (explain, corpus entries): read from the
     reference tokenizer (vendored_vocabs.reference_vocabulary), whatever the subject; checked against the case
     like any vocabulary it names."""
-    from .subject.vendored_vocabs import reference_vocabulary
     key = ("reference", case.vocab, case.vocab_sha256, case.alphabet)
     return vocab_of(case, None, _loader=lambda spec: reference_vocabulary(spec), key=key).pieces()
 

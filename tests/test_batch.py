@@ -37,7 +37,7 @@ def test_a_sorted_flag_alone_is_a_mismatch_in_a_batch_as_in_check():
 
 import pytest  # noqa: E402
 
-from dryz.oracle import lengths as L_mod  # noqa: E402
+from dryz.oracle import lengths as L_mod, lengths_b as B_mod  # noqa: E402
 from dryz.oracle import promised as P_mod  # noqa: E402
 from dryz.oracle import shipped as S_mod  # noqa: E402
 
@@ -64,7 +64,7 @@ def test_row_layouts_equal_the_column_layouts_and_the_single_window(monkeypatch)
         W = _windows(rng, N, w, k, big)
         C = int(rng.integers(1, 7))
         cands = (rng.permutation(max(k, C))[:C] + (300 if big else 0)).astype(W.dtype)
-        rows = (L_mod.match_lengths_A(W, cands), L_mod.match_lengths_B(W, cands))
+        rows = (L_mod.match_lengths_A(W, cands), B_mod.match_lengths_B(W, cands))
         single = np.array([L_mod._match_lengths_A_single(r, cands) for r in W]).reshape(N, C)
         brs = tuple("".join(SYMBOLS[int(x)] for x in rng.integers(0, k, int(rng.integers(1, 4))))
                     for _ in range(int(rng.integers(0, 4))))
@@ -72,10 +72,10 @@ def test_row_layouts_equal_the_column_layouts_and_the_single_window(monkeypatch)
         Wr = W.astype(np.uint8) if not big else W
         reps = (S_mod.rep_limits(Wr, seqs), P_mod.promised_rep_limits(Wr, seqs)) if not big else None
         with monkeypatch.context() as m:
-            for mod in (L_mod, S_mod, P_mod):
+            for mod in (L_mod, B_mod, S_mod, P_mod):
                 m.setattr(mod, "ROWS_MAX", 0)
             assert np.array_equal(rows[0], L_mod.match_lengths_A(W, cands)), trial
-            assert np.array_equal(rows[1], L_mod.match_lengths_B(W, cands)), trial
+            assert np.array_equal(rows[1], B_mod.match_lengths_B(W, cands)), trial
             if reps is not None:
                 assert np.array_equal(reps[0], S_mod.rep_limits(Wr, seqs)), trial
                 assert np.array_equal(reps[1], P_mod.promised_rep_limits(Wr, seqs)), trial
@@ -154,11 +154,12 @@ def test_row_layouts_on_long_periodic_batches(monkeypatch):
         W = np.array([np.resize(rng.integers(0, k, int(rng.integers(1, 4))), w) for _ in range(N)], dtype=np.uint8)
         W[rng.random(W.shape) < 0.01] = rng.integers(0, k)
         cands = np.arange(k + 1, dtype=np.uint8)
-        rows = (L_mod.match_lengths_A(W, cands), L_mod.match_lengths_B(W, cands))
-        assert L_mod.CHUNK < N * w // 4
+        rows = (L_mod.match_lengths_A(W, cands), B_mod.match_lengths_B(W, cands))
+        assert L_mod.CHUNK < N * w // 4 and B_mod.CHUNK < N * w // 4
         with monkeypatch.context() as m:
             m.setattr(L_mod, "ROWS_MAX", 0)
-            cols = (L_mod.match_lengths_A(W, cands), L_mod.match_lengths_B(W, cands))
+            m.setattr(B_mod, "ROWS_MAX", 0)
+            cols = (L_mod.match_lengths_A(W, cands), B_mod.match_lengths_B(W, cands))
         assert np.array_equal(rows[0], cols[0]) and np.array_equal(rows[1], cols[1]), trial
 
 

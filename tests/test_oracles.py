@@ -6,7 +6,8 @@ import pytest
 from dryz.case import Case
 from dryz.check import predict_all
 from dryz.config import case_config
-from dryz.oracle.lengths import _match_lengths_B_bytes, match_lengths_A, match_lengths_B
+from dryz.oracle.lengths import match_lengths_A
+from dryz.oracle.lengths_b import _match_lengths_B_bytes, match_lengths_B
 from dryz.oracle.shipped import rep_limits
 from dryz.symbols import SYMBOLS, from_symbols
 
@@ -54,7 +55,8 @@ def test_row_A_on_long_repeats_equals_its_definition():
     """The row layout of A (a trace's applies: ragged windows, PAD before the shorter) compares positions 8
     wide, then WIDE wide, then in full: a trace's prefixes of periodic streams with flipped tokens, up to 300
     tokens (past WIDE and past a CHUNK of positions), against the definition computed letter by letter."""
-    from dryz.oracle.lengths import PAD, WIDE, _match_lengths_A_rows
+    from dryz.oracle.lengths import WIDE, _match_lengths_A_rows
+    from dryz.oracle.windows import PAD
     rng = np.random.default_rng(7)
     for trial in range(12):
         p, n = int(rng.integers(1, 6)), int(rng.integers(WIDE + 2, 300))
@@ -76,7 +78,7 @@ def _trace_windows(rng, n):
     """A stream of up to n tokens (periodic, a few tokens flipped) and the windows of a trace's applies over it:
     generation loops (one token between applies), prompts of 2..12 tokens between them (past SHIFT_MAX too), the
     same window twice, window caps and resets; as a ragged batch (PAD before the shorter windows)."""
-    from dryz.oracle.lengths import PAD
+    from dryz.oracle.windows import PAD
     p = int(rng.integers(1, 6))
     stream = [int(x) for x in np.resize(rng.integers(0, 4, p), n)]
     for at in rng.integers(0, n, int(rng.integers(0, 4))):
@@ -98,7 +100,8 @@ def test_stream_layouts_equal_the_definition():
     """A's stream layout (windows that continue one another, read off one stream) and B's text search of heavy
     windows (runs, short periods; bounded by the window before), on a trace's windows, against the definition
     computed letter by letter; both layouts must have run."""
-    from dryz.oracle.lengths import _heavy_windows, _stream_of, candidate_index
+    from dryz.oracle.lengths import _stream_of, candidate_index
+    from dryz.oracle.lengths_b import _heavy_windows
     rng = np.random.default_rng(17)
     streamed = heavy = 0
     for trial in range(60):
@@ -331,3 +334,86 @@ def test_one_window_paths_refuse_negative_ids():
             shipped_lengths_each(H, cands, cfg, (match_lengths_A, match_lengths_B))
     with pytest.raises(ValueError):
         _match_lengths_A_single(np.array([300, -2, 300]), np.array([300]))
+
+
+def _M(window, z):
+    """M_z by definition, in a few lines and nothing of either oracle: the longest suffix of window + [z] that
+    occurs inside the window (one occurrence ends at a position holding z), minus one, floored at 0."""
+    ext, w = list(window) + [z], len(window)
+    longest = max((L for L in range(1, w + 1) if any(list(window[i:i + L]) == ext[-L:] for i in range(w - L + 1))),
+                  default=0)
+    return max(longest - 1, 0)
+
+
+def _adversarial_windows(rng):
+    """Windows where an off-by-one hides: runs, short periods, a block repeated after a gap, a near-repeat one
+    token short, alternations, and random ones over 1..5 symbols."""
+    out = []
+    for w in (1, 2, 3, 4, 5, 8, 13, 17, 33, 70):
+        out.append([0] * w)
+        out.append([i % 2 for i in range(w)])
+        out.append([i % 3 for i in range(w)])
+        block = rng.integers(0, 3, size=max(1, w // 3)).tolist()
+        out.append((block + [4] + block)[:w] if w > 2 else block[:w])
+        near = block + [3] + block[:-1]
+        out.append(near[:w] if len(near) >= w else near + [0] * (w - len(near)))
+        for k in (1, 2, 3, 5):
+            out.append(rng.integers(0, k, size=w).tolist())
+    return out
+
+
+def test_every_layout_of_both_oracles_equals_the_definition():
+    """Oracles A (lengths.py) and B (lengths_b.py) share no code, and each of their layouts equals M's definition
+    (_M): one window (bytes, and ids past a byte: a real vocabulary's), rows (and B's text search of heavy
+    windows), A's stream of consecutive windows, columns, and ragged batches with PAD."""
+    from dryz.oracle.lengths import _match_lengths_A_single, _match_lengths_A_stream, _stream_of
+    from dryz.oracle.lengths_b import HEAVY, _heavy_windows, _match_lengths_B_bytes, _match_lengths_B_str
+    from dryz.oracle.windows import PAD, ROWS_MAX
+    rng = np.random.default_rng(35)
+    wins = _adversarial_windows(rng)
+    seen = set()
+    for win in wins:
+        cands = np.arange(6)  # every symbol used, and one that never occurs
+        want = [_M(win, int(z)) for z in cands]
+        W = np.array([win], dtype=np.int64)
+        assert _match_lengths_A_single(np.array(win, dtype=np.uint8), cands.astype(np.uint8)).tolist() == want
+        assert _match_lengths_B_bytes(np.array(win, dtype=np.uint8), cands.astype(np.uint8)).tolist() == want
+        big = np.array(win, dtype=np.int64) * 1000 + 300  # the same window over ids past a byte
+        assert _match_lengths_A_single(big, cands * 1000 + 300).tolist() == want
+        assert _match_lengths_B_str(big, cands * 1000 + 300).tolist() == want
+        for fn in (match_lengths_A, match_lengths_B):  # the batch of one, and a batch of one repeated (rows)
+            assert fn(W, cands)[0].tolist() == want, (fn.__name__, win)
+            assert fn(np.repeat(W, 3, axis=0), cands)[2].tolist() == want, (fn.__name__, win)
+            seen.add(fn.__name__)
+    # rows and columns: every window of one length, as a batch under and over ROWS_MAX
+    by_len: dict = {}
+    for win in wins:
+        by_len.setdefault(len(win), []).append(win)
+    for w, group in by_len.items():
+        extra = [rng.integers(0, 3, size=w).tolist() for _ in range(ROWS_MAX + 5 - len(group))]
+        for batch in (group, group + extra):
+            W = np.array(batch, dtype=np.int64)
+            want = np.array([[_M(win, z) for z in range(6)] for win in batch])
+            for fn in (match_lengths_A, match_lengths_B):
+                assert np.array_equal(fn(W, np.arange(6)), want), (fn.__name__, w, len(batch))
+    # B's text search of heavy windows: long runs and short periods in a row batch
+    heavy = np.array([[0] * 120, [0, 1] * 60, [i % 3 for i in range(120)]] + [rng.integers(0, 4, 120).tolist()] * 2)
+    holds = np.isin(heavy, np.arange(4))
+    assert _heavy_windows(heavy, holds, np.arange(4)).tolist() == [0, 1, 2] and HEAVY < 40
+    want = np.array([[_M(win, z) for z in range(4)] for win in heavy.tolist()])
+    assert np.array_equal(match_lengths_B(heavy, np.arange(4)), want)
+    # A's stream: windows of a generation loop (each the one before it, one or a few tokens later)
+    stream = rng.integers(0, 2, size=120).tolist()
+    W = np.array([stream[i:i + 40] for i in range(0, 80, 1)], dtype=np.int64)
+    assert _stream_of(W) is not None
+    want = np.array([[_M(win, z) for z in range(3)] for win in W.tolist()])
+    assert np.array_equal(_match_lengths_A_stream(W, np.arange(3), *_stream_of(W)), want)
+    assert np.array_equal(match_lengths_B(W, np.arange(3)), want)
+    # ragged: shorter windows right-aligned after PAD, each as it is alone
+    ragged = [rng.integers(0, 3, size=int(rng.integers(1, 30))).tolist() for _ in range(40)]
+    width = max(map(len, ragged))
+    W = np.array([[PAD] * (width - len(r)) + r for r in ragged], dtype=np.int64)
+    want = np.array([[_M(r, z) for z in range(4)] for r in ragged])
+    for fn in (match_lengths_A, match_lengths_B):
+        assert np.array_equal(fn(W, np.arange(4)), want), fn.__name__
+    assert seen == {"match_lengths_A", "match_lengths_B"}

@@ -29,38 +29,152 @@ def test_top_level_layout():
     assert 'llama-cpp-python==0.3.36' in (ROOT / "pyproject.toml").read_text()
 
 
-def _imports(path: Path) -> set[str]:
-    """The dryz modules a file imports (absolute names), read from its code: module-level and inside functions."""
+# The layers, bottom up. A module may import (at its top or inside a function) modules of its own layer and of the
+# layers below it, never one above; and no set of modules imports itself in a circle.
+LAYERS = (
+    ("dryz", "minimize", "dryz.errors", "dryz.params", "dryz.symbols", "dryz.files", "dryz.output"),  # the ground
+    ("dryz.case", "dryz.trace", "dryz.trace_space"),        # what a case and a trace are
+    ("dryz.oracle",),                                       # the pure models: they never run a subject
+    ("dryz.subject",),                                      # what is audited, and how it runs
+    ("dryz.verdict", "dryz.vocab_cases", "dryz.config", "dryz.space", "dryz.decode", "dryz.children"),
+    ("dryz.check",),                                        # check_batch: the one comparison
+    ("dryz.judge", "dryz.trace_check", "dryz.differential", "dryz.explain"),  # a subject driven and judged
+    ("dryz.corpus",),
+    ("dryz.shrink", "dryz.inputs", "dryz.render"),
+    ("dryz.enumerate", "dryz.fuzz", "dryz.compare"),        # the modes
+    ("dryz.gate",),
+    ("dryz.matrix", "dryz.mutate"),
+    ("dryz.report",),
+    ("dryz.cli", "dryz.__main__"),
+)
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of dryz and minimize, by its dotted name (a package by its __init__; the C extension too)."""
+    out = {}
+    for p in sorted(list((ROOT / "dryz").rglob("*.py")) + list((ROOT / "minimize").rglob("*.py"))
+                    + list((ROOT / "dryz").rglob("*.c"))):
+        parts = p.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return out
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the modules it imports: every import statement, at the top or inside a function."""
     import ast
-    pkg = path.relative_to(ROOT).with_suffix("").parts
-    here = pkg[:-1] if pkg[-1] != "__init__" else pkg[:-1]
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = here[:len(here) - node.level + 1]
-                mod = ".".join(base + ((node.module,) if node.module else ()))
-            else:
-                mod = node.module or ""
-            out.add(mod)
-            out.update(f"{mod}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-    return {m for m in out if m.startswith("dryz")}
+    mods = _modules()
+
+    def resolve(name: str) -> str:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for m, p in mods.items():
+        if p.suffix != ".py":
+            continue
+        here = m.split(".") if p.name == "__init__.py" else m.split(".")[:-1]
+        out = set()
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = ".".join(here[:len(here) - node.level + 1] + ([node.module] if node.module else [])) \
+                    if node.level else (node.module or "")
+                for a in node.names:  # `from . import x` imports the module x; `from .m import f` the module m
+                    out.add(resolve(f"{base}.{a.name}") if f"{base}.{a.name}" in mods else resolve(base))
+            elif isinstance(node, ast.Import):
+                out.update(resolve(a.name) for a in node.names)
+        graph[m] = {x for x in out if x and x != m}
+    return graph
 
 
-def test_oracles_and_subjects_never_import_the_verdict_path():
-    """dryz/oracle/ (pure models) and dryz/subject/ (what is audited) sit below dryz.check: neither imports it,
-    nor a mode, the corpus or the command line."""
-    above = ("dryz.check", "dryz.trace_check", "dryz.corpus", "dryz.cli", "dryz.enumerate", "dryz.fuzz",
-             "dryz.shrink", "dryz.matrix", "dryz.gate", "dryz.differential", "dryz.explain", "dryz.report")
-    bad = {}
-    for layer in ("oracle", "subject"):
-        for p in sorted((ROOT / "dryz" / layer).rglob("*.py")):
-            up = sorted(m for m in _imports(p) if m.startswith(above) and not m.startswith("dryz.check_"))
-            if up:
-                bad[str(p.relative_to(ROOT))] = up
-    assert not bad, bad
+def _layer(module: str) -> int:
+    best = max(((len(prefix), i) for i, layer in enumerate(LAYERS) for prefix in layer  # "dryz": its __init__ only
+                if module == prefix or prefix != "dryz" and module.startswith(prefix + ".")), default=None)
+    assert best is not None, f"{module} is in no layer: add it to LAYERS"
+    return best[1]
+
+
+def test_every_import_stays_in_its_layer_or_below():
+    """Every module is in a layer, and no import (module-level or inside a function) reaches a layer above."""
+    up = sorted(f"{a} -> {b}" for a, bs in _import_graph().items() for b in bs if _layer(b) > _layer(a))
+    assert not up, up
+
+
+def _circles(graph) -> list[list[str]]:
+    """The strongly connected sets of more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circle():
+    """No modules import each other in a circle, counting imports inside functions."""
+    assert _circles(_import_graph()) == []
+
+
+def test_the_layer_and_circle_checks_fail_on_a_planted_import():
+    """The checks above see an import inside a function: one from the subject's isolation worker up to the judge
+    (which imports it) is both a layer violation and a circle; the graph holds the imports inside functions."""
+    graph = _import_graph()
+    assert "dryz.render" in graph["dryz.cli"]  # cli imports it only inside functions
+    graph["dryz.subject.isolation"] = graph["dryz.subject.isolation"] | {"dryz.judge"}
+    assert _layer("dryz.judge") > _layer("dryz.subject.isolation")
+    assert ["dryz.judge", "dryz.subject.isolation"] in _circles(graph)
+
+
+def test_imports_inside_functions_say_why():
+    """An import of dryz's own inside a function stays only to keep start-up fast (or, in the fuzz harness, to
+    import after atheris instruments the oracles), and says so on its line."""
+    import ast
+    bare = []
+    for m, p in _modules().items():
+        if p.suffix != ".py":
+            continue
+        lines = p.read_text().splitlines()
+        for f in ast.walk(ast.parse(p.read_text())):
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for n in ast.walk(f):
+                    if isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").startswith(("dryz", "minimize"))) \
+                            and "# on use" not in lines[n.end_lineno - 1]:
+                        bare.append(f"{p.relative_to(ROOT)}:{n.lineno}")
+    assert not bare, bare
+
+
+def test_the_two_oracles_share_no_code():
+    """Oracles A and B must agree first: a helper both use would fool both the same way. Neither module's
+    functions use a name the other defines (B lives in lengths_b.py, A in lengths.py)."""
+    import ast
+    defined = {}
+    for name in ("lengths", "lengths_b"):
+        tree = ast.parse((ROOT / "dryz" / "oracle" / f"{name}.py").read_text())
+        defined[name] = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))} | \
+            {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    graph = _import_graph()
+    assert "dryz.oracle.lengths" not in graph["dryz.oracle.lengths_b"]
+    assert "dryz.oracle.lengths_b" not in graph["dryz.oracle.lengths"]
 
 
 def test_cli_is_arguments_and_printing():

@@ -198,7 +198,7 @@ def test_oracle_A_over_ids_past_a_byte():
 
 
 def test_oracle_B_over_code_points():
-    from dryz.oracle.lengths import _match_lengths_B_bytes, _match_lengths_B_str, match_lengths_B
+    from dryz.oracle.lengths_b import _match_lengths_B_bytes, _match_lengths_B_str, match_lengths_B
     rng = np.random.default_rng(3)
     for _ in range(200):
         w = rng.integers(0, 6, int(rng.integers(0, 40)))

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from ..symbols import SYMBOLS
 from ..errors import DryzError
+from ..space import bell, case_count, expected_canonical, space_for
+from ..subject.identity import same_subject
+from ..trace_space import count_traces
 
 
 class MergeError(ValueError, DryzError):
@@ -14,7 +17,6 @@ class MergeError(ValueError, DryzError):
 
 
 def space_json(alphabet, max_length, specs, canonical: bool) -> dict:
-    from ..space import case_count
     d = {"alphabet": alphabet if alphabet is not None else "all",
          "symbols": SYMBOLS[:alphabet] if alphabet is not None else "every alphabet size (equality patterns)",
          "min_length": 1, "max_length": max_length,
@@ -24,7 +26,6 @@ def space_json(alphabet, max_length, specs, canonical: bool) -> dict:
          "configs": [s.to_json() for s in specs],
          "expected_cases": case_count(alphabet, max_length) * len(specs) if alphabet is not None else None}
     if canonical:
-        from ..space import bell, expected_canonical, space_for
         per = []
         for s in specs:
             sp = space_for(s, alphabet, max_length)
@@ -99,7 +100,6 @@ def judge(r: dict) -> tuple[str, dict]:
 
 def judge_traces(tr: dict) -> tuple[bool, int]:
     """(the trace counts equal the closed form, recomputed here from n_max, alphabet and free; disagreements)."""
-    from ..trace_space import count_traces
     expected = count_traces(tr["n_max"], tr["alphabet"], tr["free"])
     ok = bool(tr["configs"]) and all(c["traces"] == expected for c in tr["configs"])
     return ok, sum(c["disagreements"] for c in tr["configs"])
@@ -166,7 +166,6 @@ def merge(results: list[dict], names: list[str]) -> dict:
     count, total, slicing = (first["shard"][k] for k in ("count", "total_tasks", "slicing"))
     seen: dict[int, str] = {}
     for r, n in zip(results, names):
-        from ..subject.identity import same_subject
         if r["subject"].get("libllama_sha256") != sha or not same_subject(r["subject"], first["subject"]):
             raise MergeError(f"{n}: different subject (libllama_sha256 {r['subject'].get('libllama_sha256')} "
                              f"vs {sha} in {fname})")

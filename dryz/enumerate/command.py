@@ -7,13 +7,24 @@ from __future__ import annotations
 from ..errors import EXIT_ERROR, EXIT_FINDING, EXIT_OK
 from ..files import fail, parse_json_file, read
 from ..inputs import load_subject
+from ..output import Progress, write_json
+from ..render import certificate_report, restarts_text, vocab_certificate_text
+from ..subject.identity import subject_header
+from ..subject.vendored_vocabs import resolve_vocab, VocabUnavailable
+from ..verdict import is_finding
+from .certificate import merge as merge_results
+from .exhaustive import ExhaustiveInterrupted, ResumeError, run_exhaustive
+from .restarts import CONFIGS, sweep
+from .selection import executor, select_space, select_vocab_space, TRACE_ALPHABET, validate_traces_option
+from .traces import add_to_certificate, TraceSpaceInterrupted
+from .vocab_restarts import run, summary_text, vocab_names
+from .vocab_space import certificate
 
 
 def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,
                json_path, workers, progress, resume_path, vocab, tokens, breakers, trace_events, echo) -> int:
     """Certify every history of length 1..N over k symbols (or over real tokens with --vocab), every symbol a
     candidate; with --traces, the trace space after it."""
-    from .selection import executor, select_space, validate_traces_option
     validate_traces_option(trace_events, shard, resume_path)
     if vocab is not None:
         if trace_events is not None:
@@ -29,7 +40,6 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         resume = parse_json_file(resume_path, read(resume_path))
         if not isinstance(resume, dict) or resume.get("tool") != "dryz exhaustive":
             fail(f"--resume {resume_path}: not a dryz exhaustive result")
-    from .exhaustive import ExhaustiveInterrupted, ResumeError, run_exhaustive
     lib = load_subject()
     try:
         result = run_exhaustive(lib, sel.alphabet, max_length, sel.specs, json_path, progress, workers, canonical,
@@ -50,9 +60,6 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         if client is not None:
             client.close()
     if trace_events is not None:
-        from ..output import write_json
-        from .selection import TRACE_ALPHABET
-        from .traces import TraceSpaceInterrupted, add_to_certificate
         try:
             result = add_to_certificate(result, trace_events, load_subject(), TRACE_ALPHABET)
         except TraceSpaceInterrupted:  # the history space's certificate is marked interrupted, not a certificate
@@ -69,10 +76,6 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
 def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path, progress,
                      echo) -> int:
     """`dryz exhaustive --vocab`: every history over real tokens (dryz.enumerate.vocab_space)."""
-    from ..output import Progress, write_json
-    from ..render import vocab_certificate_text
-    from .selection import select_vocab_space
-    from .vocab_space import certificate
     lib = load_subject()
     v, ids, strings, specs, total_h = select_vocab_space(lib, vocab, tokens, breakers, max_length, configs,
                                                          parameters, window_caps)
@@ -90,7 +93,6 @@ def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, w
 
 def certificate_exit(result, json_path, echo) -> int:
     """Print a certificate's report; its exit code (a void one: the harness in doubt, with the failed checks)."""
-    from ..render import certificate_report
     echo(certificate_report(result, json_path))
     if result["verdict"] == "void":
         failed = ", ".join(k for k, ok in result["checks"].items() if not ok)
@@ -101,8 +103,6 @@ def certificate_exit(result, json_path, echo) -> int:
 
 def merge(paths, json_path, echo) -> int:
     """Combine `dryz exhaustive --shard` results into one certificate (refuses shards that do not fit)."""
-    from ..output import write_json
-    from .certificate import merge as merge_results
     data = []
     for p in paths:
         d = parse_json_file(p, read(p))
@@ -120,16 +120,10 @@ def merge(paths, json_path, echo) -> int:
 def restarts(alphabet, max_length, json_path, vocabs, check, seconds, echo) -> int:
     """Multi-token restart sequences through the library, verdict counts per class (dryz.enumerate.restarts);
     with --vocab, the construction probes and the text promise on real vocabularies."""
-    from ..output import write_json
-    from ..subject.identity import subject_header
     if vocabs:
         return restarts_vocab(vocabs, check, seconds, json_path, echo)
     if seconds is not None or check != "both":
         fail("--check and --time go with --vocab")
-    from ..verdict import is_finding
-    from ..output import Progress
-    from ..render import restarts_text
-    from .restarts import CONFIGS, sweep
     total = len(CONFIGS) * sum(alphabet ** n for n in range(1, max_length + 1))
     echo(subject_header(lib := load_subject()))
     bar = Progress(total, "histories")
@@ -144,10 +138,6 @@ def restarts(alphabet, max_length, json_path, vocabs, check, seconds, echo) -> i
 
 def restarts_vocab(vocabs, check, seconds, json_path, echo) -> int:
     """`dryz restarts --vocab`: the work is dryz.enumerate.vocab_restarts.run."""
-    from ..output import write_json
-    from ..subject.identity import subject_header
-    from ..subject.vendored_vocabs import VocabUnavailable, resolve_vocab
-    from .vocab_restarts import run, summary_text, vocab_names
     lib = load_subject()
     try:
         names = vocab_names(vocabs)

@@ -9,13 +9,14 @@ import numpy as np
 
 from ..case import Case
 from ..space import PlainSpace, space_for
+from ..oracle import verdict_keys
+from ..subject.answers import SubjectCrashed
 
 
 def multiplier_zero_control(lib, k, max_len: int, specs, canonical: bool = False) -> dict:
     """Negative control: with multiplier 0 the sampler must leave every logit at exactly 0 (walked over the
     same tree as the run: plain, or canonical with k None for every alphabet size). A subject that crashes on
     it (SubjectCrashed from a walk through its protocol) is answered as that Crash."""
-    from ..subject.answers import SubjectCrashed
     nonzero = 0
     cases = 0
 
@@ -96,7 +97,6 @@ def abi_confirmation_control(judge) -> dict:
     case = abi_confirmation_case()
     v = judge(case)
     crashed = v["class"] in ("crash", "memory")  # memory: a crash with a sanitizer report
-    from ..oracle import verdict_keys
     oracles_ok = crashed or (all(v[k] == [1] for k in verdict_keys()) and v["expected_logits"] == [-1.0])
     library_ok = v["class"] == "agree" and v["observed_logits"] == [-1.0]
     out = {"case": case.to_json(), "expected_logit": -1.0,

@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 import threading
 from ..errors import DryzError
+from ..subject.identity import same_subject
+from ..subject.registry import opened
 
 _LOCK = threading.Lock()
 CONNECT_TIMEOUT = "20s"  # DRYZ_DASK_TIMEOUT overrides it (e.g. "2s")
@@ -80,7 +82,6 @@ def require_subject(client, spec: str, identity: dict) -> None:
     subjects = worker_subjects(client, spec)
     if not subjects:
         raise SchedulerError("the Dask scheduler has no workers")
-    from ..subject.identity import same_subject
     for w, other in subjects.items():
         if isinstance(other, str):
             raise SchedulerError(f"Dask worker {w} cannot open the subject {spec}: {other}")
@@ -92,7 +93,6 @@ def require_subject(client, spec: str, identity: dict) -> None:
 
 
 def _subject_identity(spec: str):
-    from ..subject.registry import opened
     try:
         return opened(spec).identity
     except Exception as e:  # noqa: BLE001 (reported to the submitting process in one line)

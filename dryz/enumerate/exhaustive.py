@@ -20,6 +20,7 @@ from . import certificate as cert
 from .controls import abi_confirmation_control, multiplier_zero_control, periodic_control
 from .run import ConfigResult, Interrupted, config_slices, run_configs, shard_slicing, shard_tasks
 from ..errors import DryzError
+from ..subject.identity import same_subject
 
 
 class ResumeError(ValueError, DryzError):
@@ -48,7 +49,6 @@ def run_exhaustive(lib, alphabet, max_length, specs, json_path, progress=True, w
     if resume is not None:
         if resume.get("verdict") != "interrupted":
             raise ResumeError(f"--resume: that result is {resume.get('verdict')!r}, not an interrupted run")
-        from ..subject.identity import same_subject
         if not same_subject(resume["subject"], ident):
             raise ResumeError("--resume: that run audited another subject ("
                   f"{resume['subject'].get('libllama_sha256', resume['subject'].get('spec', '?'))[:16]}...)")

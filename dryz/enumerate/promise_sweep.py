@@ -12,6 +12,8 @@ import numpy as np
 from ..oracle.promise_text import (PROMISE_SETS, TEXTS, WINDOW, classify, complete_restarts, occurrences,  # noqa: F401
                                    promised_rep_limit, shipped_scan, spans)
 from ..oracle.restarts_vocab import MAX_CHAR_LEN, MAX_SEQ_LEN, TextIndex, restart_model  # noqa: F401
+from ..enumerate.vocab_probes import _fillers, SubjectProbe
+from ..vocab_cases import load_vocab
 
 
 @dataclass
@@ -82,8 +84,6 @@ def spelled_histories(model, pieces, breakers, tokenize_special):
 def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True, deadline=None) -> PromiseResult:
     """deadline (time.monotonic()): no breaker set starts after it (sets_done, complete say what ran)."""
     import time
-    from ..enumerate.vocab_probes import SubjectProbe, _fillers
-    from ..vocab_cases import load_vocab
     vocab = load_vocab(vocab_spec, lib)
     index = TextIndex(vocab.texts())
     pieces = vocab.pieces()
@@ -144,7 +144,6 @@ def shrink(probe, window, z, pieces, texts_of, breakers, model, cls, info, token
 
 def reclassify(lib, vocab, witness: Witness) -> str:
     """The class the witness gets when run again (on a fresh sampler)."""
-    from ..enumerate.vocab_probes import SubjectProbe, _fillers
     index = TextIndex(vocab.texts())
     model = restart_model(witness.breakers, index, vocab.tokenize)
     tails = {x for ts in model.seqs.values() for t in ts for x in t}

@@ -24,6 +24,9 @@ from ..oracle.restarts import restart_sequences
 from ..oracle.promised import promised_lengths, promised_rep_limits, restart_divergence
 from ..oracle.shipped import rep_limits, shipped_lengths
 from ..symbols import from_symbols, to_symbols
+from ..case import Case
+from ..oracle.shipped import Config
+from ..subject.symbol_vocab import merges_vocab_path
 
 # (name, breakers) over the symbols a b c; the comment says what the derivation predicts.
 CONFIGS = (
@@ -148,7 +151,6 @@ def sweep(lib, k: int = 3, max_len: int = 7, configs=CONFIGS, progress=None) -> 
 
 def case_of(history: str, breakers, k: int = 3, max_len: int = 7):
     """The Case check() judges for one swept history (to cross-check the batch classes)."""
-    from ..case import Case
     return Case(history=tuple(from_symbols(history)), alphabet=k, penalty_last_n=max(64, max_len),
                 breakers=tuple(breakers))
 
@@ -159,7 +161,6 @@ def case_of(history: str, breakers, k: int = 3, max_len: int = 7):
 
 def merges_vocab() -> str:
     """The merges vocabulary (tokens a b c ab bc abc, real merges) as a vocabulary spec: its GGUF path."""
-    from ..subject.symbol_vocab import merges_vocab_path
     return str(merges_vocab_path())
 
 
@@ -188,7 +189,6 @@ def merges_compare(lib, breakers, max_len: int = 5, variants=None) -> MergesResu
     """Every history up to max_len over the merges vocabulary, every token a candidate, through the library with
     that vocabulary; the as-shipped model with the modelled map must match bit for bit. variants: extra
     name -> seqs maps (e.g. the map without one entry) whose disagreements with the library are counted."""
-    from ..oracle.shipped import Config
     v = merges_vocab()
     k = lib.vocabulary(v).n_tokens
     seqs = merges_restart_sequences(lib, breakers)

@@ -18,6 +18,9 @@ from ..config import SpaceConfig, case_config
 from ..space import PlainSpace, canonical_slices, plain_slices, space_for
 from ..subject.answers import Crash, SubjectCrashed
 from ..symbols import MAX_ALPHABET
+from . import dask_exec
+from ..subject.isolation import Pool
+from ..subject.registry import opened
 
 MAX_EXAMPLES = 5
 
@@ -236,7 +239,6 @@ def _run_task(subject, args):
 
 def _dask_task(args):
     """One slice in a Dask worker process: the subject reopened there from its spec (once per process)."""
-    from ..subject.registry import opened
     spec, task = args
     return _run_task(opened(spec), task)
 
@@ -276,7 +278,6 @@ def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, ca
     done = []
     pool = None
     if scheduler is not None:
-        from . import dask_exec
         client = dask_exec.connect(scheduler)
         own_client = client if client is not scheduler else None  # made here from an address: closed here
         try:
@@ -289,7 +290,6 @@ def run_configs(lib, k, max_len: int, specs, workers: int = 1, progress=None, ca
     else:
         # Every slice in an isolation worker (forked from this process, which holds the subject): a slice that
         # kills the subject's process is a crash finding, and the other slices go on.
-        from ..subject.isolation import Pool
         pool = Pool(lib.spec, lib, max(1, min(workers, len(tasks) or 1)),
                     timeout=None)
         outs = pool.map(_run_task, [(t,) for _, t in tasks])

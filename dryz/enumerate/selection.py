@@ -9,6 +9,13 @@ import os
 from dataclasses import dataclass
 
 from ..files import fail
+from ..case import CaseError
+from ..config import CONFIG_NAMES, parameter_names, space_config, window_cap_names
+from ..space import CanonicalError, case_count, expected_canonical, space_for
+from ..symbols import MAX_ALPHABET
+from ..vocab_cases import BREAKER_PRESETS, load_vocab
+from .dask_exec import connect, SchedulerError, worker_threads
+from .vocab_space import default_tokens
 
 MAX_SPACE_CASES = 2_000_000_000      # cases in one symbol-space run
 MAX_VOCAB_HISTORIES = 50_000_000     # histories in one in-process --vocab run
@@ -26,7 +33,6 @@ class Selection:
 
 def config_names(configs, default, parameters: bool, window_caps: bool, max_length: int) -> list[str]:
     """The configurations named (or the default), then --parameters' and --window-caps' additions, each once."""
-    from ..config import parameter_names, window_cap_names
     names = list(configs) or (default if not window_caps else [n for n in default if n != "window4"])
     if parameters:
         names += parameter_names([n for n in names if "/" not in n])
@@ -49,10 +55,6 @@ def parse_shard(shard: str | None) -> tuple | None:
 
 def select_space(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters,
                  shard) -> Selection:
-    from ..case import CaseError
-    from ..config import CONFIG_NAMES, space_config
-    from ..space import case_count
-    from ..symbols import MAX_ALPHABET
     if all_alphabets:
         if not canonical:
             fail("--all-alphabets needs canonical enumeration (drop --no-canonical)")
@@ -69,7 +71,6 @@ def select_space(alphabet, max_length, configs, canonical, all_alphabets, window
                  "optionally NAME/allowedA/mM/bB")
     shard_spec = parse_shard(shard)
     if canonical:
-        from ..space import CanonicalError, expected_canonical, space_for
         try:
             work = sum(expected_canonical(space_for(s, alphabet, max_length), max_length)["cases"] for s in specs)
         except CanonicalError as e:
@@ -87,10 +88,8 @@ def select_space(alphabet, max_length, configs, canonical, all_alphabets, window
 def executor(scheduler, workers):
     """(workers, Dask client or None): the slice list is cut for the cluster's worker threads on a scheduler,
     else for local processes (at most 4 per core)."""
-    from .dask_exec import SchedulerError
     client = None
     if scheduler is not None:
-        from .dask_exec import connect, worker_threads
         try:
             client = connect(scheduler)
         except SchedulerError as e:
@@ -109,9 +108,6 @@ def executor(scheduler, workers):
 
 def select_vocab_space(lib, vocab, tokens, breakers, max_length, configs, parameters, window_caps):
     """(vocabulary, token ids, breaker strings, specs, histories per configuration) for `exhaustive --vocab`."""
-    from ..config import space_config
-    from ..vocab_cases import BREAKER_PRESETS, load_vocab
-    from .vocab_space import default_tokens
     v = load_vocab(vocab, lib)
     if tokens is None:
         ids = default_tokens(v)

@@ -29,6 +29,9 @@ from ..oracle.trace_model import capacity, held_tokens_of
 from ..subject.trace_driver import run_events
 from ..trace_space import CONFIGS, DEFAULT, count_traces, iter_traces, trace_of
 from ..trace_check import _Recorded, same_output
+from . import certificate as cert
+from ..subject.identity import same_subject, subject_details
+from ..subject.registry import open_subject, selected_spec
 
 
 def run_config(name: str, cfg: dict, n_max: int, lib, k: int = 2, free: bool = True, control: bool = True,
@@ -99,8 +102,6 @@ def add_to_certificate(result: dict, n: int, lib, alphabet: int = 2) -> dict:
     """Run every trace of 1..n events (every configuration) on the certificate's subject, put its counts in
     result["traces"] and judge the certificate again. Ctrl-C: result marked interrupted (not a certificate, not
     resumable), TraceSpaceInterrupted raised."""
-    from . import certificate as cert
-    from ..subject.identity import same_subject
     if not same_subject(lib.identity, result["subject"]):
         raise ValueError("the trace space would run on another subject than the certificate's")
     try:
@@ -131,11 +132,9 @@ def main(argv=None) -> int:
         print(f"dryz: error: unknown configuration(s) {unknown}" if unknown else
               "dryz: error: -n must be in 1..12 and -k in 1..8", file=sys.stderr)
         return 2
-    from ..subject.registry import open_subject, selected_spec
     r = enumerate_traces(a.n, open_subject(selected_spec()), a.k, names, not a.no_free, control=not a.no_control)
     verdict = "VOID (trace count)" if not r["count_ok"] else ("DISAGREE" if r["disagreements"] else "AGREE")
     print(f"dryz traces: {verdict}")
-    from ..subject.identity import subject_details
     print(f"subject   {'; '.join(subject_details(r['subject']))}")
     print(f"space     every trace of 1..{a.n} events over {{accept x {a.k} symbols, apply, reset, clone}}"
           + ("" if a.no_free else " (+ free last)"))

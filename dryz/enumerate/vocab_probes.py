@@ -49,6 +49,8 @@ from ..check import check_batch
 from ..oracle.seqindex import RestartSeqs, restart_scan
 from ..oracle.shipped import Config, output_logits, shipped_lengths
 from ..oracle.restarts_vocab import TextIndex, restart_model
+from ..case import Case
+from ..subject.answers import Crash, SubjectCrashed
 
 LAST_N = 4096
 GROUP_TOKENS = 100
@@ -145,7 +147,6 @@ def probe_case(v, breakers, history, cands):
     """The probe sampler's configuration (multiplier 1, base 2, allowed_length 0, window LAST_N) on one
     history, candidates at logit 0, as a Case over the vocabulary: what the subject runs for a probe (through
     the protocol, as every mode does; a libllama clones one sampler initialized per breaker set)."""
-    from ..case import Case
     return Case(history=tuple(int(t) for t in history), alphabet=v.n_tokens, penalty_last_n=LAST_N,
                 breakers=tuple(breakers), multiplier=1.0, base=2.0, allowed_length=0,
                 candidates=tuple((int(c), 0.0) for c in cands), vocab=v.ref.name, vocab_sha256=v.ref.sha256)
@@ -163,7 +164,6 @@ class SubjectProbe:
 
 def run_probe(lib, v, breakers, history, cands) -> np.ndarray:
     """The subject's logits for a probe (SubjectCrashed if it died on it)."""
-    from ..subject.answers import Crash, SubjectCrashed
     out = lib.run(probe_case(v, breakers, history, cands))
     if isinstance(out, Crash):
         raise SubjectCrashed(out)

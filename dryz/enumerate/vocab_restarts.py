@@ -17,6 +17,12 @@ covered.
 from __future__ import annotations
 
 import time
+from ..corpus import known_classes
+from ..oracle.promise_text import PROMISE_SETS
+from ..oracle.restarts_vocab import restart_model, TextIndex
+from ..subject.vendored_vocabs import vendored_names
+from .promise_sweep import promise_sweep
+from .vocab_probes import _fillers, BREAKER_SUITE, compare_vocab, probe_case
 
 CHECKS = ("construction", "promise")
 # `all` runs CI's pair first (an SPM and a byte-level BPE vocabulary: the two tokenizer families whose
@@ -26,7 +32,6 @@ FIRST = ("llama-spm", "gpt-2")
 
 def vocab_names(specs) -> list[str]:
     """The vocabularies named (NAME, a GGUF path, or `all`: every vendored one), each once, in order."""
-    from ..subject.vendored_vocabs import vendored_names
     out: list[str] = []
     for s in specs:
         if s == "all":
@@ -40,8 +45,6 @@ def vocab_names(specs) -> list[str]:
 def _promise_case(v, w):
     """A text-promise witness (a window) as the probe observed it: X z X with z outside every restart
     sequence, candidate z."""
-    from ..oracle.restarts_vocab import TextIndex, restart_model
-    from .vocab_probes import _fillers, probe_case
     index = TextIndex(v.texts())
     model = restart_model(w.breakers, index, v.tokenize)
     tails = {x for ts in model.seqs.values() for t in ts for x in t}
@@ -52,7 +55,6 @@ def _promise_case(v, w):
 def _cheapest_first(v, sets):
     """Breaker sets in ascending order of the restart sequences the model makes from them on this vocabulary
     (what the probes cost): under a time budget, as many sets as fit are probed in full."""
-    from ..oracle.restarts_vocab import TextIndex, restart_model
     index = TextIndex(v.texts())
     size = {name: len(restart_model(bs, index, v.tokenize).pairs()) for name, bs in sets}
     return sorted(sets, key=lambda x: size[x[0]])
@@ -60,10 +62,6 @@ def _cheapest_first(v, sets):
 
 def run(lib, specs, checks=CHECKS, seconds: float | None = None, log=None) -> dict:
     """Run the checks on each vocabulary; the result JSON (see the module doc). log(line) per vocabulary."""
-    from ..corpus import known_classes
-    from .promise_sweep import promise_sweep
-    from .vocab_probes import BREAKER_SUITE, compare_vocab, probe_case
-    from ..oracle.promise_text import PROMISE_SETS
     t0 = time.monotonic()
     deadline = None if seconds is None else t0 + seconds
     names = vocab_names(specs)

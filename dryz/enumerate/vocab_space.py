@@ -20,6 +20,8 @@ from ..check import check_batch
 from ..verdict import is_finding
 from ..config import vocab_config
 from .run import ConfigResult
+from ..output import environment
+from ..vocab_cases import vocab_of
 
 # Default token texts: the first token of each as the vocabulary tokenizes it. "\n" and ":" are default breakers
 # (single-token ones on most vocabularies), " the" and " cat" words with a space, "the" one without.
@@ -83,7 +85,6 @@ class VocabSpec:
 def run_vocab_space(lib, v, tokens, max_len: int, specs, breakers, progress=None) -> list[ConfigResult]:
     """Every history over `tokens` up to max_len, for each SpaceConfig in specs (its window and parameters; the
     breakers are `breakers`, strings of the real vocabulary)."""
-    from ..vocab_cases import vocab_of
     space = TokenSpace(tuple(int(t) for t in tokens), max_len)
     out = []
     for spec in specs:
@@ -118,7 +119,6 @@ def verdict(results) -> str:
 
 def certificate(lib, v, ids, max_length, specs, strings, progress=None) -> tuple[dict, list]:
     """(the result JSON of `dryz exhaustive --vocab`, the per-configuration results)."""
-    from ..output import environment
     t0 = time.perf_counter()
     results = run_vocab_space(lib, v, ids, max_length, specs, strings, progress=progress)
     pieces = v.pieces()

@@ -24,6 +24,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DryzError
+from ..case import Case, CaseError
+from ..corpus import CorpusError, DEFAULT_DIR, entries, load_entry
+from ..decode.traces import decode_trace
+from ..decode.vocab import decoder, MAX_VOCAB_HISTORY
+from ..enumerate.controls import abi_confirmation_case, abi_confirmation_control
+from ..errors import EXIT_ERROR, EXIT_FINDING, EXIT_OK
+from ..judge import check, check_in
+from ..subject.answers import Crash, Unsupported
+from ..subject.isolation import Worker
+from ..subject.registry import child_env, runtime_env
+from ..trace import trace_of_case
+from ..trace_check import check_trace
+from ..verdict import CLASSES, crash_fields, crash_verdict
+from ..vocab_cases import load_vocab
+from .forkserver import ENV, READY
+from .native import build_native
+from .target import input_decoder, is_new_finding
 
 # libFuzzer's fork mode re-executes argv[0]: a launcher script, written into the work directory, runs the
 # harness with this interpreter (works from an installed dryz, no checkout needed): as a fork of the campaign's
@@ -166,7 +183,6 @@ class Campaign:
         if confirmation is not None:
             summary["controls"] = {"abi_confirmation": confirmation}
         if self.vocab is not None:
-            from ..vocab_cases import load_vocab
             ref = load_vocab(self.vocab, self.subject).ref
             summary["vocab"] = {"name": ref.name, "path": str(ref.path), "sha256": ref.sha256,
                                 "breakers": self.breakers, "sampler": sampler, "spec": str(self.vocab)}
@@ -174,7 +190,6 @@ class Campaign:
     def subject_env(self) -> dict:
         """The environment that selects the audited subject for the jobs: its spec (DRYZ_SUBJECT), the
         campaign's decoder and fault."""
-        from ..subject.registry import child_env
         env = child_env(self.subject.spec)
         env.pop("DRYZ_FAULT", None)
         for k in ("DRYZ_FUZZ_VOCAB", "DRYZ_FUZZ_BREAKERS"):
@@ -188,11 +203,9 @@ class Campaign:
 
     def env(self) -> dict:
         env = self.subject_env()
-        from ..subject.registry import runtime_env
         env.update(runtime_env(self.subject.spec, fuzzer=True))  # sanitized: its runtime with libFuzzer
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
         if self.native:
-            from .native import build_native
             nb = build_native(log=lambda m: self.log(f"native: {m}"))
             env.update(nb.env())
             env.pop("LLAMA_CPP_LIB_PATH", None)
@@ -207,13 +220,11 @@ class Campaign:
 
     def seed(self) -> Path:
         """Write every corpus entry's Case JSON as a seed input (the decoder reads '{...}' as that Case)."""
-        from ..corpus import DEFAULT_DIR, CorpusError, entries, load_entry
         seeds = self.workdir / "seeds"
         seeds.mkdir(parents=True, exist_ok=True)
         n = 0
         sha = None
         if self.vocab:
-            from ..decode.vocab import decoder
             n += self.vocab_seeds(seeds)
             sha = decoder(self.vocab, self.breakers, self.subject).sha
         for p in entries(self.seed_dir or DEFAULT_DIR):
@@ -224,7 +235,6 @@ class Campaign:
             if self.target == "traces":  # a case entry seeds the trace target as its one-apply trace
                 if e.case is not None and e.case.vocab is not None:
                     continue  # traces are over the symbol vocabulary
-                from ..trace import trace_of_case
                 text = (e.trace if e.trace is not None else trace_of_case(e.case)).dumps().encode()
             elif e.case is None:
                 continue  # a trace entry: no Case to seed the case target with
@@ -244,10 +254,8 @@ class Campaign:
         False for a vocabulary campaign (its seeds are over that vocabulary)."""
         if self.vocab:
             return False
-        from ..enumerate.controls import abi_confirmation_case
         case = abi_confirmation_case()
         if self.target == "traces":
-            from ..trace import trace_of_case
             text = trace_of_case(case).dumps().encode()
         else:
             text = case.dumps().encode()
@@ -257,8 +265,6 @@ class Campaign:
     def vocab_seeds(self, seeds: Path) -> int:
         """Seeds of a vocabulary campaign: each snippet (dryz.decode.vocab.SNIPPETS) tokenized, cut to
         its first 256 tokens, as a Case JSON under each breaker set of the mode, default parameters."""
-        from ..case import Case
-        from ..decode.vocab import MAX_VOCAB_HISTORY, decoder
         d = decoder(self.vocab, self.breakers, self.subject)
         n = 0
         for snip in d.snippets:
@@ -393,7 +399,6 @@ class Campaign:
         """Start the fork server (dryz/fuzz/forkserver.py) with the campaign's environment and put its socket in
         env, so that every harness process libFuzzer starts is a fork of it. None when DRYZ_FUZZ_FORKSERVER=0 or
         the server does not get ready (the harness processes then start on their own, as without it)."""
-        from .forkserver import ENV, READY
         env.pop(ENV, None)
         if os.environ.get("DRYZ_FUZZ_FORKSERVER", "1") == "0":
             return None
@@ -462,7 +467,6 @@ class Campaign:
         spec: with --native, the uninstrumented library the user selected, not the instrumented copy); a case
         that kills it there is class crash (memory, with the report, when it dies with a sanitizer report:
         check.crash_verdict), and it reproduces."""
-        from ..subject.isolation import Worker
         base = {"file": str(artifact), "subject": self.subject.spec}
         env = {k: v for k, v in os.environ.items() if k != "DRYZ_FAULT"}
         if self.fault:
@@ -471,11 +475,9 @@ class Campaign:
             t = time.monotonic()
             out = w.call(recheck_op, artifact.read_bytes(), self.target, self.vocab, self.breakers)
             base["recheck_seconds"] = round(time.monotonic() - t, 3)
-        from ..subject.answers import Crash
         if isinstance(out, Crash):
             if out.signal == "hang":
                 return dict(base, klass="hang", reproduces=True, signal=out.signal)
-            from ..verdict import crash_fields, crash_verdict
             return dict(base, klass=crash_verdict(None, out).klass, reproduces=True, signal=out.signal,
                         **crash_fields(out))
         if isinstance(out, str):  # the bytes decode to nothing this subject runs
@@ -483,22 +485,15 @@ class Campaign:
         klass, case_json = out
         if self.vocab and case_json is not None:  # the decoded case beside the crash file: `dryz check` reads it
             Path(str(artifact) + ".case.json").write_text(json.dumps(case_json) + "\n")
-        from .target import is_new_finding  # as the harness judges: a documented class is no finding
         return dict(base, klass=klass, reproduces=is_new_finding(klass))
 
 
 def recheck_op(subject, data: bytes, target: str, vocab, breakers):
     """A crash file judged on the subject as the campaign's target judged it: (class, case JSON or None), or a
     one-line reason it cannot be judged (runs in an isolation worker)."""
-    from ..case import CaseError
-    from ..judge import check
-    from ..subject.answers import Unsupported
     try:
         if target == "traces":
-            from ..trace_check import check_trace
-            from ..decode.traces import decode_trace
             return check_trace(decode_trace(data), subject).klass, None
-        from .target import input_decoder
         case = input_decoder(subject, vocab, breakers)(data)
         return check(case, subject).klass, case.to_json()
     except (CaseError, Unsupported, ValueError) as e:
@@ -510,7 +505,6 @@ def split_slow(findings: list[dict]) -> tuple[list[dict], list[dict]]:
     or more (a busy machine pauses a run as easily as a slow subject makes one): a slow input when its re-check
     judged it and found no new finding (agree, or a class the corpus documents); one that crashes, hangs or
     disagrees is a finding, and one the re-check could not judge (error) or did not run stays among the files."""
-    from ..verdict import CLASSES
     judged = set(CLASSES)  # a class of the verdict: not "error" or "not re-checked ..."
     slow = [f for f in findings if Path(f["file"]).name.startswith("slow-unit-") and f["reproduces"] is False
             and f["klass"] in judged]
@@ -521,7 +515,6 @@ def exit_code(summary: dict, confirmation: dict | None, seconds: int) -> tuple[i
     """The campaign's exit code and, where there is one, its one-line reason for stderr: 130 interrupted (the
     summary covers only that part), 1 a finding that reproduces or a missed ABI confirmation case, 2 crash files
     that do not reproduce on the subject (the harness in doubt), else 0."""
-    from ..errors import EXIT_ERROR, EXIT_FINDING, EXIT_OK
     if summary["interrupted"]:
         return 130, (f"dryz fuzz: INTERRUPTED after {summary['seconds']} s of {seconds}: this summary covers only "
                      f"that part; {len(summary['findings'])} crash file(s) kept, not re-checked")
@@ -537,8 +530,5 @@ def confirmation_control(subject) -> dict:
     """The ABI confirmation case judged in an isolation worker (as `dryz check` runs it) before a
     symbol-vocabulary campaign: the summary records it, and a library that misses it makes the campaign a
     finding whatever libFuzzer finds."""
-    from ..judge import check_in
-    from ..enumerate.controls import abi_confirmation_control
-    from ..subject.isolation import Worker
     with Worker(subject.spec, subject) as w:
         return abi_confirmation_control(lambda case: check_in(w, case).to_json())

@@ -8,19 +8,21 @@ from pathlib import Path
 
 from ..files import fail
 from ..inputs import load_subject, say
+from ..case import Case
+from ..output import write_json
+from ..render import abi_confirmation_text, fuzz_summary_text
+from ..subject.identity import subject_header
+from ..subject.libllama import pip_library
+from ..vocab_cases import load_vocab
+from .campaign import Campaign, confirmation_control, exit_code
 
 
 def run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces, recheck,
         libfuzzer_flags, echo) -> int:
-    from ..output import write_json
-    from ..render import abi_confirmation_text, fuzz_summary_text
-    from ..subject.identity import subject_header
-    from .campaign import Campaign, confirmation_control, exit_code
     if traces and vocab is not None:
         fail("--traces fuzzes traces over the symbol vocabulary (not with --vocab)")
     lib = load_subject()
     if native:
-        from ..subject.libllama import pip_library
         if lib.kind != "libllama" or lib.path != pip_library():
             fail("--native fuzzes an instrumented libllama built from the pinned sdist, not the selected subject; "
                  "run without --native to audit it")
@@ -34,7 +36,6 @@ def run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, brea
                     target="traces" if traces else "cases", subject=lib, recheck_limit=recheck)
     camp.log = say
     if vocab is not None:
-        from ..vocab_cases import load_vocab
         load_vocab(vocab, lib)  # one line and exit 2 when it cannot be had, before libFuzzer starts
         os.environ["DRYZ_VOCAB_SAMPLER"] = sampler  # the jobs inherit it (LibLlama.reuse_samplers)
     echo(subject_header(lib))
@@ -44,7 +45,6 @@ def run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, brea
         say(f"control: {abi_confirmation_text(confirmation)}")
         if not confirmation["oracles_passed"]:
             fail("the oracles miss the ABI confirmation case's logit -1: the harness is in doubt")
-        from ..case import Case
         for ex in confirmation["findings"]:
             echo(f"finding: {ex['kind']} (ABI confirmation control): {Case.from_json(ex['case']).dumps()}")
     try:

@@ -277,7 +277,7 @@ def _exit_as_a_process(code: int) -> None:
 
 
 def main() -> None:
-    from .harness import prepare, run, warm
+    from .harness import prepare, run, warm  # on use: the launcher imports only the standard library and this module
     serve(sys.argv[1], lambda: (prepare(), warm()), run)
 
 

@@ -17,7 +17,7 @@ import atheris
 # disagreements raise anyway, the Case type, the corpus reader). Comparisons are not traced: their operands
 # are derived lengths, not input bytes libFuzzer could splice in. Each traced branch or comparison costs
 # ~3,000 instructions (atheris' pybind11 hooks; counted with bench/fuzz_instructions.py).
-INSTRUMENTED = ("dryz.oracle.lengths", "dryz.oracle.shipped", "dryz.oracle.promised")
+INSTRUMENTED = ("dryz.oracle.lengths", "dryz.oracle.lengths_b", "dryz.oracle.shipped", "dryz.oracle.promised")
 # The trace target (DRYZ_FUZZ_TARGET=traces) adds its state model: reset, clone and the ring buffer's wrap.
 INSTRUMENTED_TRACES = INSTRUMENTED + ("dryz.oracle.trace_model",)
 # Left untraced within them: B's per-window, per-candidate text search and its length search (loops whose every
@@ -40,19 +40,19 @@ def prepare():
         names = INSTRUMENTED_TRACES if os.environ.get("DRYZ_FUZZ_TARGET") == "traces" else INSTRUMENTED
         extra = ("dryz.oracle.seqindex",) if os.environ.get("DRYZ_FUZZ_VOCAB") else ()  # real-vocabulary Step 1
         instrument([importlib.import_module(name) for name in names + extra])
-    from dryz.fuzz.target import load_subject
+    from dryz.fuzz.target import load_subject  # on use: imported after the oracles are instrumented (atheris)
     load_subject()  # libllama loaded before libFuzzer starts: its native counters are registered and reported
 
 
 def warm():
     """What the first inputs would do (dryz.fuzz.target.warm): for the fork server, done once for every job."""
-    from dryz.fuzz.target import warm
+    from dryz.fuzz.target import warm  # on use: imported after the oracles are instrumented (atheris)
     warm()
 
 
 def run(argv):
     """libFuzzer with these flags on the target the campaign asked for (never returns)."""
-    from dryz.fuzz.target import entry_point
+    from dryz.fuzz.target import entry_point  # on use: imported after the oracles are instrumented (atheris)
     atheris.Setup(argv, entry_point())
     atheris.Fuzz()
 

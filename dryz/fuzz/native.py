@@ -43,13 +43,14 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-# Bump when the recipe below changes in a way that should force a rebuild.
-RECIPE_VERSION = 1
-
 # The one version pin and sdist fetch are dryz subject build's (subject/build.py): the instrumented library is
 # the pinned release's, checked against its PyPI sha256.
-from ..subject.build import PINNED_VERSION as LLAMA_CPP_PYTHON_VERSION, SDIST_SHA256 as _SDIST_SHA256  # noqa: E402
 from ..errors import DryzError
+from ..subject.build import (CMAKE_OPTIONS as BASE, PINNED_VERSION as LLAMA_CPP_PYTHON_VERSION,
+                             SDIST_SHA256 as _SDIST_SHA256, BuildError, locked, sdist, unpack)
+
+# Bump when the recipe below changes in a way that should force a rebuild.
+RECIPE_VERSION = 1
 
 SDIST_SHA256 = _SDIST_SHA256[LLAMA_CPP_PYTHON_VERSION]
 
@@ -63,7 +64,6 @@ SAN_FLAGS = "-fsanitize=fuzzer-no-link"
 def _cmake_options() -> dict:
     """dryz subject build's options (the llama target alone, shared libraries finding each other through
     $ORIGIN), with clang's instrumentation and a debuggable optimisation level."""
-    from ..subject.build import CMAKE_OPTIONS as BASE
     return {**BASE, "CMAKE_BUILD_TYPE": "RelWithDebInfo", "CMAKE_C_FLAGS_RELWITHDEBINFO": OPT_FLAGS,
             "CMAKE_CXX_FLAGS_RELWITHDEBINFO": OPT_FLAGS, "CMAKE_C_FLAGS": SAN_FLAGS, "CMAKE_CXX_FLAGS": SAN_FLAGS}
 
@@ -221,7 +221,6 @@ def _stamp_inputs(tc: Dict[str, str]) -> Dict[str, object]:
 
 def _fetch_sdist(work: Path, log: Log, log_file: Path) -> Path:
     """The pinned sdist (subject/build.py's fetch: the cache, or pip download, sha256 checked)."""
-    from ..subject.build import BuildError, sdist
     try:
         return sdist(LLAMA_CPP_PYTHON_VERSION, log, log_file)
     except BuildError as e:
@@ -229,7 +228,6 @@ def _fetch_sdist(work: Path, log: Log, log_file: Path) -> Path:
 
 
 def _unpack(tgz: Path, work: Path, log: Log) -> Path:
-    from ..subject.build import BuildError, unpack
     try:
         return unpack(tgz, work, LLAMA_CPP_PYTHON_VERSION, log)
     except BuildError as e:
@@ -323,7 +321,6 @@ def build_native(cache_dir: Optional[os.PathLike] = None, log: Log = _print, *,
     tc = find_toolchain()
     inputs = _stamp_inputs(tc)
     work.mkdir(parents=True, exist_ok=True)
-    from ..subject.build import locked
     with locked(work / ".lock", log):
         return _build_locked(work, result, stamp, tc, inputs, log, force, jobs)
 

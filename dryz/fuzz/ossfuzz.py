@@ -43,7 +43,7 @@ def dictionary(target: str) -> str:
 
 def seed_files(target: str, work: Path) -> list[Path]:
     """The campaign's seeds for this target (Campaign.seed), written under work."""
-    from .campaign import Campaign
+    from .campaign import Campaign  # on use: the fuzzer entry imports only what its mode needs
     camp = Campaign(seconds=1, jobs=1, workdir=work, artifacts=work / "artifacts", target=target)
     camp.log = lambda m: None
     return sorted(camp.seed().iterdir())
@@ -84,5 +84,5 @@ def fuzzer_main(target: str) -> None:
     os.environ["DRYZ_FUZZ_TARGET"] = target
     if "DRYZ_CACHE" not in os.environ and not os.access(os.path.expanduser("~"), os.W_OK):
         os.environ["DRYZ_CACHE"] = os.path.join(tempfile.gettempdir(), "dryz-cache")
-    from .harness import main as harness
+    from .harness import main as harness  # on use: the fuzzer entry imports only what its mode needs
     harness()

@@ -12,6 +12,9 @@ from pathlib import Path
 from ..case import Case, f32
 from ..oracle.shipped import _logf
 from ..symbols import SYMBOLS, from_symbols
+from ..corpus import DEFAULT_DIR, entry_json, write_entry
+from ..judge import check
+from ..subject.registry import open_subject, selected_spec
 
 # vendor/llama.cpp/tests/test-sampling.cpp, test_dry: (probs, last_tokens, expected_probs, multiplier, base,
 # allowed_length, penalty_last_n, token breakers). The tester's logits are logf(p).
@@ -53,9 +56,6 @@ def structured_cases() -> list[Case]:
 
 
 def main(argv=None) -> int:
-    from ..judge import check
-    from ..corpus import DEFAULT_DIR, entry_json, write_entry
-    from ..subject.registry import open_subject, selected_spec
     lib = open_subject(selected_spec())
     args = sys.argv[1:] if argv is None else argv
     d = Path(args[0]) / "seeds" if args else DEFAULT_DIR / "seeds"

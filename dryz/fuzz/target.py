@@ -9,6 +9,10 @@ from ..verdict import AGREE
 from ..judge import check
 from ..subject.answers import Unsupported
 from ..decode import CAMPAIGN_VOCAB as VOCAB, input_decoder
+from ..decode.traces import decode_trace
+from ..subject import SubjectError
+from ..subject.registry import opened, selected_spec
+from ..trace_check import check_trace
 
 decode = input_decoder(None, None)  # the symbol decoder until load_subject picks the campaign's
 
@@ -32,7 +36,6 @@ def load_subject() -> None:
     """Open the campaign's subject and make the decoder (the vocabulary, if any, loaded and its snippets
     tokenized) before libFuzzer starts."""
     global decode, SUBJECT
-    from ..subject.registry import opened, selected_spec
     SUBJECT = opened(selected_spec())
     decode = input_decoder(SUBJECT)
 
@@ -68,9 +71,6 @@ def test_one_input(data: bytes) -> None:
 
 def test_one_trace(data: bytes) -> None:
     """The trace target (dryz fuzz --traces): bytes -> Trace (dryz.decode.traces.decode_trace) -> check_trace."""
-    from ..subject import SubjectError
-    from ..trace_check import check_trace
-    from ..decode.traces import decode_trace
     trace = decode_trace(data)
     try:
         v = check_trace(trace, _subject())

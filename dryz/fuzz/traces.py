@@ -12,6 +12,8 @@ import sys
 import time
 
 from ..decode.traces import decode_trace
+from ..subject.registry import open_subject, selected_spec
+from ..trace_check import check_trace
 
 
 # -- the smoke loop ------------------------------------------------------------------------------------------
@@ -20,7 +22,6 @@ from ..decode.traces import decode_trace
 def smoke(lib, seconds: float = 20.0, seed: int = 0, max_len: int = 512, control: bool = True, log=print) -> dict:
     """Random byte strings (length uniform in 0..max_len) through decode_trace and check_trace until `seconds`
     pass. Returns the counts and exec/s; any trace that does not agree is kept (JSON)."""
-    from ..trace_check import check_trace
     rng = random.Random(seed)
     n = applies = events = 0
     bad = []
@@ -50,7 +51,6 @@ def main(argv=None) -> int:
     ap.add_argument("--max-len", type=int, default=512)
     ap.add_argument("--no-control", action="store_true")
     a = ap.parse_args(argv)
-    from ..subject.registry import open_subject, selected_spec
     lib = open_subject(selected_spec())
     r = smoke(lib, a.seconds, a.seed, a.max_len, not a.no_control)
     print(f"dryz trace smoke: {r['inputs']:,} inputs in {r['seconds']} s = {r['exec_per_s']:,} exec/s; "

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import gate
+from ..subject.sanitizer import report
 
 KILLING = ("killed", "crash", "memory", "timeout")
 DEFAULT_BUDGET = 120.0  # seconds of gate budget per mutant (the gate's --time)
@@ -64,7 +65,6 @@ def mode_names(budget: float = DEFAULT_BUDGET, only: list[str] | None = None, la
 
 def classify(rc: int | None, stderr: str, timed_out: bool) -> tuple[str, str, list[str]]:
     """(status, detail, sanitizer frames) of a finished process that ran a library (test-sampling, a mode)."""
-    from ..subject.sanitizer import report
     rep = report(stderr)
     if timed_out:
         return "timeout", "no exit within the timeout", []

@@ -31,6 +31,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from ..subject.build import dry_section
+from ..subject.build import cache_dir, sdist
 
 SOURCE = "src/llama-sampler.cpp"
 
@@ -320,7 +321,6 @@ def sdist_source(version: str, log=lambda m: None) -> str:
     import tarfile
     from pathlib import Path
 
-    from ..subject.build import cache_dir, sdist
     work = cache_dir() / "work"
     work.mkdir(parents=True, exist_ok=True)
     tgz = sdist(version, log, Path(work / f"mutate-{version}.log"))

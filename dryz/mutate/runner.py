@@ -26,6 +26,10 @@ from ..subject.build import BuildError, build
 from .modes import DEFAULT_BUDGET, ModeResult, run_gate
 from .operators import Mutant
 from ..errors import DryzError
+from ..enumerate import dask_exec
+from ..subject.build import runtime_env
+from .objcode import differing, fingerprint
+from .upstream import build_test_sampling, run_test_sampling
 
 PLAN_SCHEMA = "dryz.mutate-plan/1"
 TREE = "mutate"  # mutants (and their pristine reference) build in a work tree of their own (subject.build)
@@ -91,8 +95,6 @@ def sample(mutants: list[Mutant], n: int | None) -> list[Mutant]:
 def run_killer(lib: Path, killer: Killer, work: Path, upstream_exe: Path | None, log=lambda m: None) \
         -> list[ModeResult]:
     """test-sampling (when given) and the gate's modes on one library."""
-    from ..subject.build import runtime_env
-    from .upstream import run_test_sampling
     out = []
     if upstream_exe is not None:
         r = run_test_sampling(upstream_exe, lib, runtime_env(lib))
@@ -110,7 +112,6 @@ def run_one(mutant: dict, version: str, killer: Killer, pristine_code: dict, ups
     """One mutant, start to end (a Dask task: everything it needs is in its arguments; it builds on the
     machine it runs on). tree: the work tree it builds in (subject.build), the one its pristine_code came from;
     sanitize: build it with these sanitizers (a sanitizer report kills it as `memory`)."""
-    from .objcode import differing, fingerprint
     t0 = time.monotonic()
     res = {"schema": RESULT_SCHEMA, "id": mutant["id"], "operator": mutant["operator"],
            "function": mutant["function"], "line": mutant["line"], "description": mutant["description"]}
@@ -162,8 +163,6 @@ def prepare(version: str, killer: Killer, workdir: Path, mutants: list[Mutant], 
     """The run's plan and control: the pristine build, its DRY object code, test-sampling, and the killer on the
     pristine build (every mode must be clean there). A workdir holding another plan is refused (MutateError),
     one holding this plan is resumed (its control is reused)."""
-    from .objcode import fingerprint
-    from .upstream import build_test_sampling
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "results").mkdir(exist_ok=True)
     plan = {"schema": PLAN_SCHEMA, "version": version, "source_sha256": source_sha,
@@ -234,7 +233,6 @@ def run(plan: dict, mutants: list[Mutant], killer: Killer, workdir: Path, schedu
             log(f"[{i}/{len(todo)}] {m.id}: {m.description}")
             record(i, one(m.to_json(), log=log))
     else:
-        from ..enumerate import dask_exec
         client = dask_exec.connect(scheduler)
         own = client is not scheduler
         try:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..subject.build import BuildError, cache_dir, locked, sdist
 from .modes import ModeResult
+from ..subject.sanitizer import report
 
 TIMEOUT = 120.0
 FLAGS = ["-std=c++17", "-O2", "-g0"]
@@ -82,7 +83,6 @@ def run_test_sampling(exe: Path, lib_dir: Path, runtime_env: dict | None = None,
     seconds = time.monotonic() - t0
     if p.returncode == 0:
         return ModeResult("upstream", "survived", 0, seconds)
-    from ..subject.sanitizer import report
     rep = report(p.stderr)
     if rep is not None:
         return ModeResult("upstream", "memory", p.returncode, seconds, rep["summary"], rep["frames"])

@@ -9,7 +9,7 @@ import numpy as np
 
 from .idbytes import bytes_or_none
 from .lengths import match_lengths_A
-from .lengths import ROWS_MAX
+from .windows import ROWS_MAX
 from .seqindex import RestartSeqs
 from .shipped import Config, Prediction, _completes, _sequence_bytes, occurrences, shipped_lengths
 

@@ -40,6 +40,8 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass, field
+from . import softmax as sm
+from ..case import Case
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 FLT_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
@@ -331,7 +333,6 @@ def predicted_probs(case, eff: Effective, req: dict, expected_logits) -> dict:
     (an optional power-of-two temperature, then dist) as dryz.oracle.softmax computes it."""
     from dataclasses import replace
 
-    from . import softmax as sm
     if set(eff.samplers) - {"dry", "temperature"} or req.get("logit_bias"):
         raise RequestError("predicted_probs covers samplers dry and temperature without logit_bias")
     run = replace(case, multiplier=eff.multiplier, base=eff.base, allowed_length=eff.allowed_length,
@@ -349,7 +350,6 @@ def witness_cases(texts):
     """One minimal case per served-* class, with the literal request a front-end sends for it. Over the whole
     symbol vocabulary (alphabet 64; texts: its token texts), so an answer's probabilities can be predicted for
     every token. [(class, Case, request, note)]"""
-    from ..case import Case
     a = (0,)
 
     def req(c, **extra):

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..case import f32
 from .idbytes import all_bytes, bytes_or_none, cached_when_hashable
-from .lengths import ROWS_MAX, candidate_index, match_lengths_A
+from .lengths import candidate_index, match_lengths_A
+from .windows import ROWS_MAX
 from .seqindex import RestartSeqs, restart_scan  # noqa: F401 (restart_scan: Step 1 over one window)
 
 # -- rep_limit (Step 1) and the configuration model -----------------------------------------

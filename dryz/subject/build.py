@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from .cache import BuildError, cache_dir, locked, sha256_file
+from .sanitizer import fuzzer_preload
 
 PINNED_VERSION = "0.3.36"  # llama-cpp-python, the default subject's provider (pyproject.toml)
 BUILD_INFO = "dryz-subject.json"  # written by `dryz subject build` beside the libraries it built
@@ -293,7 +294,6 @@ def runtime_env(lib_path, fuzzer: bool = False) -> dict:
         return {}
     preload = info["sanitizer_runtime"]
     if fuzzer:
-        from .sanitizer import fuzzer_preload
         preload = str(fuzzer_preload(preload))
     return {"LD_PRELOAD": preload, "ASAN_OPTIONS": ASAN_OPTIONS, "UBSAN_OPTIONS": UBSAN_OPTIONS}
 

@@ -48,6 +48,8 @@ from .binding import SubjectError
 from .cache import sha256_file
 from .answers import Capabilities, Crash, Output, Unsupported
 from .protocol import Subject
+from ..oracle.deviations import DeviationError, parse
+from .symbol_vocab import symbol_vocab_path
 
 SCHEMA = "dryz.adapter/1"
 HELLO_TIMEOUT = 60.0   # seconds for the adapter to start and answer the handshake
@@ -72,7 +74,6 @@ class Command(Subject):
         self._buf = b""
         hello = self._start()
         self.hello = hello
-        from ..oracle.deviations import DeviationError, parse
         deviations = hello.get("deviations", [])
         if not isinstance(deviations, list) or not all(isinstance(d, str) for d in deviations):
             raise SubjectError(f"cmd: the adapter's deviations must be a list of names, got {deviations!r}")
@@ -227,7 +228,6 @@ class Command(Subject):
 
     def _request(self, case, rid: int) -> dict:
         if case.vocab is None:
-            from .symbol_vocab import symbol_vocab_path
             p = symbol_vocab_path()
             vocab = {"name": "symbols", "path": str(p), "sha256": sha256_file(p), "size": 64}
         else:

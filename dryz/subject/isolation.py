@@ -36,6 +36,8 @@ import sys
 import time
 
 from .answers import Crash
+from .registry import child_env, opened
+from .sanitizer import report
 
 CALL_TIMEOUT = 60.0   # seconds one call may take before the subject counts as hung (a case: milliseconds)
 TAIL = 16384          # bytes of the worker's output kept for a crash's last words (a sanitizer report: a few KB)
@@ -175,7 +177,6 @@ class Worker:
                     os._exit(0)
             self.pid = pid
         else:
-            from .registry import child_env
             env = child_env(self.spec, self.env)
             env["DRYZ_ISOLATION_FDS"] = f"{req_r},{ans_w}"
             if self.timeout is not None:
@@ -334,7 +335,6 @@ class Worker:
     def _sanitizer_report(self) -> dict | None:
         """The sanitizer report the dead worker printed, if any (a subject built with --sanitize aborts at its
         first error after printing it): the Crash carries it, and check.crash_verdict judges it memory."""
-        from .sanitizer import report
         return report(self._tail.decode(errors="replace"))
 
     def __enter__(self):
@@ -408,7 +408,6 @@ def main() -> None:
     rfd, wfd = (int(x) for x in os.environ["DRYZ_ISOLATION_FDS"].split(","))
     spec = os.environ["DRYZ_SUBJECT"]
     timeout = float(os.environ["DRYZ_ISOLATION_TIMEOUT"]) if os.environ.get("DRYZ_ISOLATION_TIMEOUT") else None
-    from .registry import opened
     try:
         subject = opened(spec)
     except Exception as e:  # noqa: BLE001 (the first request's answer says why the subject cannot be had)

@@ -25,6 +25,9 @@ from .build import BUILD_INFO, PINNED_VERSION  # noqa: F401 (PINNED_VERSION: rea
 from .answers import Capabilities, Output, Outputs
 from .protocol import Subject
 from .trace_driver import refuse_old_abi_crash, run_events as _run_events
+from .build import runtime_env
+from .vendored_vocabs import load, vocab_of
+from .walker import walk
 
 try:
     from . import _drive as _DRIVE  # the C call sequencer (dryz/subject/_drive.c), built by pip install
@@ -150,7 +153,6 @@ class LibLlama(Subject):
     def runtime_env(spec: str, fuzzer: bool = False) -> dict:
         """The registry's hook (registry.runtime_env, child_env): a libllama built with --sanitize loads only into
         a process started with its sanitizer runtime preloaded (subject.build.runtime_env); others need nothing."""
-        from .build import runtime_env
         _, _, arg = spec.partition(":")
         return runtime_env(arg or None, fuzzer=fuzzer)
 
@@ -376,7 +378,6 @@ class LibLlama(Subject):
     def run_vocab(self, case) -> Output:
         """run() for a real vocabulary: llama_sampler_clone of the configuration's prototype, the history
         accepted, one apply, the clone freed (in dryz.subject._drive.run_clone, or through ctypes)."""
-        from .vendored_vocabs import vocab_of
         v = vocab_of(case, self)
         proto = self.prototype(case, v)
         if _DRIVE is None:
@@ -447,12 +448,10 @@ class LibLlama(Subject):
 
     def vocabulary(self, spec):
         """A real vocabulary (a vendored NAME or a GGUF PATH) loaded vocab_only into this library, once."""
-        from .vendored_vocabs import load
         return load(spec, self)
 
     def walk(self, tree, max_len: int, sampler_args, sink, prefixes=((),)) -> int:
         """Every history of the tree below the prefixes (dryz.subject.walker: depth-first in C, clones)."""
-        from .walker import walk
         return walk(self, tree, max_len, sampler_args, sink, prefixes)
 
     def apply_once(self, smpl, ids, logits, sorted_flag) -> Output:

@@ -27,6 +27,7 @@ from .answers import Capabilities, Output
 from .protocol import Subject
 from .symbol_vocab import symbol_vocab_path
 from ..symbols import MAX_ALPHABET
+from .libllama import _loaded_path
 
 
 class LlamaCppPython(Subject):
@@ -84,7 +85,6 @@ class LlamaCppPython(Subject):
     # -- identity -----------------------------------------------------------------------------------------
     @cached_property
     def identity(self) -> dict:
-        from .libllama import _loaded_path
         lib = _loaded_path("libllama") or "?"
         ident = {"kind": self.kind, "spec": self.spec, "llama_cpp_python": self.lc.__version__,
                  "binding": os.path.dirname(self.lc.__file__), "libllama_path": lib,

@@ -11,6 +11,9 @@ import importlib
 import os
 
 from .binding import SubjectError
+from .binding import resolve
+from .build import build
+from .cache import BuildError
 
 # kind -> "module:Class" (imported on first use: a kind's dependencies are loaded only when it is selected)
 KINDS = {
@@ -48,7 +51,6 @@ def open_subject(spec: str):
 
 def lib_spec(path) -> str:
     """`--lib PATH` as a subject spec (the path resolved now: a child in another folder means the same file)."""
-    from .binding import resolve
     return f"libllama:{resolve(path)}"
 
 
@@ -116,10 +118,7 @@ def resolve_base(base: str, log) -> str:
     libllama PATH; its subject spec. SubjectError (one line) when it cannot be had."""
     import re
     import time
-    from .binding import resolve
     if re.fullmatch(r"\d+\.\d+\.\d+", base):
-        from .build import build
-        from .cache import BuildError
         t = time.monotonic()
         try:
             out = build(base, None, log=log)

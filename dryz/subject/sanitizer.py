@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from .cache import BuildError, cache_dir, locked
 
 _ASAN = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)")
 _UBSAN = re.compile(r"^(\S+?):(\d+):(\d+): runtime error: (.*)$", re.M)
@@ -116,7 +117,6 @@ def fuzzer_preload(runtime: str, log=lambda m: None) -> Path:
     import subprocess
     import tempfile
 
-    from .cache import BuildError, cache_dir, locked
     rt = Path(runtime).parent
     arch = "x86_64"
     parts = [rt / f"libclang_rt.asan-{arch}.a", rt / f"libclang_rt.asan_cxx-{arch}.a",

@@ -78,6 +78,13 @@ from .cache import sha256_file
 from .answers import Capabilities, Crash as ProtocolCrash, Output, Refused, SubjectCrashed, Unrecoverable, \
     Unsupported
 from .protocol import Subject
+from ..case import Case
+from ..oracle.served import request_for
+from ..symbols import MAX_ALPHABET, SYMBOLS
+from .symbol_vocab import symbol_vocab_path
+from .tinymodel import tiny_model
+from .vendored_vocabs import resolve_vocab
+from .walker import resolve_roots, tables
 
 KIND = "server"
 ABI = 7  # llama_sampler_init_dry's arguments in the pinned release (the server calls it from common/sampling.cpp)
@@ -436,15 +443,11 @@ class ServerSubject(Subject):
     def _vocab(self, case) -> _Vocab:
         key = case.vocab or ""
         if key not in self._vocabs:
-            from .tinymodel import tiny_model
-            from ..symbols import SYMBOLS
             if not key:
-                from .symbol_vocab import symbol_vocab_path
                 path = symbol_vocab_path()
                 sha = sha256_file(path)
                 n, texts = len(SYMBOLS), [s.encode() for s in SYMBOLS]
             else:
-                from .vendored_vocabs import resolve_vocab
                 ref = resolve_vocab(case.vocab)
                 path, sha, texts = ref.path, ref.sha256, None
                 n = case.alphabet
@@ -474,7 +477,6 @@ class ServerSubject(Subject):
     def start(self, case=None) -> None:
         """Start the server for case's vocabulary (the symbol vocabulary when None) now rather than at the
         first request, so a model that does not load or a taken port is reported before any work."""
-        from ..case import Case
         self._proc(self._vocab(case if case is not None else Case(history=(), alphabet=1, penalty_last_n=0)))
 
     def close(self) -> None:
@@ -525,7 +527,6 @@ class ServerSubject(Subject):
         return st
 
     def _body(self, st: _State, ask, T: float) -> dict:
-        from ..oracle.served import request_for
         bias = []
         ask = set(ask)
         for t in range(st.vocab.n_vocab):
@@ -704,9 +705,6 @@ class ServerSubject(Subject):
         A case the server did not answer with logits (Refused, Unrecoverable, Crash) is left out of its batch
         and given to on_other(case, result) (the caller's; by default it raises ServerError). Returns the number
         of histories asked."""
-        from ..case import Case
-        from ..symbols import MAX_ALPHABET
-        from .walker import resolve_roots, tables
         if top is not None:
             max_len, prefixes = top, ((),)
         tab = tables(tree)
@@ -762,7 +760,6 @@ class ServerSubject(Subject):
     def send(self, body: dict, case=None) -> tuple[int, object]:
         """POST a /completion body unchanged (a corpus witness's request) on the server for case's vocabulary
         (the symbol vocabulary when None): (status, parsed body). ServerDied restarts the server and raises."""
-        from ..case import Case
         v = self._vocab(case if case is not None else Case(history=(), alphabet=1, penalty_last_n=0))
         p = self._proc(v)
         try:

@@ -37,9 +37,12 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache import cache_dir, sha256_file
-from .build import PINNED_VERSION
+from ..case import Case, CaseError
 from ..errors import DryzError
+from .binding import SubjectError
+from .build import PINNED_VERSION, BuildError, sdist
+from .cache import cache_dir, sha256_file
+from .registry import opened
 
 PREFIX = "ggml-vocab-"
 MEMBER_DIR = "vendor/llama.cpp/models/"
@@ -74,7 +77,6 @@ def _locked(path: Path):
 
 def _sdist(version: str) -> Path:
     """The cached sdist, else build.sdist's pip download; any failure is VocabUnavailable."""
-    from .build import BuildError, sdist
     d = cache_dir() / "sdists"
     d.mkdir(parents=True, exist_ok=True)
     log_file = d / f"vocabs-{version}.log"
@@ -186,7 +188,6 @@ class LoadedVocab:
     """One vocabulary loaded vocab_only into one library; texts and tokenizations cached."""
 
     def __init__(self, lib, ref: VocabRef):
-        from .binding import SubjectError
         self.lib, self.ref = lib, ref
         L = lib.L
         try:
@@ -299,7 +300,6 @@ def load(spec, lib) -> LoadedVocab:
 # A vocabulary that cannot be had, a sha256 that differs, or a size that differs is a VocabError (a CaseError:
 # one line, exit 2 at the command line).
 
-from ..case import Case, CaseError  # noqa: E402
 
 class VocabError(CaseError):
     """A case's vocabulary that cannot be had or does not match what the case records."""
@@ -313,7 +313,6 @@ def reference_vocabulary(spec) -> LoadedVocab:
     """A vocabulary's facts from the pinned llama-cpp-python's libllama: the tokenizer the oracles use for a
     subject that has none of its own to offer (Subject.vocabulary's generic form). The tokenizer is not what
     dryz audits."""
-    from .registry import opened
     return load(spec, opened("libllama:"))
 
 

@@ -165,7 +165,7 @@ def walk(subject, tree, max_len: int, sampler_args, sink, prefixes=((),), top: i
     fns = tuple(_fns) if _fns is not None else addresses(subject)
     if use_c:
         if built is None:
-            from . import _drive as drive  # _drive="c" asked for it: fail loudly when it is not built
+            from . import _drive as drive  # on use: _drive="c" asked for it: fail loudly when it is not built
         else:
             drive = built
         return drive.walk(fns, vocab, subject.abi, n_ctx_train, multiplier, base,
