@@ -6,20 +6,23 @@ one. Every mode (exhaustive, canonical, restart sweep, fuzz, minimize, replay, m
 from __future__ import annotations
 
 import bisect
+import math
 import os
 import time
 from dataclasses import replace
 
 import numpy as np
 
-from .case import Case, seed_parameters
+from .case import Case, json_number, seed_parameters
 from .oracle import MATCH_LENGTHS, PRIMARY as match_lengths_A
 from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_limits, restart_divergence
 from .oracle.shipped import (Config, Matched, Prediction, output_logits, output_logits_zero, ragged_rep, rep_limits,
                              shipped_lengths, shipped_lengths_each)
-from .config import case_config
+from .config import Semantics, case_config
+from .subject.answers import Crash, Refused, Unrecoverable, Unsupported
 from .symbols import MAX_ALPHABET
-from .verdict import AGREE, MISMATCH, ORACLE_DISAGREEMENT, HarnessError, _lazy, promise_class
+from .verdict import (AGREE, MISMATCH, ORACLE_DISAGREEMENT, HarnessError, Verdict, _lazy, crash_verdict, promise_class,
+                      refused_verdict)
 from .oracle.promise_text import classify
 
 
@@ -563,3 +566,72 @@ def model_logits(case: Case) -> np.ndarray:
     return b.expected[0]
 
 
+# -- one answer: a batch of one ----------------------------------------------------------------------------------
+
+
+def answer_verdict(case: Case, sem: Semantics, out) -> Verdict:
+    """The verdict on what a subject answered for one case, on its semantics sem: a Crash is class crash (or
+    memory); an Output (its candidate array after one apply) is judged by check_batch on a batch of one, the
+    differing candidates named; a refusal, where the semantics say nothing of refusing, is a mismatch; an answer
+    that cannot be read back exactly is not judged (Unsupported)."""
+    if isinstance(out, Crash):
+        return crash_verdict(case, out)
+    if isinstance(out, Unrecoverable):
+        raise Unsupported(f"{sem.kind} subject: what DRY did cannot be read back exactly: {out.detail}")
+    if isinstance(out, Refused):
+        return refused_verdict(case, f"the subject refused the case (HTTP {out.status}: {out.message}); its "
+                                     "semantics say nothing about refusing it")
+    cfg = sem.config(case)
+    cands, H = case_arrays(case)
+    initial = np.array(case.logits, dtype=np.float32)
+    if out.size != len(cands) or out.ids != case.ids:
+        b = Batch(cfg, H, cands, np.zeros((1, len(cands)), dtype=np.float32), initial, case.sorted)
+        v = _verdict(case, b, out.logits, out.sorted)
+        # DRY only changes logits: a changed array is the library's doing (reading it is checked at load).
+        v.status, v.detail = MISMATCH, "the sampler changed the candidate array's size or ids"
+        v.differing.append({"id": -1, "expected": "unchanged ids and size", "observed": "changed",
+                            "direction": "array"})
+        return v
+    b = Batch(cfg, H, cands, out.logits.reshape(1, -1), initial, case.sorted,  # float32 C order
+              None if out.sorted is None else (out.sorted,))  # None: a subject without the flag
+    v = _verdict(case, b, out.logits, out.sorted)
+    if case.invertible():
+        L, bad = invert_deltas(-out.logits)
+        # None: not 0 nor 2^(L-1) (past the float range, or not a power of two at all); the bit-exact
+        # comparison judges it.
+        v.library_L = [None if x else int(y) for y, x in zip(L, bad)]
+    status = b.row_status(0)
+    if status == DECLARED:
+        v.declared = b.declared[0]
+        v.detail = f"the output differs from llama.cpp's model as the deviation the subject declares: {v.declared}"
+        return v
+    if status == ORACLE_DISAGREEMENT:
+        v.status, v.detail = status, "oracles A and B disagree; the library is not judged"
+    elif status == MISMATCH:
+        v.status = MISMATCH
+        expected = v.expected_array
+        diff = np.not_equal(_bits(out.logits), _bits(expected))  # a ufunc: see the note in oracle/lengths.py
+        for i in np.nonzero(diff)[0]:
+            obs, exp = float(out.logits[i]), float(expected[i])
+            # Lower logit than expected = the library penalized more.
+            direction = "more" if obs < exp or (math.isnan(exp) and not math.isnan(obs)) else "less"
+            v.differing.append({"id": int(cands[i]), "expected": json_number(exp), "observed": json_number(obs),
+                                "direction": direction})
+        if v.differing:
+            v.detail = f"{int(diff.sum())} candidate logit(s) differ from the exact model"
+        else:
+            v.detail = f"sorted flag {out.sorted}, expected {v.expected_sorted}"
+            v.differing.append({"id": -1, "expected": v.expected_sorted, "observed": out.sorted,
+                                "direction": "sorted"})
+    else:
+        v.broken_promises = b.promises(0)
+        if v.broken_promises:
+            v.detail = "the shipped output agrees with the model but breaks: " + ", ".join(v.broken_promises)
+    return v
+
+
+def _verdict(case: Case, b: Batch, observed: np.ndarray, observed_sorted: bool) -> Verdict:
+    return Verdict(case=case, status=AGREE, oracle_L_array=b.pa.L[0],
+                   other_L_arrays=tuple(p.L[0] for p in b.preds[1:]), expected_array=b.expected[0], observed_array=observed,
+                   expected_sorted=b.row_sorted(0), observed_sorted=observed_sorted,
+                   multi_token=b.cfg.multi_token)

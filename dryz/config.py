@@ -73,6 +73,23 @@ def case_config(case: Case, abi: int = 7, deviations=(), vocabulary=None) -> Con
     return with_deviations(cfg, deviations) if deviations else cfg
 
 
+@dataclass(frozen=True)
+class Semantics:
+    """What the judge takes of a subject for the oracles, as plain data: the subject's kind (for messages), its
+    init_dry ABI, the deviations it declares, its request layer ("" when DRY runs what the case says), and
+    `vocabulary(case)`, the loaded vocabulary a real-vocabulary case names, as the subject's tokenizer gives it."""
+    kind: str
+    abi: int = 7
+    deviations: tuple = ()
+    request_layer: str = ""
+    vocabulary: object = None  # case -> the loaded vocabulary (dryz.judge.semantics: vocab_of on the subject)
+
+    def config(self, case: Case):
+        """The oracles' configuration for the case (dryz.config.case_config), on this subject's semantics."""
+        return case_config(case, self.abi, self.deviations,
+                           self.vocabulary(case) if case.vocab is not None and self.vocabulary else None)
+
+
 def with_deviations(cfg: Config, declared) -> Config:
     from dataclasses import replace
 

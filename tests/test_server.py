@@ -58,10 +58,10 @@ def subject(server_bin):
 def judge(c, out, subject=None):
     """(class, detail) of the server's answer by the one verdict (dryz.judge.judge_output); "unrecoverable"
     where it refuses to judge an answer that cannot be read back exactly."""
-    from dryz.judge import Semantics, judge_output
+    from dryz.judge import judge_output, semantics
     from dryz.subject.answers import Unsupported
     try:
-        v = judge_output(c, Semantics.of(subject or _SUBJECTS[-1]), out)
+        v = judge_output(c, semantics(subject or _SUBJECTS[-1]), out)
     except Unsupported as e:
         return "unrecoverable", str(e)
     return v.klass, "" if v.klass == "agree" else v.detail
