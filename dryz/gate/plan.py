@@ -35,21 +35,8 @@ class Mode:
     base: str | None = None
     early_stop: bool = True  # a campaign ends at its first crashing job (the gate; the matrix runs it whole)
 
-    @property
-    def name(self) -> str:
-        return self.record.name
-
-    @property
-    def timed(self) -> bool:
-        return self.record.timed
-
-    @property
-    def overhead(self) -> float:
-        return self.record.overhead
-
-    @property
-    def what(self) -> str:
-        return self.record.what
+    def __post_init__(self):  # the record's name, kind and measured overhead, read as the mode's own
+        self.name, self.timed, self.overhead = self.record.name, self.record.timed, self.record.overhead
 
     def timeout(self, given: float) -> float:
         """When the mode's process is stopped (verdict timeout): far past what a working subject needs."""
