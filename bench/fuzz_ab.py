@@ -64,6 +64,8 @@ def materialize(spec: str, into: Path, name: str) -> None:
             break
     for p in dst.rglob("*.py"):
         text = re.sub(r"\b(from|import) dryz\b", rf"\1 {name}", p.read_text())
+        # module paths named in strings (the subject registry's kinds): each build opens its own subject
+        text = re.sub(r"([\"'])dryz\.subject\.", rf"\1{name}.subject.", text)
         p.write_text(text)
     if (into / f"{name}_harness.py").exists():
         h = into / f"{name}_harness.py"
