@@ -48,7 +48,7 @@ def _project_dir() -> Path:
 # Replayed by default; what a user's command writes goes to ./corpus (the working directory), never here.
 PROJECT_DIR = _project_dir()
 DEFAULT_DIR = PROJECT_DIR
-USER_DIR = Path("corpus")
+USER_DIR = Path("reproducers")  # dryz minimize without --corpus (never the project's corpus/)
 
 
 class CorpusError(ValueError, DryzError):

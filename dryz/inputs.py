@@ -59,7 +59,7 @@ def load_case_file(path: str, read_as: str = "auto", vocab=None, breakers=None):
     Bytes are decoded as the harness decodes them only with read_as="bytes", or in auto mode for a file named as
     libFuzzer names its crash files (crash-SHA1 and the like: files.is_fuzz_artifact). Any other file is JSON: a
     parse, encoding (UTF-16, say) or schema error is one line saying where, never a silent fallback to fuzz
-    bytes. With vocab, bytes are a `dryz fuzz --vocab VOCAB --breakers BREAKERS` input and decode as that
+    bytes. With vocab, bytes are a `dryz fuzz --vocab VOCAB --breaker-sets BREAKERS` input and decode as that
     campaign's harness decoded them (not as the symbol decoder's case moved onto the vocabulary: another case);
     breakers is for such bytes only."""
 
@@ -69,17 +69,18 @@ def load_case_file(path: str, read_as: str = "auto", vocab=None, breakers=None):
     raw = read(path)
     if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
         # DRYZ_FUZZ_VOCAB and _BREAKERS (set in a campaign's own processes): that campaign's, where --vocab and
-        # --breakers do not say otherwise
+        # --decode-breakers do not say otherwise
         vocab = vocab or VOCAB
         if breakers is not None and vocab is None:
-            fail("--breakers reads a `dryz fuzz --vocab` crash file: give its --vocab too")
+            fail("--decode-breakers reads a `dryz fuzz --vocab` crash file: give its --vocab too")
         try:
             decode = input_decoder(load_subject(), vocab, breakers or (BREAKERS if vocab == VOCAB else "default"))
             return decode(raw), "fuzz input"
         except CaseError as e:
             fail(f"{path}: decodes to an invalid case: {e}")
     if breakers is not None:
-        fail(f"{path}: --breakers is for a `dryz fuzz --vocab` crash file (fuzz bytes); a case names its breakers")
+        fail(f"{path}: --decode-breakers is for a `dryz fuzz --vocab` crash file (fuzz bytes); a case names its "
+             "breakers")
     data = parse_json_file(path, raw)
     if vocab is not None:
         data = json_on_vocab(data, vocab)
@@ -139,10 +140,11 @@ def spelled(case) -> str:
 def load_trace_file(path: str, read_as: str = "auto", as_trace: bool = False, breakers=None):
     """(Trace, kind) when the file is a trace (trace JSON, a trace corpus entry, or with as_trace fuzz bytes for
     decode_trace), else None (the file is for the Case reader). as_trace: anything else is an error. breakers
-    (--breakers, for a vocabulary campaign's crash file): never with a trace."""
+    (--decode-breakers, for a vocabulary campaign's crash file): never with a trace."""
     t = _load_trace_file(path, read_as, as_trace)
     if t is not None and breakers is not None:
-        fail(f"{path}: --breakers is for a `dryz fuzz --vocab` crash file; traces are on the symbol vocabulary")
+        fail(f"{path}: --decode-breakers is for a `dryz fuzz --vocab` crash file; traces are on the symbol "
+             "vocabulary")
     return t
 
 

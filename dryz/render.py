@@ -136,7 +136,8 @@ def certificate_report(result: dict, json_path) -> str:
         lines.append(f"merged    {len(result['merged_from'])} shards of {result['shards']}")
     if result.get("traces"):
         lines.append(traces_text(result["traces"]))
-    lines.append(f"results   {json_path}")
+    if json_path:
+        lines.append(f"results   {json_path}")
     lines += [f"{ex['kind']} ({c['name']}): {Case.from_json(ex['case']).dumps()}"
               for c in result["configs"] for ex in c["examples"]]
     lines += [f"{ex['kind']} (periodic control, the library misses its closed form): "
@@ -184,7 +185,7 @@ def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: flo
         spec = (summary.get("subject") or {}).get("spec")
         fault = f"DRYZ_FAULT={summary['fault']} " if summary.get("fault") else ""
         lines.append(f"to read a crash file as this campaign did: {fault}dryz{' --subject ' + spec if spec else ''} "
-                     f"check|minimize --vocab {v.get('spec') or v['path']} --breakers {v['breakers']} FILE (a "
+                     f"check|minimize --vocab {v.get('spec') or v['path']} --decode-breakers {v['breakers']} FILE (a "
                      "finding the re-check judged also has its decoded case beside it, FILE.case.json)")
     for f in summary.get("slow", []):
         again = ", slow again" if f["recheck_seconds"] >= summary["slow_unit_seconds"] else ""

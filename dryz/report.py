@@ -335,8 +335,9 @@ def build_report(inputs: list[str]) -> tuple[str, str]:
     return page, "# dryz report\n\n" + body_m
 
 
-def command(inputs, html_path: str, md_path: str | None) -> str:
-    """`dryz report` past its options: write the page (and the Markdown) from the inputs; what to print."""
+def command(inputs, html_path: str | None, md_path: str | None) -> str:
+    """`dryz report` past its options: write the page and the Markdown where asked, from the inputs; what to
+    print (the Markdown itself when neither is asked for)."""
     for i in inputs:
         if not Path(i).exists():
             fail(f"{i}: no such file or directory")
@@ -346,7 +347,10 @@ def command(inputs, html_path: str, md_path: str | None) -> str:
         raise
     except (KeyError, TypeError, ValueError) as e:
         fail(f"an input lacks what its kind must have ({type(e).__name__}: {e}); not written by this dryz?")
-    Path(html_path).write_text(page)
+    if html_path is None and md_path is None:
+        return md
+    if html_path:
+        Path(html_path).write_text(page)
     if md_path:
         Path(md_path).write_text(md)
-    return f"written: {html_path}" + (f", {md_path}" if md_path else "")
+    return "written: " + ", ".join(p for p in (html_path, md_path) if p)

@@ -14,8 +14,8 @@ from conftest import dryz
     (["exhaustive", "--max-length", "-3"], "--max-length must be at least 1"),
     (["exhaustive", "--config", "nope"], "unknown --config 'nope'"),
     (["exhaustive", "--alphabet", "x"], "'x' is not a valid integer"),
-    (["exhaustive", "--workers", "0"], "--workers must be in 1.."),
-    (["exhaustive", "--workers", "1000"], "--workers must be in 1.."),
+    (["exhaustive", "-j", "0"], "--jobs must be in 1.."),
+    (["exhaustive", "--jobs", "1000"], "--jobs must be in 1.."),
     (["exhaustive", "-c", "window2147483647"], "penalty_last_n 2147483647 is above"),
     (["exhaustive", "--scheduler", "garbage"], "expected HOST:PORT"),
     (["exhaustive", "--no-canonical", "-k", "64", "-n", "12"], "too large"),
@@ -33,7 +33,7 @@ def test_bad_input_is_one_line_exit_2(args, fragment):
 
 def test_small_run_writes_certificate(tmp_path):
     out = tmp_path / "r.json"
-    p = dryz("exhaustive", "-k", "3", "-n", "6", "--json", str(out), "--workers", "1")
+    p = dryz("exhaustive", "-k", "3", "-n", "6", "--json", str(out), "-j", "1")
     assert p.returncode == 0, p.stderr
     assert "CERTIFIED" in p.stdout
     r = json.loads(out.read_text())

@@ -314,7 +314,7 @@ def test_a_vocabulary_lane_s_crash_file_is_read_as_its_campaign_read_it(tmp_path
         read_fuzz(r, summary, tmp_path)
         (found,) = r.findings
         if f is crash:
-            assert found.witness == str(crash) and found.reader == ["--vocab", "llama-bpe", "--breakers", "dict"]
+            assert found.witness == str(crash) and found.reader == ["--vocab", "llama-bpe", "--decode-breakers", "dict"]
         else:
             assert found.witness == str(judged) + ".case.json" and found.reader == []
     del summary["vocab"]  # a symbol-vocabulary lane: bytes are the symbol decoder's

@@ -68,7 +68,7 @@ def _build(version):
 def two_subjects(tmp_path_factory):
     new, old = _build("0.3.36"), _build("0.3.34")
     work = tmp_path_factory.mktemp("matrix")
-    p = subprocess.run([sys.executable, "-m", "dryz", "matrix", "--versions", "0.3.36,0.3.34", "--time", "5",
+    p = subprocess.run([sys.executable, "-m", "dryz", "matrix", "--release", "0.3.36", "--release", "0.3.34", "--time-per-subject", "5",
                         "--random", "100", "--workdir", str(work / "w"), "--corpus", str(work / "corpus"),
                         "--json", str(work / "m.json"), "--markdown", str(work / "m.md")],
                        capture_output=True, text=True, timeout=1800, cwd=work)

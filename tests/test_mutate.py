@@ -141,7 +141,7 @@ def test_the_killer_is_the_gates_plan():
     m = next(m for m in modes if m.name == "fuzz-vocab-random")
     argv = child_argv(m.spec, m.args(Path("/w"), 10))
     assert argv[1:6] == ["-m", "dryz", "--subject", "libllama:/L", "-q"]
-    assert "--breakers" in argv and argv[-2:] == ["--", "-ignore_crashes=0"]
+    assert "--breaker-sets" in argv and argv[-2:] == ["--", "-ignore_crashes=0"]
     assert mode_names(120, ["replay", "certificate"]) == ["certificate", "replay"]
     with pytest.raises(ValueError, match="unknown mode"):
         modes_for(120, ["nope"])
@@ -211,7 +211,7 @@ def test_cli_refuses_bad_options(tmp_path):
                               cwd=tmp_path, timeout=120)
     p = run("--sample", "0")
     assert p.returncode == 2 and p.stderr == "dryz: error: --sample must be at least 1, got 0\n"
-    p = run("--modes", "nope", "--list")
+    p = run("--mode", "nope", "--list")
     assert p.returncode == 2 and p.stderr.startswith("dryz: error: unknown mode(s) nope") and \
         p.stderr.count("\n") == 1
 

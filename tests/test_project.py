@@ -45,7 +45,7 @@ LAYERS = (
     ("dryz.gate",),
     ("dryz.matrix", "dryz.mutate"),
     ("dryz.report",),
-    ("dryz.cli", "dryz.__main__"),
+    ("dryz.cli", "dryz.options", "dryz.__main__"),  # the command line
 )
 
 

@@ -71,7 +71,7 @@ PLANTED = {
                                               29871, 29896), "alphabet": 32000, "penalty_last_n": 21,
                                   "breakers": ("1 2 3 4 5 6 7 8 9 0 1",), "allowed_length": 0,
                                   "vocab": "llama-spm", "candidates": ((259, 0.0),)}},
-    "reset-keeps-tokens.diff": {"exhaustive": ["--traces", "4"], "fuzz": ["--traces"],
+    "reset-keeps-tokens.diff": {"exhaustive": ["--trace-events", "4"], "fuzz": ["--traces"],
                                 "trace": {"schema": "dryz.trace/1", "alphabet": 1, "penalty_last_n": 64,
                                           "events": [["accept", [0, 0]], ["reset"], ["apply", None]]}},
 }

@@ -183,7 +183,7 @@ def test_no_output_comparison_sees_it_on_the_plain_build(plain_planted, tmp_path
     """The same patch without sanitizers: every output is intact, so every mode passes (the write lands inside
     the vector's allocation and nothing reads it)."""
     for args in (["exhaustive"], ["exhaustive", "--parameters"], ["exhaustive", "--window-caps"],
-                 ["exhaustive", "--traces", "7"], ["restarts"], ["replay"]):
+                 ["exhaustive", "--trace-events", "7"], ["restarts"], ["replay"]):
         json_args = ["--json", str(tmp_path / "r.json")] if args[0] == "exhaustive" else []
         p = dryz(plain_planted, *args, *json_args)
         assert p.returncode == 0, (args, p.stdout[-2000:], p.stderr[-2000:])

@@ -375,7 +375,7 @@ def test_reset_keeps_tokens_is_found_by_traces_only(reset_keeps_tokens, tmp_path
     changed = [ln for ln in p.stdout.splitlines() if ln.startswith("CHANGED")]
     assert len(changed) == 1 and WITNESS.name in changed[0] and "expected agree, now mismatch" in changed[0]
     # the certificate with the trace space: a mismatch (exit 1), the counts equal to the closed form
-    p = _run(lib, "dryz", "exhaustive", "--traces", "5", "--json", str(tmp_path / "cert.json"))
+    p = _run(lib, "dryz", "exhaustive", "--trace-events", "5", "--json", str(tmp_path / "cert.json"))
     assert p.returncode == 1 and p.stdout.startswith("dryz exhaustive: MISMATCH"), p.stdout + p.stderr
     r = json.loads((tmp_path / "cert.json").read_text())
     assert r["verdict"] == "mismatch" and r["checks"]["trace_counts"] and r["totals"]["mismatches"] == 0
@@ -393,7 +393,7 @@ def _dryz(*args, **kw):
 
 def test_exhaustive_with_traces_certifies_and_records_the_trace_space(tmp_path):
     out = tmp_path / "main.json"
-    p = _dryz("exhaustive", "-k", "2", "-n", "4", "--traces", "4", "--json", str(out))
+    p = _dryz("exhaustive", "-k", "2", "-n", "4", "--trace-events", "4", "--json", str(out))
     assert p.returncode == 0 and p.stdout.startswith("dryz exhaustive: CERTIFIED"), p.stdout + p.stderr
     r = json.loads(out.read_text())
     tr = r["traces"]
@@ -424,9 +424,9 @@ def test_certificate_judge_reads_the_trace_section():
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--traces", "0"], "--traces must be in 1..9 events, got 0"),
-    (["--traces", "10"], "--traces must be in 1..9 events, got 10"),
-    (["--traces", "3", "--shard", "1/2"], "--traces runs with a whole, fresh space (not with --shard or --resume)"),
+    (["--trace-events", "0"], "--trace-events must be in 1..9 events, got 0"),
+    (["--trace-events", "10"], "--trace-events must be in 1..9 events, got 10"),
+    (["--trace-events", "3", "--shard", "1/2"], "--trace-events runs with a whole, fresh space (not with --shard or --resume)"),
 ])
 def test_exhaustive_traces_bad_input(args, message):
     p = _dryz("exhaustive", *args)

@@ -319,7 +319,7 @@ def test_corpus_vocab_entries_replay(spm, tmp_path):
 def test_exhaustive_vocab(tmp_path):
     _vocab("gpt-2")
     out = tmp_path / "ex.json"
-    r = _dryz("exhaustive", "--vocab", "gpt-2", "--tokens", "8582,25081,3797", "--breakers", "🙂", "-n", "5",
+    r = _dryz("exhaustive", "--vocab", "gpt-2", "--token", "8582", "--token", "25081", "--token", "3797", "--breakers", "🙂", "-n", "5",
               "--json", str(out), "--no-progress")
     assert r.returncode == 1, r.stdout + r.stderr  # a broken promise is a finding
     d = json.loads(out.read_text())
@@ -338,7 +338,7 @@ def test_exhaustive_vocab_defaults_agree_and_bad_tokens(tmp_path, bpe):
     d = json.loads((tmp_path / "e.json").read_text())
     assert [t["id"] for t in d["tokens"]] == [198, 279, 8415, 25, 1820]
     assert d["breakers"] == ["\n", ":", "\"", "*"] and d["verdict"] == "agree"
-    r = _dryz("exhaustive", "--vocab", "llama-bpe", "--tokens", "1,999999", "-n", "2", "--json",
+    r = _dryz("exhaustive", "--vocab", "llama-bpe", "--token", "1", "--token", "999999", "-n", "2", "--json",
               str(tmp_path / "f.json"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "999999 is outside" in r.stderr
 
@@ -348,7 +348,7 @@ def test_fuzz_campaign_vocab_smoke(tmp_path):
     _vocab("gpt-2")
     pytest.importorskip("atheris")
     out = tmp_path / "s.json"
-    r = _dryz("-q", "fuzz", "--vocab", "gpt-2", "--breakers", "dict", "--time", "4", "--jobs", "1",
+    r = _dryz("-q", "fuzz", "--vocab", "gpt-2", "--breaker-sets", "dict", "--time", "4", "--jobs", "1",
               "--workdir", str(tmp_path / "w"), "--json", str(out))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     d = json.loads(out.read_text())
@@ -367,14 +367,14 @@ def test_cli_reads_a_vocab_campaign_crash_file(bpe, lib, tmp_path):
         data = rng.integers(0, 256, 900).astype(np.uint8).tobytes()
         p = tmp_path / f"crash-{mode[0] * 40}"
         p.write_bytes(data)
-        r = _dryz("check", "--vocab", "llama-bpe", *(["--breakers", mode] if mode != "default" else []), str(p))
+        r = _dryz("check", "--vocab", "llama-bpe", *(["--decode-breakers", mode] if mode != "default" else []), str(p))
         assert r.returncode in (0, 1), r.stderr
         assert Case.from_json(json.loads(r.stdout)["case"]) == VocabDecoder("llama-bpe", mode, lib).decode(data)
-    r = _dryz("check", "--breakers", "dict", str(p))  # fuzz bytes of which vocabulary?
+    r = _dryz("check", "--decode-breakers", "dict", str(p))  # fuzz bytes of which vocabulary?
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "give its --vocab too" in r.stderr
     j = tmp_path / "c.json"
     j.write_text(Case(history=(0, 1), alphabet=2, penalty_last_n=4).dumps())
-    r = _dryz("check", "--vocab", "llama-bpe", "--breakers", "dict", str(j))  # a case names its breakers
+    r = _dryz("check", "--vocab", "llama-bpe", "--decode-breakers", "dict", str(j))  # a case names its breakers
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "a case names its breakers" in r.stderr
 
 
@@ -389,10 +389,10 @@ def test_vocab_campaign_finding_reads_back(tmp_path):
     found = [f for f in json.loads((tmp_path / "s.json").read_text())["findings"] if f["reproduces"]]
     assert len(found) == 1 and found[0]["klass"] == "mismatch"
     assert "to read a crash file as this campaign did: DRYZ_FAULT=off-by-one dryz --subject libllama:" in r.stdout
-    assert "check|minimize --vocab gpt-2 --breakers default FILE" in r.stdout
+    assert "check|minimize --vocab gpt-2 --decode-breakers default FILE" in r.stdout
     crash = found[0]["file"]
     beside = Case.from_json(json.loads(Path(crash + ".case.json").read_text()))
-    r = _dryz("check", "--vocab", "gpt-2", "--breakers", "default", crash, env={"DRYZ_FAULT": "off-by-one"})
+    r = _dryz("check", "--vocab", "gpt-2", "--decode-breakers", "default", crash, env={"DRYZ_FAULT": "off-by-one"})
     assert r.returncode == 1 and Case.from_json(json.loads(r.stdout)["case"]) == beside
 
 

@@ -11,7 +11,7 @@ import os
 from .cases import decode
 from .vocab import decoder
 
-# `dryz fuzz --vocab NAME --breakers MODE` sets these for its jobs (and the re-checks of their crash files): the
+# `dryz fuzz --vocab NAME --breaker-sets MODE` sets these for its jobs (and the re-checks of their crash files): the
 # inputs of that campaign decode to cases over that real vocabulary.
 CAMPAIGN_VOCAB = os.environ.get("DRYZ_FUZZ_VOCAB") or None
 CAMPAIGN_BREAKERS = os.environ.get("DRYZ_FUZZ_BREAKERS") or "default"

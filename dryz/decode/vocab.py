@@ -10,7 +10,7 @@ draws them.
 
 Parameters and breaker sets come from small pools: the library's sampler is initialized once per (vocabulary,
 parameters, breakers) and cloned per case (LibLlama.prototype: init_dry processes the breakers over the
-whole vocabulary, 30-80 ms), so a campaign meets a bounded number of configurations. Breakers (--breakers):
+whole vocabulary, 30-80 ms), so a campaign meets a bounded number of configurations. Breakers (--breaker-sets):
   default  llama.cpp's four defaults \\n : " *
   dict     one of DICT_SETS, real-world breakers (chat template markers, markdown, code, non-ASCII, a breaker
            past 40 bytes, contained and nested ones)
@@ -105,7 +105,7 @@ def random_sets(texts, seed: int = 0) -> tuple:
 class VocabDecoder:
     def __init__(self, spec, breakers: str, lib):
         if breakers not in BREAKER_MODES:
-            raise CaseError(f"--breakers must be one of {', '.join(BREAKER_MODES)}, got {breakers!r}")
+            raise CaseError(f"--breaker-sets must be one of {', '.join(BREAKER_MODES)}, got {breakers!r}")
         v = load_vocab(spec, lib)
         self.v, self.n = v, v.n_tokens
         self.name = v.ref.name if "/" not in str(spec) and not str(spec).endswith(".gguf") else str(v.ref.path)

@@ -86,7 +86,7 @@ def judge(r: dict) -> tuple[str, dict]:
     promises = sum(n for c in configs for k, n in c.get("history_classes", {}).items() if k.startswith("promise-"))
     trace_dis = 0
     tr = r.get("traces")
-    if tr is not None:  # dryz exhaustive --traces N: the trace space (dryz/enumerate/traces.py)
+    if tr is not None:  # dryz exhaustive --trace-events N: the trace space (dryz/enumerate/traces.py)
         checks["trace_counts"], trace_dis = judge_traces(tr)
     if not all(checks.values()):
         return "void", checks

@@ -21,18 +21,22 @@ from .vocab_restarts import run, summary_text, vocab_names
 from .vocab_space import certificate
 
 
+# Where an interrupted `dryz exhaustive` without --json leaves its state (the partial result --resume continues).
+INTERRUPTED = "exhaustive-interrupted.json"
+
+
 def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,
                json_path, workers, progress, resume_path, vocab, tokens, breakers, trace_events, echo) -> int:
     """Certify every history of length 1..N over k symbols (or over real tokens with --vocab), every symbol a
-    candidate; with --traces, the trace space after it."""
+    candidate; with --trace-events, the trace space after it."""
     validate_traces_option(trace_events, shard, resume_path)
     if vocab is not None:
         if trace_events is not None:
-            fail("--traces runs over the symbol vocabulary (not with --vocab)")
+            fail("--trace-events runs over the symbol vocabulary (not with --vocab)")
         return exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path,
                                 progress, echo)
-    if tokens is not None or breakers:
-        fail("--tokens and --breakers go with --vocab")
+    if tokens or breakers:
+        fail("--token and --breakers go with --vocab")
     sel = select_space(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, shard)
     workers, client = executor(scheduler, workers)
     resume = None
@@ -41,13 +45,14 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         if not isinstance(resume, dict) or resume.get("tool") != "dryz exhaustive":
             fail(f"--resume {resume_path}: not a dryz exhaustive result")
     lib = load_subject()
+    partial = json_path or INTERRUPTED  # where an interrupted run's state goes, --json or not
     try:
         result = run_exhaustive(lib, sel.alphabet, max_length, sel.specs, json_path, progress, workers, canonical,
-                                sel.shard, scheduler=client, resume=resume)
+                                sel.shard, scheduler=client, resume=resume, partial_path=partial)
     except ExhaustiveInterrupted as e:
         it = e.result["interrupted"]
         echo(f"dryz exhaustive: INTERRUPTED after {len(it['done_tasks'])} of {it['total_tasks']} slices; partial "
-             f"result (not a certificate) in {json_path}; continue with the same command and --resume {json_path}",
+             f"result (not a certificate) in {partial}; continue with the same command and --resume {partial}",
              err=True)
         return 130
     except ResumeError:  # (a ValueError that says it itself)
@@ -63,13 +68,14 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         try:
             result = add_to_certificate(result, trace_events, load_subject(), TRACE_ALPHABET)
         except TraceSpaceInterrupted:  # the history space's certificate is marked interrupted, not a certificate
-            write_json(json_path, result)
-            echo(f"dryz exhaustive: INTERRUPTED in the trace space; {json_path} is marked interrupted (not a "
+            write_json(partial, result)
+            echo(f"dryz exhaustive: INTERRUPTED in the trace space; {partial} is marked interrupted (not a "
                  "certificate)", err=True)
             return 130
         except ValueError as e:
             fail(str(e))
-        write_json(json_path, result)
+        if json_path:
+            write_json(json_path, result)
     return certificate_exit(result, json_path, echo)
 
 
@@ -82,9 +88,10 @@ def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, w
     bar = Progress(total_h * len(specs), "histories", enabled=progress)
     result, results = certificate(lib, v, ids, max_length, specs, strings, bar)
     bar.close()
-    write_json(json_path, result)
+    if json_path:
+        write_json(json_path, result)
     echo(vocab_certificate_text(result, results, v.pieces()))
-    echo(f"verdict   {result['verdict']}\nresults   {json_path}")
+    echo(f"verdict   {result['verdict']}" + (f"\nresults   {json_path}" if json_path else ""))
     if not any(r.off_by_one_flagged for r in results):
         echo("dryz: error: the off-by-one control flagged nothing: the harness is in doubt", err=True)
         return EXIT_ERROR

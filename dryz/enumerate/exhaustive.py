@@ -34,11 +34,12 @@ class ExhaustiveInterrupted(Exception):
 
 
 def run_exhaustive(lib, alphabet, max_length, specs, json_path, progress=True, workers=1, canonical=False,
-                   shard=None, scheduler=None, resume=None) -> dict:
+                   shard=None, scheduler=None, resume=None, partial_path=None) -> dict:
     """alphabet None: every alphabet size (canonical). shard (I, N): only that deterministic slice.
     scheduler: a Dask scheduler address or distributed.Client that runs the slices (dryz.enumerate.dask_exec).
     resume: an interrupted run's result (same subject, space and shard): its finished slices are kept.
-    Ctrl-C writes a partial result marked interrupted to json_path and raises ExhaustiveInterrupted."""
+    json_path: where the result goes (None: nowhere). Ctrl-C writes a partial result marked interrupted to
+    partial_path (default: json_path) and raises ExhaustiveInterrupted."""
     t0 = time.perf_counter()
     ident = lib.identity
     space = cert.space_json(alphabet, max_length, specs, canonical)
@@ -84,7 +85,7 @@ def run_exhaustive(lib, alphabet, max_length, specs, json_path, progress=True, w
                                         "Resume with the same command and --resume THIS_FILE."},
                 "environment": dict(environment(), workers=workers),
                 "wall_seconds": round(earlier + time.perf_counter() - t0, 3)}
-        write_json(json_path, part)
+        write_json(partial_path or json_path, part)
         raise ExhaustiveInterrupted(part)
 
     try:
@@ -132,5 +133,6 @@ def run_exhaustive(lib, alphabet, max_length, specs, json_path, progress=True, w
     result["wall_seconds"] = round(earlier + time.perf_counter() - t0, 3)
     if resume is not None:
         result["resumed"] = {"finished_before": len(done), "wall_seconds_before": earlier}
-    write_json(json_path, result)
+    if json_path:
+        write_json(json_path, result)
     return result

@@ -102,7 +102,7 @@ def executor(scheduler, workers):
     if workers < 1 or (scheduler is None and workers > limit):
         if client is not None:
             client.close()
-        fail(f"--workers must be in 1..{limit} here (4 per core), got {workers}")
+        fail(f"--jobs must be in 1..{limit} here (4 per core), got {workers}")
     return workers, client
 
 
@@ -115,12 +115,12 @@ def select_vocab_space(lib, vocab, tokens, breakers, max_length, configs, parame
         try:
             ids = [int(x) for x in tokens.split(",") if x.strip()]
         except ValueError:
-            fail(f"--tokens must be comma-separated token ids, got {tokens!r}")
+            fail(f"--token must be a token id, got {tokens!r}")
         if not ids or len(set(ids)) != len(ids):
-            fail("--tokens must list at least one token id, each once")
+            fail("--token must name each token id once")
         bad = [t for t in ids if not 0 <= t < v.n_tokens]
         if bad:
-            fail(f"--tokens: {bad[0]} is outside the vocabulary {vocab} (ids 0..{v.n_tokens - 1})")
+            fail(f"--token {bad[0]} is outside the vocabulary {vocab} (ids 0..{v.n_tokens - 1})")
     strings = []
     for b in breakers or ("default",):
         strings += BREAKER_PRESETS[b] if b in BREAKER_PRESETS else [b.replace("\\n", "\n").replace("\\t", "\t")]
@@ -129,7 +129,7 @@ def select_vocab_space(lib, vocab, tokens, breakers, max_length, configs, parame
     names = config_names(configs, ["base", "window4"], parameters, window_caps, max_length)
     if total_h * len(names) > MAX_VOCAB_HISTORIES:
         fail(f"{total_h * len(names):,} histories is too many for one in-process run; lower --max-length or "
-             "give fewer --tokens")
+             "give fewer --token")
     specs = []
     for n in names:
         if n.split("/")[0] == "breaker":
@@ -142,11 +142,11 @@ def select_vocab_space(lib, vocab, tokens, breakers, max_length, configs, parame
 
 
 TRACE_ALPHABET = 2   # the trace space's alphabet (dryz/enumerate/traces.py's default)
-MAX_TRACE_EVENTS = 9  # --traces N: 1..9 (N=9: 2,492,781 traces per configuration, ~28 times N=7)
+MAX_TRACE_EVENTS = 9  # --trace-events N: 1..9 (N=9: 2,492,781 traces per configuration, ~28 times N=7)
 
 
 def validate_traces_option(n, shard, resume_path) -> None:
     if n is None:
         return
     if shard is not None or resume_path is not None:
-        fail("--traces runs with a whole, fresh space (not with --shard or --resume)")
+        fail("--trace-events runs with a whole, fresh space (not with --shard or --resume)")

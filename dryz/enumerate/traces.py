@@ -95,7 +95,7 @@ def enumerate_traces(n_max: int, lib, k: int = 2, configs=None, free: bool = Tru
 
 
 class TraceSpaceInterrupted(Exception):
-    """Ctrl-C in the trace space of `exhaustive --traces`: the certificate it was added to is marked interrupted."""
+    """Ctrl-C in the trace space of `exhaustive --trace-events`: the certificate it was added to is marked interrupted."""
 
 
 def add_to_certificate(result: dict, n: int, lib, alphabet: int = 2) -> dict:
@@ -108,7 +108,7 @@ def add_to_certificate(result: dict, n: int, lib, alphabet: int = 2) -> dict:
         r = enumerate_traces(n, lib, alphabet)
     except KeyboardInterrupt:
         result["verdict"] = "interrupted"
-        result["interrupted"] = {"note": "the history space finished; the trace space (--traces) was interrupted: "
+        result["interrupted"] = {"note": "the history space finished; the trace space (--trace-events) was interrupted: "
                                          "not a certificate, and not resumable (run the command again)"}
         raise TraceSpaceInterrupted() from None
     result["traces"] = cert.traces_json(r)

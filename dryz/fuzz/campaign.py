@@ -170,7 +170,7 @@ class Campaign:
     extra: list[str] = field(default_factory=list)
     seed_dir: Path | None = None
     vocab: str | None = None      # --vocab: inputs decode to cases over this real vocabulary
-    breakers: str = "default"     # --breakers default|dict|random (with --vocab)
+    breakers: str = "default"     # --breaker-sets default|dict|random (with --vocab)
     target: str = "cases"  # "cases": bytes -> Case -> check(); "traces": bytes -> Trace -> check_trace()
     subject: object = None  # the audited subject (opened by the command): its spec goes to every job
     recheck_limit: int | None = None  # re-check at most this many crash files (the smallest); None: all

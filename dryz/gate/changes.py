@@ -75,9 +75,14 @@ def declared_changes(expect, expect_file) -> list[str]:
 
 
 def read_expect_file(path) -> list[str]:
-    """Declarations, one class per line; # starts a comment."""
+    """Declarations, one class per line; # starts a comment. A file that is not UTF-8 text: GateError."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise GateError(f"--expect-file {path}: not UTF-8 text (byte {e.start}): one class a line was expected") \
+            from None
     out = []
-    for ln in Path(path).read_text().splitlines():
+    for ln in text.splitlines():
         ln = ln.split("#", 1)[0].strip()
         if ln:
             out.append(ln)

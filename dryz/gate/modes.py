@@ -152,8 +152,8 @@ def read_fuzz(r: ModeResult, s: dict, work: Path) -> None:
     for f in real[:1]:
         beside = f["file"] + ".case.json"  # the re-check's decoded case (none for a crash)
         w = beside if os.path.exists(beside) else f["file"]
-        # A vocabulary campaign's bare crash file is read as that campaign decoded it (`--vocab --breakers`)
-        reader = ["--vocab", v.get("spec") or v["path"], "--breakers", v["breakers"]] if v and w == f["file"] else []
+        # A vocabulary campaign's bare crash file is read as that campaign decoded it (`--vocab --decode-breakers`)
+        reader = ["--vocab", v.get("spec") or v["path"], "--decode-breakers", v["breakers"]] if v and w == f["file"] else []
         r.findings.append(Finding(r.name, f["klass"], f"crash file {Path(f['file']).name} (reproduces in a clean "
                                                       "process)", w, reader=reader))
 
@@ -201,9 +201,9 @@ MODES = (
              share=0.20, overhead=3.0),
     ModeRecord("fuzz-traces", _FUZZ[:1] + ("--traces",) + _FUZZ[1:], 0, read_fuzz,
              "libFuzzer campaign over traces (reset, clone, continue)", overhead=15.0, stop_early=_STOP),
-    ModeRecord("fuzz-vocab-random", _FUZZ + ("--vocab", VOCAB_FUZZ, "--breakers", "random"), 0, read_fuzz,
+    ModeRecord("fuzz-vocab-random", _FUZZ + ("--vocab", VOCAB_FUZZ, "--breaker-sets", "random"), 0, read_fuzz,
              f"libFuzzer campaign over {VOCAB_FUZZ}, random breakers", overhead=20.0, stop_early=_STOP),
-    ModeRecord("traces", _EXHAUSTIVE + ("--traces", "7", _J), 1, read_certificate,
+    ModeRecord("traces", _EXHAUSTIVE + ("--trace-events", "7", _J), 1, read_certificate,
              "every trace of up to 7 events (accept, apply, reset, clone, free), 4 configurations", fixed=26.0),
     ModeRecord("promise", ("restarts", "--vocab", "all", "--check", "promise", "--time", "{time}", _J), 1, read_vocab,
              "rep_limit against the breaker as printed, texts over the vendored vocabularies", share=0.10,
@@ -215,7 +215,7 @@ MODES = (
                               str(RANDOM_CASES), "--time", "{time}", "--corpus", "{work}/changes", _J), 1,
              read_differential, "the subject against the base, case by case (dryz compare: edges, corpus, kept "
                                 "inputs)", share=0.15, overhead=35.0, needs_base=True),
-    ModeRecord("fuzz-vocab-dict", _FUZZ + ("--vocab", VOCAB_FUZZ, "--breakers", "dict"), 1, read_fuzz,
+    ModeRecord("fuzz-vocab-dict", _FUZZ + ("--vocab", VOCAB_FUZZ, "--breaker-sets", "dict"), 1, read_fuzz,
              f"libFuzzer campaign over {VOCAB_FUZZ}, real-world breaker sets", overhead=20.0, stop_early=_STOP),
 )
 BY_NAME = {m.name: m for m in MODES}
