@@ -27,7 +27,7 @@ from .subject.server import ServerDied, ServerError
 from .symbols import SYMBOLS, symbol_bytes
 from .trace import Trace, TraceError
 from .trace_check import check_trace_in
-from .verdict import AGREE, CLASSES, is_finding
+from .verdict import AGREE, CLASSES, HARNESS_ERROR, is_finding
 from .vocab_cases import history_text, pieces_for_people
 
 CORPUS_SCHEMA = "dryz.corpus/1"
@@ -400,7 +400,7 @@ def known_classes() -> frozenset[str]:
     is not agree; the corpus DRYZ_CORPUS names, else the project's) and every class that is not a finding
     (verdict.is_finding: agree, the source's documented limitations, declared deviations)."""
     d = os.environ.get("DRYZ_CORPUS", str(DEFAULT_DIR))
-    out = {k for k in CLASSES if not is_finding(k)}
+    out = {k for k in CLASSES if not is_finding(k) and k != HARNESS_ERROR}  # (never a verdict: a void run)
     try:
         for p in entries(d):
             try:

@@ -31,10 +31,66 @@ CLASSES = (AGREE, "documented-contained-restart", "documented-breaker-truncated"
            "mismatch-multi-token", ORACLE_DISAGREEMENT, HARNESS_ERROR, CRASH, MEMORY)
 
 
+@dataclass(frozen=True)
+class Kind:
+    """One entry of the class registry: a verdict class, or a family of them (a name ending in -*), whether it is
+    a finding (the subject's doing: exit 1), what it means, and which modes give it."""
+    name: str
+    finding: bool
+    meaning: str
+    given_by: str = "every mode that judges a case (check, exhaustive, fuzz, replay, minimize, the gate)"
+
+
+# The registry of verdict classes (the glossary is generated from it; is_finding reads it). A family's members are
+# named by what follows its prefix (PROMISE_CLASSES, dryz.oracle.served.CLASSES, dryz.oracle.deviations).
+KINDS = (
+    Kind(AGREE, False, "The subject's output equals the shipped model's, bit for bit (every logit, the candidate "
+                       "array, the sorted flag), both oracles agree, and no promise of the source is broken."),
+    Kind("documented-*", False, "A limitation the source states itself: the output equals the shipped model's and "
+                                "differs from what a comment promises, where the source says it may "
+                                "(documented-contained-restart: a breaker completing inside another; "
+                                "documented-breaker-truncated, documented-tail-cap: init_dry cuts a breaker to 40 "
+                                "bytes and its tail to 20 tokens)."),
+    Kind("declared-*", False, "A deviation from llama.cpp's semantics that the subject's adapter declares, citing "
+                              "the engine's own user documentation: the output equals llama.cpp's model with that "
+                              "deviation applied (dryz.oracle.deviations)."),
+    Kind("promise-*", True, "The output equals the shipped model's but breaks what the source promises (a comment "
+                            "or the code's stated purpose): promise-finite-penalty (the clamp meant to keep "
+                            "penalties finite does not), promise-restart-order (not the most recently completed "
+                            "restart sequence limits the repeat), promise-breaker-in-token, -across-tokens, "
+                            "-phantom (a breaker string as the text prints it does not stop a repeat)."),
+    Kind("served-*", True, "llama-server's request layer makes of a /completion request something other than the "
+                           "library's semantics for the same numbers, which its documentation does not state "
+                           "(dryz.oracle.served: served-base-replaced, -window-refused, -allowed-refused, "
+                           "-breakers-required, -empty-prompt).", "a llama-server subject (server:PATH)"),
+    Kind(MISMATCH, True, "The subject's output differs from the shipped model's, and both oracles agree on what "
+                         "it must be: a logit, the candidate array or the sorted flag."),
+    Kind("mismatch-multi-token", True, "A mismatch where a breaker is a multi-token restart sequence."),
+    Kind(ORACLE_DISAGREEMENT, True, "Oracles A and B disagree on a match length: the subject is not judged on that "
+                                    "case, and the case is kept as a witness against the oracles."),
+    Kind(HARNESS_ERROR, False, "A control of the harness failed: the run is void (exit 2), never the subject's "
+                               "doing."),
+    Kind(CRASH, True, "The subject's process died (a signal, an abort), hung, or its server stopped answering on "
+                      "the case: judged in an isolation worker, so the rest is judged too."),
+    Kind(MEMORY, True, "A crash with a sanitizer report (a subject built with --sanitize): its kind, summary and "
+                       "first frames; minimized as the same kind of error in the same function."),
+)
+KIND = {k.name: k for k in KINDS}
+
+
+def kind_of(klass: str) -> Kind | None:
+    """The registry's entry for a class: its own, else its family's (a prefix ending in -)."""
+    k = KIND.get(klass)
+    if k is None and "-" in klass:
+        k = KIND.get(klass.split("-", 1)[0] + "-*")
+    return k
+
+
 def is_finding(klass: str) -> bool:
-    """A class that is the library's doing (exit 1): anything but agree, the source's own documented
-    limitations, and the deviations an engine adapter declares (dryz.oracle.deviations)."""
-    return klass != AGREE and not klass.startswith(("documented-", "declared-"))
+    """A class that is the subject's doing (exit 1), as the registry says: anything but agree, the source's own
+    documented limitations, the deviations an engine declares, and the harness's own errors (exit 2)."""
+    k = kind_of(klass)
+    return True if k is None else k.finding
 
 
 def class_order(klass: str) -> int:
