@@ -50,10 +50,11 @@ def subject():
 
 @subject.command("show")
 def subject_show():
-    """Load the selected library and print its identity as JSON (path, sha256, commit, init_dry ABI)."""
+    """Load the selected subject and print its identity as JSON (for a libllama: path, sha256, commit, init_dry ABI)
+    and what it can be asked (capabilities)."""
     import json
     lib = load_subject()
-    click.echo(json.dumps(lib.identity, indent=2))
+    click.echo(json.dumps({**lib.identity, "capabilities": lib.caps.to_json()}, indent=2))
 
 
 @subject.command("build")
@@ -254,13 +255,16 @@ def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_
         from .output import write_json  # on use: keeps start-up fast
         write_json(json_path, {"tool": "dryz minimize", "input": str(path), "kind": kind, "class": entry["expect"],
                                "written": str(written), "shortest": m.shortest, "predicate_calls": m.calls,
-                               "seconds": round(m.seconds, 2), "subject": lib.identity})
+                               "seconds": round(m.seconds, 2), "subject": lib.identity,
+                               "not_judged": getattr(m, "not_judged", {})})
     if t is not None:
         from .render import minimized_trace_text  # on use: keeps start-up fast
         click.echo(minimized_trace_text(m))
     else:
         click.echo(f"reproducer: {len(m.case.history)} tokens {spelled(m.case)!r}, shortest: {m.shortest}, "
                    f"{m.calls} predicate calls, {m.seconds:.1f} s")
+        for why, n in getattr(m, "not_judged", {}).items():  # shortest among the cases this subject expresses
+            click.echo(f"not judged: {n} candidate(s): {why}")
     click.echo(f"written: {written}")
 
 
@@ -286,6 +290,8 @@ def replay(directory, vocab, json_path):
     click.echo(replay_text(rows, lib.identity))
     if json_path:
         write_json(json_path, replay_json(rows, directory, lib.identity))
+    if all(r.not_judged for r in rows):  # nothing judged is no pass
+        _fail(f"the subject can express none of the {len(rows)} entries of {directory}")
     bad = [r for r in rows if not r.ok]
     if any(r.error for r in rows):
         sys.exit(EXIT_ERROR)

@@ -49,7 +49,7 @@ def differential(ref: tuple[str, Path], others: list[tuple[str, Path]], cases, l
     try:
         for case, other, klass, res in compare(servers, cases, ref[0], log=log, budget_s=budget_s, always=always):
             counts[other][klass] = counts[other].get(klass, 0) + 1
-            if klass == "error":  # dryz could not judge it on one side: counted, nothing claimed
+            if klass in ("error", "not-judged"):  # not judged on one side: counted, nothing claimed
                 continue
             key = _feature_key(case, klass, res[ref[0]], res[other])
             found[other].setdefault(key, (case, klass, res))
@@ -148,6 +148,7 @@ def subject_row(spec: str, work: Path) -> dict:
     if bad or p.exit != 0:
         raise CompareError(f"{spec}: {bad or p.last_error()}")
     ident = json.loads(p.stdout)
+    ident.pop("capabilities", None)
     built = ident.get("built_by_dryz") or {}
     return {"subject": subject_line(ident), "spec": as_spec(spec), "identity": ident,
             "dry_fingerprint": built.get("dry_fingerprint")}

@@ -22,6 +22,7 @@ from .oracle.reference import divergences, reference_output
 # A served-* witness (dryz/oracle/served.py) also holds `http`: the /completion request and llama-server's
 # response; replay checks the response against the served model without a server.
 from .oracle.served import CLASSES as SERVED_CLASSES, replay_http, validate_http, witness_cases, witness_http
+from .subject.answers import Unsupported
 from .subject.isolation import Worker
 from .subject.server import ServerDied, ServerError
 from .symbols import SYMBOLS, symbol_bytes
@@ -302,36 +303,49 @@ class ReplayRow:
     got: str | None
     error: str = ""
     subject: dict | None = None  # what the entry says it was recorded on
+    not_judged: str = ""         # why the subject cannot express the entry (its capabilities): counted, not judged
 
     @property
     def ok(self) -> bool:
-        return not self.error and self.got == self.expect
+        """As expected, or not judged (neither a failure nor a pass of the entry)."""
+        return not self.error and (self.got == self.expect or bool(self.not_judged))
 
     @property
     def status(self) -> str:
-        """as expected | changed | invalid"""
-        return "invalid" if self.error else "as expected" if self.ok else "changed"
+        """as expected | changed | invalid | not judged"""
+        return "invalid" if self.error else "not judged" if self.not_judged else \
+            "as expected" if self.got == self.expect else "changed"
 
     def to_json(self) -> dict:
         return {"path": str(self.path), "status": self.status, "expect": self.expect, "got": self.got,
                 **({"error": self.error} if self.error else {}),
+                **({"not_judged": self.not_judged} if self.not_judged else {}),
                 **({"recorded_on": self.subject} if self.subject else {})}
+
+
+def replay_totals(rows: list[ReplayRow]) -> dict:
+    """replayed, as expected, changed, invalid, not judged (with the reasons, counted)."""
+    why: dict = {}
+    for r in rows:
+        if r.not_judged:
+            why[r.not_judged] = why.get(r.not_judged, 0) + 1
+    return {"replayed": len(rows), "as_expected": sum(r.status == "as expected" for r in rows),
+            "changed": sum(r.status == "changed" for r in rows), "invalid": sum(r.status == "invalid" for r in rows),
+            "not_judged": sum(why.values()), "not_judged_why": why}
 
 
 def replay_json(rows: list[ReplayRow], directory, identity: dict) -> dict:
     """What `dryz replay --json` writes: the subject, every entry's status, the totals."""
     return {"tool": "dryz replay", "subject": identity, "directory": str(directory),
-            "entries": [r.to_json() for r in rows],
-            "totals": {"replayed": len(rows), "as_expected": sum(r.ok for r in rows),
-                       "changed": sum(1 for r in rows if not r.ok and not r.error),
-                       "invalid": sum(1 for r in rows if r.error)}}
+            "entries": [r.to_json() for r in rows], "totals": replay_totals(rows)}
 
 
 def replay(directory: Path, subject, select=None) -> list[ReplayRow]:
     """Every entry judged on the subject, each in its isolation worker (an entry that kills the subject, a
     crash witness replayed on an old release, is class crash and the replay goes on); a changed verdict in
     either direction is a failure. select(entry) -> bool: only the case entries it keeps (dryz replay --vocab;
-    traces are over the symbol vocabulary)."""
+    traces are over the symbol vocabulary). An entry the subject cannot express (its capabilities: a sorted
+    candidate array, a trace's reset and clone, penalties it cannot read back) is not judged: counted, with why."""
     rows = []
     with Worker(subject.spec, subject) as w:
         for p in entries(directory):
@@ -352,6 +366,9 @@ def replay(directory: Path, subject, select=None) -> list[ReplayRow]:
                     got = _replay_http(e, subject)
                 else:
                     got = check_trace_in(w, e.trace).klass if e.trace is not None else check_in(w, e.case).klass
+            except Unsupported as why:  # the subject cannot express it: not judged, never guessed
+                rows.append(ReplayRow(p, e.expect, None, subject=e.data.get("subject"), not_judged=str(why)))
+                continue
             except (CaseError, ValueError) as err:  # dryz could not judge it on this subject
                 rows.append(ReplayRow(p, e.expect, None, f"the harness could not judge the entry: {err}"))
                 continue

@@ -46,7 +46,9 @@ def judge_op(subject, case: Case) -> Result:
     """check() on the subject, as a Result (runs in the subject's isolation worker)."""
     try:
         v = check(case, subject)
-    except (CaseError, Unsupported) as e:
+    except Unsupported as e:  # the subject cannot express the case: not judged on it, never guessed
+        return Result("not-judged", detail=str(e))
+    except CaseError as e:
         return Result("error", detail=str(e))
     if v.status == "crash":
         return Result("crash", detail=v.detail)
@@ -82,10 +84,12 @@ class Judge:
 
 
 def classify(a: Result, b: Result) -> str | None:
-    """None when the two subjects did the same; else the class of the difference ("error" when dryz could
-    not judge the case on one side: no difference between the libraries is claimed)."""
+    """None when the two subjects did the same; else the class of the difference ("not-judged" when one side
+    cannot express the case, "error" when dryz could not judge it on one side: no difference is claimed)."""
     if a.kind == "error" or b.kind == "error":
         return "error"
+    if a.kind == "not-judged" or b.kind == "not-judged":
+        return "not-judged"
     if a.output() == b.output():
         return None
     if a.kind != "ok" or b.kind != "ok":

@@ -4,6 +4,7 @@ results themselves are JSON (dryz.output.write_json)."""
 
 from __future__ import annotations
 
+from .corpus import replay_totals
 from .subject.identity import subject_details, subject_line
 from .case import Case
 from .explain import explain as render
@@ -203,8 +204,8 @@ def minimized_trace_text(m) -> str:
 
 
 def replay_text(rows, here: dict) -> str:
-    """What `dryz replay` prints: one line per entry (ok, CHANGED with where it was recorded, INVALID), then the
-    counts."""
+    """What `dryz replay` prints: one line per entry (ok, CHANGED with where it was recorded, INVALID, SKIPPED: not
+    judged, the subject cannot express it), then the counts, and why entries were not judged."""
     lines = []
     for r in rows:
         made_on = (r.subject or {}).get("libllama_sha256")
@@ -212,13 +213,16 @@ def replay_text(rows, here: dict) -> str:
             f" (recorded on libllama {made_on[:12]}, {(r.subject or {}).get('llama_cpp_python') or '?'})"
         if r.error:
             lines.append(f"INVALID {r.path}: {r.error}")
+        elif r.not_judged:
+            lines.append(f"SKIPPED {r.path.name}: not judged ({r.not_judged})")
         elif r.ok:
             lines.append(f"ok      {r.path.name}: {r.expect}")
         else:
             lines.append(f"CHANGED {r.path}: expected {r.expect}, now {r.got}{where}")
-    bad = [r for r in rows if not r.ok]
-    lines.append(f"replayed {len(rows)} entries: {len(rows) - len(bad)} as expected, "
-                 f"{sum(1 for r in bad if not r.error)} changed, {sum(1 for r in rows if r.error)} invalid")
+    t = replay_totals(rows)
+    lines.append(f"replayed {t['replayed']} entries: {t['as_expected']} as expected, {t['changed']} changed, "
+                 f"{t['invalid']} invalid" + (f", {t['not_judged']} not judged" if t["not_judged"] else ""))
+    lines += [f"  not judged: {n} x {why}" for why, n in t["not_judged_why"].items()]
     return "\n".join(lines)
 
 

@@ -11,7 +11,7 @@ One Reducer, two predicates:
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from minimize import BUDGET, ddmin, first_shorter, fixpoint, shortest, shrink_towards
 
@@ -23,6 +23,7 @@ from .check import fault
 from .corpus import crash_entry, entry_json, trace_entry_json
 from .judge import check, check_in
 from .oracle.reference import divergences, threshold_length
+from .subject.answers import Unsupported
 from .subject.isolation import Worker
 from .trace import TraceError
 from .trace_check import check_trace, judge_trace
@@ -72,8 +73,9 @@ def shows_divergence(klass: str, sole: bool, subject, lib_check: bool = True):
 
 class Shrinker:
     """What the Case and the Trace reducers share: one predicate, each evaluation cached by the item's JSON and
-    counted; a candidate that cannot be built (an invalid Case or Trace) counts as not failing; the passes over
-    the DRY configuration; the named passes run to a fixpoint with per-pass statistics (minimize.fixpoint)."""
+    counted; a candidate that cannot be built (an invalid Case or Trace) counts as not failing, and so does one
+    the subject cannot express (its capabilities: counted, with why, in not_judged); the passes over the DRY
+    configuration; the named passes run to a fixpoint with per-pass statistics (minimize.fixpoint)."""
 
     PASSES: tuple = ()
     INVALID: tuple = (CaseError,)
@@ -84,6 +86,7 @@ class Shrinker:
         self.calls = 0
         self.cache: dict[str, bool] = {}
         self.stats: dict = {}
+        self.not_judged: dict[str, int] = {}  # why the subject could not express a candidate -> how many
 
     def fails(self, item) -> bool:
         if item is None:
@@ -91,7 +94,11 @@ class Shrinker:
         key = item.dumps()
         if key not in self.cache:
             self.calls += 1
-            self.cache[key] = bool(self.predicate(item))
+            try:
+                self.cache[key] = bool(self.predicate(item))
+            except Unsupported as why:  # not judged: it does not show the failure
+                self.not_judged[str(why)] = self.not_judged.get(str(why), 0) + 1
+                self.cache[key] = False
         return self.cache[key]
 
     def make(self, item, **changes):
@@ -294,12 +301,17 @@ def restricted_growth(n: int, k: int):
     return canonical_strings(Space(k, None, max(n, 1)), n)
 
 
-def reduce_case(case: Case, target: tuple, signature, log=None):
-    """A failing case shrunk to a shortest one that fails the same way: (case, shortest status, calls)."""
+def reduce_case(case: Case, target: tuple, signature, log=None, not_judged: dict | None = None):
+    """A failing case shrunk to a shortest one that fails the same way: (case, shortest status, calls). The
+    candidates the subject could not express (not judged: shortest is among the cases it can express) are counted
+    by reason into not_judged."""
     r = Reducer(same_failure(target, signature), log)
     if not r.fails(case):
         raise ValueError(f"the case does not fail as {target}: nothing to minimize")
-    return r.minimize(case)
+    out = r.minimize(case)
+    if not_judged is not None:
+        not_judged.update(r.not_judged)
+    return out
 
 
 class NothingToMinimize(Exception):
@@ -317,12 +329,14 @@ class Minimized:
     isolated: bool        # every evaluation ran in an isolation worker
     original: Case | None = None   # the case it was shrunk from
     sanitizer: dict | None = None  # class memory: the reproducer's sanitizer report (kind, summary, frames)
+    not_judged: dict = field(default_factory=dict)  # candidates the subject could not express: why -> how many
 
     def entry(self, source: str, kind: str, identity: dict) -> dict:
         """The reproducer as a corpus entry (dryz minimize writes it): where it came from, the subject it fails on."""
         provenance = {"found_by": "minimize", "minimized_from": source, "input_kind": kind,
                       "original_length": len(self.original.history), "predicate_calls": self.calls,
-                      "seconds": round(self.seconds, 2), "fault": fault()}
+                      "seconds": round(self.seconds, 2), "fault": fault(),
+                      **({"not_judged": self.not_judged} if self.not_judged else {})}
         if self.verdict is None:
             return crash_entry(self.case, self.shortest, provenance, identity, self.sanitizer)
         return entry_json(self.case, self.verdict, expect=self.verdict.klass, shortest=self.shortest,
@@ -348,14 +362,16 @@ def minimize_case(case: Case, subject, isolate: bool | None = None, log=None, an
         shown = first[0] if crashed else check(case, subject).klass
         if announce:
             announce(shown, isolated)
-        reduced, shortest, calls = reduce_case(case, first, sig, log=log)
+        not_judged: dict = {}
+        reduced, shortest, calls = reduce_case(case, first, sig, log=log, not_judged=not_judged)
         reduced = replace(reduced, note="")  # a seed's note does not describe its reduction
         report = None
         if first[0] == "memory":  # the reproducer's own report (its frames), judged as any crash
             final = check_in(w, reduced)
             report = final.crash if final.klass == MEMORY else None
     verdict = None if crashed else check(reduced, subject)
-    return Minimized(reduced, verdict, shown, shortest, calls, time.perf_counter() - t0, isolated, case, report)
+    return Minimized(reduced, verdict, shown, shortest, calls, time.perf_counter() - t0, isolated, case, report,
+                     not_judged)
 
 
 def minimize_divergence(case: Case, klass: str, subject, *, sole: bool | None = None, lib_check: bool = True,

@@ -220,3 +220,11 @@ def test_every_error_a_command_can_meet_is_a_dryz_error():
                     and f"{m.name}.{name}" not in NOT_EXIT_TWO and not issubclass(c, DryzError):
                 missing.append(f"{m.name}.{name}")
     assert not missing, missing
+
+
+def test_every_package_is_installed():
+    """pyproject.toml lists every package of dryz (an installed dryz imports each one: tests/test_install.py)."""
+    import tomllib
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "dryz").rglob("__init__.py")}
+    assert found - listed == set(), found - listed

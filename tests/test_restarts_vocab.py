@@ -54,12 +54,13 @@ def test_a_time_budget_says_what_it_covered(spm, tmp_path):
 def test_a_construction_disagreement_is_a_finding_with_a_case(spm, monkeypatch, lib):
     """The probes' own control (a model whose tails are cut at 19 tokens, not 20) run through the command's
     logic: each disagreement becomes a finding whose Case is the probe, over the vocabulary."""
-    from dryz.enumerate import vocab_probes
+    from dryz.enumerate import vocab_probes, vocab_restarts
     from dryz.enumerate.vocab_restarts import run
     from dryz.oracle import restarts_vocab as rv
     monkeypatch.setattr(rv, "MAX_SEQ_LEN", 19)
-    monkeypatch.setattr(vocab_probes, "BREAKER_SUITE", tuple(x for x in vocab_probes.BREAKER_SUITE
-                                                             if x[0] in ("tail-length", "all"))[:1])
+    suite = tuple(x for x in vocab_probes.BREAKER_SUITE if x[0] in ("tail-length", "all"))[:1]
+    for mod in (vocab_probes, vocab_restarts):  # the suite as both modules read it
+        monkeypatch.setattr(mod, "BREAKER_SUITE", suite)
     r = run(lib, ["llama-spm"], ("construction",))
     c = r["vocabularies"][0]["construction"]
     assert r["verdict"] == "finding" and c["disagreements"] > 0 and c["sets_complete"] == 1

@@ -13,6 +13,7 @@ from ..oracle.promise_text import (PROMISE_SETS, TEXTS, WINDOW, classify, comple
                                    promised_rep_limit, shipped_scan, spans)
 from ..oracle.restarts_vocab import MAX_CHAR_LEN, MAX_SEQ_LEN, TextIndex, restart_model  # noqa: F401
 from ..enumerate.vocab_probes import _fillers, SubjectProbe
+from ..subject.answers import Unsupported
 from ..vocab_cases import load_vocab
 
 
@@ -34,6 +35,7 @@ class PromiseResult:
     witnesses: dict = field(default_factory=dict)  # class -> shortest Witness
     sets_done: int = 0     # breaker sets swept in full (all of them unless a deadline cut the sweep)
     complete: bool = True
+    not_judged: dict = field(default_factory=dict)  # why the subject could not express a window -> how many
 
 
 def windows_of(ids, pieces, breakers):
@@ -82,15 +84,18 @@ def spelled_histories(model, pieces, breakers, tokenize_special):
 
 
 def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True, deadline=None) -> PromiseResult:
-    """deadline (time.monotonic()): no breaker set starts after it (sets_done, complete say what ran)."""
+    """deadline (time.monotonic()): no window is observed after it (sets_done, complete say what ran)."""
     import time
+
+    def late() -> bool:
+        return deadline is not None and time.monotonic() > deadline
     vocab = load_vocab(vocab_spec, lib)
     index = TextIndex(vocab.texts())
     pieces = vocab.pieces()
     res = PromiseResult(vocab.ref.name)
     tokenized = [(name, vocab.tokenize(t, parse_special=True)) for name, t in texts]
     for set_name, breakers in sets:
-        if deadline is not None and time.monotonic() > deadline:
+        if late():
             res.complete = False
             break
         model = restart_model(breakers, index, vocab.tokenize)
@@ -102,8 +107,15 @@ def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True,
                     z = f
                     break
             for s, e in windows_of(ids, pieces, breakers):
+                if late():
+                    res.complete = False
+                    return res
                 window = tuple(ids[s:e])
-                obs = observe(probe, window, z)
+                try:
+                    obs = observe(probe, window, z)
+                except Unsupported as why:  # not judged: counted, with why
+                    res.not_judged[str(why)] = res.not_judged.get(str(why), 0) + 1
+                    continue
                 cls, info = classify(window, pieces, index.texts, breakers, model, obs, vocab.tokenize)
                 res.counts[cls] = res.counts.get(cls, 0) + 1
                 if cls == "agree":
@@ -119,7 +131,14 @@ def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True,
                                             lambda b: vocab.tokenize(b, parse_special=True)):
                 if z in window:
                     continue
-                obs = observe(probe, window, z)
+                if late():
+                    res.complete = False
+                    return res
+                try:
+                    obs = observe(probe, window, z)
+                except Unsupported as why:
+                    res.not_judged[str(why)] = res.not_judged.get(str(why), 0) + 1
+                    continue
                 cls, info = classify(window, pieces, index.texts, breakers, model, obs, vocab.tokenize)
                 res.vocab_counts[cls] = res.vocab_counts.get(cls, 0) + 1
                 if cls == "agree":
@@ -135,7 +154,11 @@ def shrink(probe, window, z, pieces, texts_of, breakers, model, cls, info, token
     """Drop leading tokens while the window keeps its class."""
     while len(window) > 1:
         w2 = window[1:]
-        c2, i2 = classify(w2, pieces, texts_of, breakers, model, observe(probe, w2, z), tokenize)
+        try:
+            obs = observe(probe, w2, z)
+        except Unsupported:  # the subject cannot express the shorter window: keep this one
+            break
+        c2, i2 = classify(w2, pieces, texts_of, breakers, model, obs, tokenize)
         if c2 != cls:
             break
         window, info = w2, i2

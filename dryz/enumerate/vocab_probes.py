@@ -50,7 +50,7 @@ from ..oracle.seqindex import RestartSeqs, restart_scan
 from ..oracle.shipped import Config, output_logits, shipped_lengths
 from ..oracle.restarts_vocab import TextIndex, restart_model
 from ..case import Case
-from ..subject.answers import Crash, SubjectCrashed
+from ..subject.answers import Crash, Refused, SubjectCrashed, Unrecoverable, Unsupported
 
 LAST_N = 4096
 GROUP_TOKENS = 100
@@ -163,10 +163,18 @@ class SubjectProbe:
 
 
 def run_probe(lib, v, breakers, history, cands) -> np.ndarray:
-    """The subject's logits for a probe (SubjectCrashed if it died on it)."""
-    out = lib.run(probe_case(v, breakers, history, cands))
+    """The subject's logits for a probe (SubjectCrashed if it died on it; Unsupported, not judged, when its answer
+    is not DRY's output read back exactly: a request layer's refusal, penalties a softmax cannot give back)."""
+    case = probe_case(v, breakers, history, cands)
+    why = lib.caps.lacks(case)
+    if why is not None:
+        raise Unsupported(f"{lib.kind} subject: {why}")
+    out = lib.run(case)
     if isinstance(out, Crash):
         raise SubjectCrashed(out)
+    if isinstance(out, (Unrecoverable, Refused)):
+        raise Unsupported(f"{lib.kind} subject: {type(out).__name__.lower()}: "
+                          f"{getattr(out, 'detail', None) or getattr(out, 'message', '')}")
     if tuple(out.ids) != tuple(cands):
         raise RuntimeError("the sampler changed the candidate ids")
     return out.logits
@@ -233,7 +241,11 @@ def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summ
             raise _Late
 
     def check(kind, hyp, history, cands, pred):
-        got = run_probe(lib, vocab, breakers, history, cands)
+        try:
+            got = run_probe(lib, vocab, breakers, history, cands)
+        except Unsupported as why:  # not judged: counted, with why
+            stats.setdefault("not_judged", {})[str(why)] = stats.get("not_judged", {}).get(str(why), 0) + 1
+            return
         stats["probes"] += 1
         H = np.asarray(list(history)[-LAST_N:], dtype=np.int64)[None, :]
         b = check_batch(cfg, H, np.asarray(cands, dtype=np.int64), got[None, :])  # the one verdict

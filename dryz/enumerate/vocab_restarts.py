@@ -100,7 +100,8 @@ def run(lib, specs, checks=CHECKS, seconds: float | None = None, log=None) -> di
                               "sets_complete": r.sets_done, "sets": len(PROMISE_SETS),
                               "witnesses": {c: {"set": w.breaker_set, "breakers": w.breakers,
                                                 "window": list(w.window), "text": w.text}
-                                            for c, w in sorted(r.witnesses.items())}}
+                                            for c, w in sorted(r.witnesses.items())},
+                              **({"not_judged": r.not_judged} if r.not_judged else {})}
             partial |= not r.complete
             for cls, w in sorted(r.witnesses.items()):
                 if cls == "construction-mismatch" or cls not in known_classes():
@@ -120,6 +121,9 @@ def run(lib, specs, checks=CHECKS, seconds: float | None = None, log=None) -> di
             c["disagreements"] += len(s.disagreements)
             c["sets_complete"] += sum(1 for x in s.sets if x["complete"])
             c["sets_incomplete"] += [x["set"] for x in s.sets if not x["complete"]]
+            for x in s.sets:  # probes the subject could not express: counted, with why
+                for why, n in x.get("not_judged", {}).items():
+                    c.setdefault("not_judged", {})[why] = c.get("not_judged", {}).get(why, 0) + n
             partial |= any(not x["complete"] for x in s.sets) or len(s.sets) < len(sets)
             shown: dict = {}
             for d in sorted(s.disagreements, key=lambda d: len(d.history)):  # the shortest 3 of each kind

@@ -41,8 +41,11 @@ def gate(spec: str, seconds: float, base: str | None = None, expect=(), work: Pa
         raise GateError("--expect-change and --expect-file declare changes against a base: give --base")
     base_spec = resolve_base(base, log) if base is not None else None
     ident = identity(spec, work)
+    caps = ident.pop("capabilities", None)
     base_ident = identity(base_spec, work) if base_spec is not None else None
-    planned = plan(spec, seconds, base_spec, modes, lanes)
+    if base_ident is not None:
+        base_ident.pop("capabilities", None)
+    planned = plan(spec, seconds, base_spec, modes, lanes, caps)
     return run(planned, work, seconds, log, expect=expect, base_identity=base_ident, subject_identity=ident)
 
 

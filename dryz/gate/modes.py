@@ -40,6 +40,7 @@ class ModeRecord:
     overhead: float = 0.0  # a timed mode's measured seconds beyond its --time (start-up, seeding, re-checks)
     stop_early: tuple = ()  # what the gate adds so that a campaign ends at its first crashing job
     needs_base: bool = False
+    needs: Callable | None = None  # capabilities (subject show's JSON) -> why the subject cannot express the mode
 
     @property
     def timed(self) -> bool:
@@ -108,7 +109,8 @@ def read_restarts(r: ModeResult, d: dict, work: Path) -> None:
 
 def read_replay(r: ModeResult, d: dict, work: Path) -> None:
     t = d["totals"]
-    r.text = f"{t['as_expected']}/{t['replayed']} as expected" + (f", {t['changed']} changed" if t["changed"] else "")
+    r.text = f"{t['as_expected']}/{t['replayed']} as expected" + (f", {t['changed']} changed" if t["changed"] else "") \
+        + (f", {t['not_judged']} not judged (the subject cannot express them)" if t.get("not_judged") else "")
     for e in d["entries"]:
         if e["status"] == "changed":
             r.findings.append(Finding("replay", e["got"], f"{Path(e['path']).name}: expected {e['expect']}",
@@ -125,6 +127,7 @@ def read_vocab(r: ModeResult, d: dict, work: Path) -> None:
         sets = sum(v.get("construction", {}).get("sets_complete", 0) for v in ran)
         dis = sum(v.get("construction", {}).get("disagreements", 0) for v in ran)
         r.text = f"{probes:,} probes, {sets} breaker sets complete, {cover}: {dis} disagreements"
+        skipped = sum(sum(v.get("construction", {}).get("not_judged", {}).values()) for v in ran)
     else:
         classes: dict = {}
         for v in ran:
@@ -133,6 +136,9 @@ def read_vocab(r: ModeResult, d: dict, work: Path) -> None:
         known = sorted(k for k in classes if k != "agree" and k in known_classes() and k != "construction-mismatch")
         r.text = f"{cover}, {sum(classes.values()):,} windows: {len(d['findings'])} finding(s)" + \
                  (f" (documented classes seen: {', '.join(known)})" if known else "")
+        skipped = sum(sum(v["promise"].get("not_judged", {}).values()) for v in ran)
+    if skipped:
+        r.text += f"; {skipped:,} not judged (the subject cannot express them)"
     for i, f in enumerate(d["findings"][:3]):
         r.findings.append(Finding(n, f["klass"], f"{f['vocab']}: {f['detail'][:160]}",
                                   _write(work, f"{n}-{i}.json", f["case"])))
@@ -174,6 +180,20 @@ def read_differential(r: ModeResult, d: dict, work: Path) -> None:
         r.verdict = "finding"
 
 
+# -- what a mode needs of the subject ----------------------------------------------------------------------------
+
+
+def _traces(caps: dict) -> str | None:
+    missing = {"reset", "clone", "free"} - set(caps.get("calls", ()))
+    return f"a trace needs the {', '.join(sorted(missing))} call(s), which the subject does not expose" if missing \
+        else None
+
+
+def _vocabularies(caps: dict) -> str | None:
+    v = caps.get("vocabularies", "any")
+    return None if v == "any" or VOCAB_FUZZ in v else f"the subject runs the vocabularies {v}, not the vendored ones"
+
+
 # -- the registry ------------------------------------------------------------------------------------------------
 
 _J = "--json={work}/{name}.json"
@@ -198,16 +218,19 @@ MODES = (
              fixed=6.0),
     ModeRecord("construction", ("restarts", "--vocab", "all", "--check", "construction", "--time", "{time}", _J), 0,
              read_vocab, "init_dry's restart sequences against an independent model, vendored vocabularies",
-             share=0.20, overhead=3.0),
+             share=0.20, overhead=3.0, needs=_vocabularies),
     ModeRecord("fuzz-traces", _FUZZ[:1] + ("--traces",) + _FUZZ[1:], 0, read_fuzz,
-             "libFuzzer campaign over traces (reset, clone, continue)", overhead=15.0, stop_early=_STOP),
+             "libFuzzer campaign over traces (reset, clone, continue)", overhead=15.0, stop_early=_STOP,
+             needs=_traces),
     ModeRecord("fuzz-vocab-random", _FUZZ + ("--vocab", VOCAB_FUZZ, "--breaker-sets", "random"), 0, read_fuzz,
-             f"libFuzzer campaign over {VOCAB_FUZZ}, random breakers", overhead=20.0, stop_early=_STOP),
+             f"libFuzzer campaign over {VOCAB_FUZZ}, random breakers", overhead=20.0, stop_early=_STOP,
+             needs=_vocabularies),
     ModeRecord("traces", _EXHAUSTIVE + ("--trace-events", "7", _J), 1, read_certificate,
-             "every trace of up to 7 events (accept, apply, reset, clone, free), 4 configurations", fixed=26.0),
+             "every trace of up to 7 events (accept, apply, reset, clone, free), 4 configurations", fixed=26.0,
+             needs=_traces),
     ModeRecord("promise", ("restarts", "--vocab", "all", "--check", "promise", "--time", "{time}", _J), 1, read_vocab,
              "rep_limit against the breaker as printed, texts over the vendored vocabularies", share=0.10,
-             overhead=3.0),
+             overhead=3.0, needs=_vocabularies),
     ModeRecord("fuzz", _FUZZ, 1, read_fuzz,
              "libFuzzer campaign, symbol vocabulary (long histories, random windows and parameters)", overhead=7.0,
              stop_early=_STOP),
@@ -216,7 +239,8 @@ MODES = (
              read_differential, "the subject against the base, case by case (dryz compare: edges, corpus, kept "
                                 "inputs)", share=0.15, overhead=35.0, needs_base=True),
     ModeRecord("fuzz-vocab-dict", _FUZZ + ("--vocab", VOCAB_FUZZ, "--breaker-sets", "dict"), 1, read_fuzz,
-             f"libFuzzer campaign over {VOCAB_FUZZ}, real-world breaker sets", overhead=20.0, stop_early=_STOP),
+             f"libFuzzer campaign over {VOCAB_FUZZ}, real-world breaker sets", overhead=20.0, stop_early=_STOP,
+             needs=_vocabularies),
 )
 BY_NAME = {m.name: m for m in MODES}
 NAMES = tuple(BY_NAME)

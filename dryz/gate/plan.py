@@ -34,6 +34,7 @@ class Mode:
     spec: str             # the subject spec the mode runs on
     base: str | None = None
     early_stop: bool = True  # a campaign ends at its first crashing job (the gate; the matrix runs it whole)
+    not_expressible: str = ""  # why the subject cannot express the mode (its capabilities): not run, counted
 
     def __post_init__(self):  # the record's name, kind and measured overhead, read as the mode's own
         self.name, self.timed, self.overhead = self.record.name, self.record.timed, self.record.overhead
@@ -51,9 +52,11 @@ class Mode:
         return [re.sub(r"\{(work|time|name|base)\}", lambda m: sub[m.group(1)], a) for a in args]
 
 
-def plan(spec: str, budget: float, base=None, modes=None, lanes: int = LANES) -> list[Mode]:
+def plan(spec: str, budget: float, base=None, modes=None, lanes: int = LANES, caps: dict | None = None) -> list[Mode]:
     """The modes for a gate of `budget` seconds on the subject `spec`; with `base` (a subject spec) the
-    differential too. modes: only these names (in the registry's order); lanes: 1 or 2."""
+    differential too. modes: only these names (in the registry's order); lanes: 1 or 2. caps: the subject's
+    capabilities (subject show): a mode it cannot express is planned as not expressible (not run, its time given to
+    the others)."""
     if lanes not in (1, 2):
         raise GateError(f"lanes must be 1 or 2, got {lanes}")
     wanted = set(NAMES if modes is None else modes)
@@ -65,20 +68,25 @@ def plan(spec: str, budget: float, base=None, modes=None, lanes: int = LANES) ->
     layout = [[m for m in MODES if m.lane == i and m.name in wanted] for i in range(LANES)]
     if lanes == 1:
         layout = [layout[0] + layout[1]]
+    why = {m.name: (m.needs(caps) if m.needs and caps is not None else None) or "" for lane in layout for m in lane}
     out = []
     for i, lane in enumerate(layout):
-        fixed = sum(m.fixed for m in lane)
-        timed = [m for m in lane if m.timed]
+        runs = [m for m in lane if not why[m.name]]
+        fixed = sum(m.fixed for m in runs)
+        timed = [m for m in runs if m.timed]
         campaigns = [m for m in timed if m.campaign]
         rest = budget - fixed - sum(m.share * budget for m in timed) - sum(m.overhead for m in timed)
         for m in lane:
-            secs = m.fixed if m.fixed else m.share * budget if m.share else rest / len(campaigns)
-            out.append(Mode(m, i, round(max(MIN_SECONDS, secs), 1) if m.timed else secs, spec, base))
+            secs = 0.0 if why[m.name] else m.fixed if m.fixed else m.share * budget if m.share else \
+                rest / len(campaigns)
+            out.append(Mode(m, i, round(max(MIN_SECONDS, secs), 1) if m.timed and not why[m.name] else secs, spec,
+                            base, not_expressible=why[m.name]))
     return out
 
 
-def mode(name: str, spec: str, seconds: float = 0.0, early_stop: bool = False) -> Mode:
+def mode(name: str, spec: str, seconds: float = 0.0, early_stop: bool = False, caps: dict | None = None) -> Mode:
     """One registered mode on its own (the matrix's cells): its planned seconds are its estimate, or `seconds`
-    for a timed mode."""
+    for a timed mode; not expressible where the subject's capabilities (caps) say so."""
     m = BY_NAME[name]
-    return Mode(m, 0, m.fixed if m.fixed else seconds, spec, early_stop=early_stop)
+    why = (m.needs(caps) if m.needs and caps is not None else None) or ""
+    return Mode(m, 0, m.fixed if m.fixed else seconds, spec, early_stop=early_stop, not_expressible=why)

@@ -29,7 +29,8 @@ class Finding:
 @dataclass
 class ModeResult:
     name: str
-    verdict: str          # pass | finding | error | timeout | crash | cancelled | interrupted | not run
+    verdict: str          # pass | finding | error | timeout | crash | cancelled | interrupted | not run |
+                          # not expressible (the subject's capabilities: counted, not run)
     exit: int | None
     seconds: float
     given: float | None   # the --time it was given (timed modes)

@@ -60,6 +60,8 @@ def run_mode(m: Mode, work: Path, given: float, runs: Runs | None = None, t0: fl
     .err; its result read from the JSON it wrote. runs: the run it belongs to (a stop reaches it). timeout:
     when its process group is stopped (default: the mode's own, Mode.timeout)."""
     t0 = time.monotonic() if t0 is None else t0
+    if m.not_expressible:
+        return ModeResult(m.name, "not expressible", None, 0.0, None, m.not_expressible, [])
     args = m.args(work, given)
     timeout = m.timeout(given) if timeout is None else timeout
     child = Child(m.spec, args, work, work / f"{m.name}.out", work / f"{m.name}.err")
@@ -99,7 +101,8 @@ class _Lanes:
 
     def given(self, mode: Mode) -> float:
         """A timed mode's seconds: its planned share rescaled to what its lane has left of the budget."""
-        lane = [m for m in self.modes if m.lane == mode.lane and m.timed and m.name not in self.results]
+        lane = [m for m in self.modes if m.lane == mode.lane and m.timed and m.name not in self.results
+                and not m.not_expressible]
         left = self.budget - (time.monotonic() - self.t0) - sum(m.overhead for m in lane)
         planned = sum(m.seconds for m in lane)
         return max(MIN_SECONDS, mode.seconds * left / planned if planned > 0 else left)

@@ -21,7 +21,7 @@ from ..subject.sanitizer import report
 KILLING = ("killed", "crash", "memory", "timeout")
 DEFAULT_BUDGET = 120.0  # seconds of gate budget per mutant (the gate's --time)
 STATUS = {"pass": "survived", "finding": "killed", "crash": "crash", "timeout": "timeout", "error": "error",
-          "cancelled": "not run", "interrupted": "not run", "not run": "not run"}
+          "cancelled": "not run", "interrupted": "not run", "not run": "not run", "not expressible": "not run"}
 
 
 @dataclass
