@@ -18,7 +18,7 @@ import numpy as np
 
 from ..case import Case
 from ..symbols import MAX_ALPHABET
-from .answers import Capabilities, Crash, Outputs, SubjectCrashed, Unsupported
+from .answers import Capabilities, Crash, Outputs, Refused, SubjectCrashed, Unrecoverable, Unsupported
 from .identity import subject_line
 from .trace_driver import refuse_old_abi_crash, run_events
 from .vendored_vocabs import reference_vocabulary
@@ -103,6 +103,8 @@ class Subject:
         for i in range(0, len(cases), step):
             outs.extend(self.run_batch(cases[i:i + step]))
         crash = next((o for o in outs if isinstance(o, Crash)), None)
+        if crash is None:
+            _expressed(outs)
         return crash if crash is not None else Outputs.of(outs)
 
     def walk(self, tree, max_len: int, params, sink, prefixes=((),)) -> int:
@@ -119,6 +121,15 @@ class Subject:
 
     def close(self) -> None:
         """Release what the subject holds (processes, samplers)."""
+
+
+def _expressed(outs) -> None:
+    """A batch's answers are outputs: a case the subject answered with a refusal or an unreadable answer is one it
+    cannot express here (Unsupported: the mode says so), never read as an output."""
+    bad = next((o for o in outs if isinstance(o, (Refused, Unrecoverable))), None)
+    if bad is not None:
+        raise Unsupported(f"the subject answered {type(bad).__name__.lower()}: "
+                          f"{getattr(bad, 'detail', None) or getattr(bad, 'message', '')}")
 
 
 def walk_by_batches(subject, tree, max_len, params, sink, prefixes=((),), top=None) -> int:
@@ -162,6 +173,7 @@ def walk_by_batches(subject, tree, max_len, params, sink, prefixes=((),), top=No
             for c, o in zip(cases, outs):
                 if isinstance(o, Crash):
                     raise SubjectCrashed(o, c)
+            _expressed(outs)
             H = np.array(hs, dtype=np.int64).reshape(len(hs), n)
             logits = np.stack([np.asarray(o.logits, dtype=np.float32) for o in outs])
             sink(n, m, H, logits, cands)
