@@ -21,7 +21,11 @@ a mismatch. Each deviation is a change to the configuration the shipped model (d
                                 N tokens or more
   parameters and arithmetic
     base-below-one:applied      base < 1 penalizes (multiplier * base^k; llama.cpp: DRY off)
-    base-below-one:refused      base <= 1 is refused (the engine answers a refusal instead of running)
+  refusals (the engine answers a refusal instead of running; llama.cpp runs the case)
+    base-below-one:refused      base <= 1 is refused
+    window-negative:refused     a negative penalty_last_n is refused
+    allowed-negative:refused    a negative allowed_length is refused
+    multiplier-negative:refused a negative multiplier is refused
     breakers-not-exempt         a single-token breaker is penalized like any token
     no-clamp                    Step 4 does not clamp the exponent: a penalty past the float range is inf
 
@@ -50,12 +54,20 @@ MODELLED = {
     "early-exit:N": "the scan stops after the first repeat of N tokens or more",
     "base-below-one:applied": "base < 1 penalizes",
     "base-below-one:refused": "base <= 1 is refused",
+    "window-negative:refused": "a negative penalty_last_n is refused",
+    "allowed-negative:refused": "a negative allowed_length is refused",
+    "multiplier-negative:refused": "a negative multiplier is refused",
     "breakers-not-exempt": "single-token breakers are penalized",
     "no-clamp": "no exponent clamp in Step 4",
 }
 KNOWN = tuple(MODELLED)  # (kept for the adapters that read it)
 _FLAGS = ("single-token-breakers", "breaker-form:last-token", "window-zero:unlimited", "window-negative:unlimited",
-          "base-below-one:applied", "base-below-one:refused", "breakers-not-exempt", "no-clamp")
+          "base-below-one:applied", "breakers-not-exempt", "no-clamp")
+# A refusal: the case a declaration covers (its parameters), the engine refusing it instead of running.
+REFUSALS = {"base-below-one:refused": lambda c: c.base <= 1.0,
+            "window-negative:refused": lambda c: c.penalty_last_n < 0,
+            "allowed-negative:refused": lambda c: c.allowed_length < 0,
+            "multiplier-negative:refused": lambda c: c.multiplier < 0}
 
 
 class DeviationError(ValueError, DryzError):
@@ -64,7 +76,7 @@ class DeviationError(ValueError, DryzError):
 
 def parse(name: str) -> tuple[str, int | None]:
     """(deviation, its number or None); DeviationError for one dryz does not model."""
-    if name in _FLAGS:
+    if name in _FLAGS or name in REFUSALS:
         return name, None
     m = re.fullmatch(r"(match-cap|max-ngram|occurrence-cap|early-exit):(\d+)", name)
     if m and int(m.group(2)) >= 1:
@@ -97,14 +109,15 @@ def apply(cfg, name: str, breakers=(), tokenize=None):
         return replace(cfg, base_below_one_applied=True, variants=())
     if kind == "no-clamp":
         return replace(cfg, clamp=False, variants=())
-    if kind == "base-below-one:refused":  # a refusal: the output model is unchanged (refuses() judges it)
+    if kind in REFUSALS:  # a refusal: the output model is unchanged (refuses() judges a refused answer)
         return replace(cfg, variants=())
     return replace(cfg, exempt_breakers=False, variants=())
 
 
 def variants(cfg, declared, breakers=(), tokenize=None) -> tuple:
-    """(class, Config) for each declared deviation, and for all of them together."""
-    declared = tuple(declared)
+    """(class, Config) for each declared deviation that changes the output model (a refusal does not: refuses()
+    judges it), and for all of them together."""
+    declared = tuple(d for d in declared if d not in REFUSALS)
     out = [(f"declared-{d}", apply(cfg, d, breakers, tokenize)) for d in declared]
     if len(declared) > 1:
         both = cfg
@@ -117,9 +130,7 @@ def variants(cfg, declared, breakers=(), tokenize=None) -> tuple:
 def refuses(case, declared) -> str | None:
     """The class of the declared refusal that covers the case (the engine documents it refuses such parameters),
     or None."""
-    if "base-below-one:refused" in declared and case.base <= 1.0 and case.multiplier != 0.0:
-        return "declared-base-below-one:refused"
-    return None
+    return next((f"declared-{d}" for d in declared if d in REFUSALS and REFUSALS[d](case)), None)
 
 
 # -- a match-length model with occurrence limits ------------------------------------------------------------------

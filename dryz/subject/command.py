@@ -46,6 +46,7 @@ import select
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from functools import cached_property
 
@@ -331,3 +332,21 @@ class _Gone(Exception):
     def __init__(self, why: str, hang: bool = False):
         super().__init__(why)
         self.signal = "hang" if hang else "adapter"
+
+
+class EngineSubject(Command):
+    """`--subject engine:NAME`: one of the engine adapters dryz ships (dryz.subject.engines), run as a `cmd:`
+    subject: `python -m dryz.subject.engines.NAME`. A missing engine package is one line naming the extra."""
+    kind = "engine"
+
+    def __init__(self, arg: str):
+        from .engines import ENGINES  # on use: keeps start-up fast (a kind's module loads when it is selected)
+        name = arg.strip()
+        engine = ENGINES.get(name)
+        if engine is None:
+            raise SubjectError(f"engine:{name}: unknown engine (dryz ships {', '.join(ENGINES)})")
+        why = engine.missing()
+        if why is not None:
+            raise SubjectError(why)
+        super().__init__(shlex.join([sys.executable, "-m", engine.module]))
+        self.spec = f"engine:{name}"
