@@ -578,7 +578,7 @@ def answer_verdict(case: Case, sem: Semantics, out) -> Verdict:
     if isinstance(out, Crash):
         return crash_verdict(case, out)
     if isinstance(out, Unrecoverable):
-        raise Unsupported(f"{sem.kind} subject: what DRY did cannot be read back exactly: {out.detail}")
+        raise Unsupported(f"{sem.kind} subject: not judged: {out.detail}")
     if isinstance(out, Refused):
         declared = refuses(case, sem.deviations)
         if declared is not None:  # a refusal the subject's engine documents for such parameters

@@ -27,7 +27,9 @@ def say_subject(lib) -> None:
 @click.version_option(__version__, prog_name="dryz")
 @click.option("--subject", "subject_spec", default=None, metavar="KIND:ARG", envvar="DRYZ_SUBJECT",
               help="The subject under audit, for every command and every process it starts: libllama:PATH (a "
-                   "libllama.so, or a folder holding it). [env: DRYZ_SUBJECT; default: llama-cpp-python's "
+                   "libllama.so or its folder), server:PATH (a llama-server binary), llama-cpp-python: (the "
+                   "installed binding), engine:NAME (mistralrs, exllamav2, aphrodite: another engine's DRY), "
+                   "cmd:COMMAND (your adapter, docs/adapters.md). [env: DRYZ_SUBJECT; default: llama-cpp-python's "
                    "libllama]")
 @click.option("--lib", "lib_path", default=None, metavar="PATH", envvar="DRYZ_LIB",
               help=meaning("--lib", "Short for --subject libllama:PATH. [env: DRYZ_LIB]"))
