@@ -9,7 +9,7 @@ import bisect
 import math
 import os
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -445,26 +445,33 @@ class Batch:
                                             rep_fn=promised_rep_limits, lengths=self.lengths[rows])[0]
         return at, promised_lengths(self.H[rows], self.cands, self.cfg, oracle)
 
+    def _restart_promised(self, r: int):
+        """The promised model's output for history r (Step 1 as promised, the rest as shipped): (logits over the
+        batch's candidates, sorted flag), where its rep_limit differs from the shipped one; else None."""
+        p = self._promised
+        if p is None or not p[1][r]:
+            return None  # the two models differ only through rep_limit: nothing to compare
+        at, pred = self._promised_predictions
+        i = at[r]
+        pp = Prediction(pred.L[i:i + 1], pred.penalized[i:i + 1], pred.ran[i:i + 1])
+        return output_logits(self._initial(r), pp, self.cfg)[0], (False if pp.ran[0] else self._sorted_in(r))
+
     def _restart_promise(self, r: int) -> list[str]:
         """Step 1's promise: "the most recently completed restart sequence limits the repetition". Where the
         output (which agreed with the as-shipped model) differs from the promised model's, the window shows
         contained-restart (the documented limitation: the sequence the shipped scan stops at lies strictly
         inside the one completed closer to the end, 'ni' in 'amniotic') or restart-order (anything else)."""
-        p = self._promised
-        if p is None or not p[1][r]:
-            return []  # the two models differ only through rep_limit: nothing to compare
-        at, pred = self._promised_predictions
-        i = at[r]
-        pp = Prediction(pred.L[i:i + 1], pred.penalized[i:i + 1], pred.ran[i:i + 1])
-        promised = output_logits(self._initial(r), pp, self.cfg)[0]
+        out = self._restart_promised(r)
+        if out is None:
+            return []
+        promised, promised_sorted = out
         observed = self.observed[r]
         if self.present is not None:
             promised, observed = promised[self.present[r]], observed[self.present[r]]
-        promised_sorted = False if pp.ran[0] else self._sorted_in(r)
         same_sorted = self.observed_sorted is None or bool(self.observed_sorted[r]) == promised_sorted
         if _bits(observed).tobytes() == _bits(promised).tobytes() and same_sorted:
             return []
-        return [restart_promise_class(self._window(p[0], r), self.cfg.seqs)]
+        return [restart_promise_class(self._window(self._promised[0], r), self.cfg.seqs)]
 
 
     # -- the text-level promise over a real vocabulary -------------------------------------------------------
@@ -508,10 +515,7 @@ class Batch:
         if x is None or x[1] == x[2]:
             return []
         window, prom, ship = x
-        pp = shipped_lengths(self.H[r:r + 1], self.cands, self.cfg, match_lengths_A,
-                             rep_fn=lambda W, seqs: np.array([prom], dtype=np.int64))
-        promised = output_logits(self._initial(r), pp, self.cfg)[0]
-        promised_sorted = False if pp.ran[0] else self._sorted_in(r)
+        promised, promised_sorted = self._text_promised(r, prom)
         same_sorted = self.observed_sorted is None or bool(self.observed_sorted[r]) == promised_sorted
         if _bits(self.observed[r]).tobytes() == _bits(promised).tobytes() and same_sorted:
             return []
@@ -521,6 +525,24 @@ class Batch:
             raise HarnessError(f"the text-level promise model and Step 1's model disagree on a window ({cls}: "
                                f"{info})")
         return [cls.split("-", 1)[1]]  # promise-breaker-in-token -> breaker-in-token; documented-X -> X
+
+    def _text_promised(self, r: int, prom: int):
+        """The text promise's output for history r, its rep_limit prom (the rest as shipped): (logits, sorted)."""
+        pp = shipped_lengths(self.H[r:r + 1], self.cands, self.cfg, match_lengths_A,
+                             rep_fn=lambda W, seqs: np.array([prom], dtype=np.int64))
+        return output_logits(self._initial(r), pp, self.cfg)[0], (False if pp.ran[0] else self._sorted_in(r))
+
+    def promised_output(self, r: int):
+        """What the source's promises say history r's output must be where they and the shipped model part: Step
+        1's restart order (multi-token restart sequences), else the text-level breaker promise (a real
+        vocabulary): (logits over the batch's candidates, sorted flag); None where the promised rep_limit is the
+        shipped one (the shipped model's output is the promised one)."""
+        out = self._restart_promised(r) if self.cfg.multi_token else None
+        if out is None and self.cfg.text is not None:
+            x = self._text_rep(r)
+            if x is not None and x[1] != x[2]:
+                out = self._text_promised(r, x[1])
+        return out
 
 
 def check_batch(cfg: Config, H: np.ndarray, cands: np.ndarray, observed: np.ndarray, initial=None,
@@ -565,6 +587,41 @@ def model_logits(case: Case) -> np.ndarray:
     b = Batch(case_config(case), H, cands, np.zeros((1, len(cands)), dtype=np.float32),
               np.array(case.logits, dtype=np.float32), case.sorted)
     return b.expected[0]
+
+
+@dataclass
+class Expected:
+    """What the oracles say a subject must leave for one case, with no subject run (dryz export asserts it)."""
+    logits: np.ndarray      # float32, per candidate in array order
+    sorted: bool            # the sorted flag apply must leave
+    finite: np.ndarray      # bool per candidate: the promise finite-penalty asks only that this logit stay finite
+                            # (the shipped model overflows it to -inf); its `logits` entry is the shipped one
+    promised: bool          # logits are the promised model's (Step 1's restart order or the text promise), which
+                            # the shipped model's differ from
+    multi_token: bool       # some restart sequence of the breakers has a tail
+
+
+def expected_output(case: Case, abi: int = 7, vocabulary=None, promises: bool = False) -> Expected:
+    """The case's expected output on the semantics of an init_dry ABI (a real vocabulary's case: that vocabulary
+    loaded, dryz.vocab_cases): the shipped model's logits and sorted flag, both oracles agreeing (else
+    HarnessError: no expected value); with promises, what the source's promises say instead where they part from
+    the shipped model (promised_output: the promised rep_limit's output; finite-penalty: the candidates the
+    shipped model overflows need only stay finite)."""
+    cands, H = case_arrays(case)
+    initial = np.array(case.logits, dtype=np.float32)
+    b = Batch(case_config(case, abi, (), vocabulary), H, cands, np.zeros((1, len(cands)), dtype=np.float32), initial,
+              case.sorted)
+    if b.oracles_differ.any():
+        raise HarnessError("oracles A and B disagree on this case: there is no expected value")
+    logits, srt = b.expected[0].copy(), b.row_sorted(0)
+    finite = np.zeros(len(cands), dtype=bool)
+    promised = False
+    if promises:
+        finite = b.pa.penalized[0] & np.isfinite(initial) & ~np.isfinite(logits)
+        out = b.promised_output(0)
+        if out is not None:
+            (logits, srt), promised = out, True
+    return Expected(np.asarray(logits, dtype=np.float32), bool(srt), finite, promised, b.cfg.multi_token)
 
 
 # -- one answer: a batch of one ----------------------------------------------------------------------------------

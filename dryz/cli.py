@@ -13,7 +13,7 @@ from .errors import EXIT_ERROR, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_OK, DryzErr
 from .files import fail as _fail, writable as _writable
 from .inputs import (load_case_file, load_subject, load_trace_file, on_vocab, quiet_mode, say, spelled, vocab_filter,
                      with_runtime)
-from .options import (Bound, _max_alphabet, _max_trace_events, _sanitizers, case_file_options, meaning, old,
+from .options import (READ_AS, Bound, _max_alphabet, _max_trace_events, _sanitizers, case_file_options, meaning, old,
                       with_old_spellings)
 
 
@@ -162,7 +162,7 @@ def judge_trace_json(trace, kind: str, isolate: bool = True) -> tuple[int, dict]
 @cli.command()
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
-              help=meaning("--as"))
+              help=meaning("--as", READ_AS))
 @click.option("--color/--no-color", default=None, help="Highlight matches with terminal colours. [default: on a tty]")
 @case_file_options
 @with_old_spellings
@@ -197,7 +197,7 @@ def explain(path, read_as, color, vocab, breakers, as_trace):
 @cli.command("check")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
-              help=meaning("--as"))
+              help=meaning("--as", READ_AS))
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help=meaning("--isolate", "Without it, a case that crashes the library takes dryz down with it."))
 @case_file_options
@@ -219,7 +219,7 @@ def check_cmd(path, read_as, isolate, vocab, breakers, as_trace):
 @cli.command()
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
-              help=meaning("--as"))
+              help=meaning("--as", READ_AS))
 @click.option("--corpus", "corpus_dir", default=None, metavar="DIR",
               help=meaning("--corpus", "The reproducer. [default: ./reproducers, in the working directory]"))
 @click.option("--isolate/--no-isolate", default=None,
@@ -268,6 +268,26 @@ def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_
         for why, n in getattr(m, "not_judged", {}).items():  # shortest among the cases this subject expresses
             click.echo(f"not judged: {n} candidate(s): {why}")
     click.echo(f"written: {written}")
+
+
+@cli.command("export")
+@click.argument("entry", type=click.Path(dir_okay=False))
+@click.option("--as", "form", type=click.Choice(["test-sampling", "pytest", "c"]), required=True,
+              help=meaning("--as", "test-sampling (a test_dry call for llama.cpp's tests/test-sampling.cpp), pytest "
+                                   "(a pytest file on llama-cpp-python's bindings) or c (a C program against llama.h)."))
+@click.option("--output", "output", default=None, metavar="FILE", help="Write the test to this file. [default: stdout]")
+def export_cmd(entry, form, output):
+    """A corpus entry (a finding, a seed, a trace, a minimized witness) as a test in its target's own style, its
+    expected values from the oracles: it passes on a correct build and fails on the one a finding was found on.
+    What a form cannot express is refused in one line naming the next form."""
+    from .export import export  # on use: keeps start-up fast
+    _writable(output)
+    text = export(entry, form)
+    if output:
+        with open(output, "w") as f:
+            f.write(text)
+    else:
+        click.echo(text, nl=False)
 
 
 @cli.command()

@@ -236,7 +236,7 @@ def _entry_head(data: dict, where: str, body: str) -> None:
 # per apply the equivalent case and its class, subject, provenance. Case entries are unchanged.
 
 TRACE_ENTRY_FIELDS = {"schema", "expect", "class", "shortest", "note", "spelled", "trace", "verdict", "applies",
-                      "subject", "provenance"}
+                      "sanitizer", "subject", "provenance"}
 
 
 def validate_trace_entry(data: dict, where: str):
@@ -255,14 +255,20 @@ def validate_trace_entry(data: dict, where: str):
 
 def trace_entry_json(trace, verdict, *, expect: str, shortest: str, provenance: dict, subject: dict,
                      note: str = "") -> dict:
-    """The stored form of a trace: the trace, its class, and per apply the equivalent case and its class."""
+    """The stored form of a trace: the trace, its class, and per apply the equivalent case and its class; for a
+    trace the library died on (no apply judged), how it died, and for class memory the sanitizer report's kind,
+    summary and first frames (as a case's crash_entry keeps them)."""
     if shortest not in SHORTEST:
         raise ValueError(f"shortest must be one of {SHORTEST}")
+    crash = getattr(verdict, "crash", None) or {}
+    died = {"signal": crash.get("signal"), "detail": crash.get("summary") or crash.get("detail")} if crash else {}
+    extra = {"sanitizer": {k: crash[k] for k in ("sanitizer", "kind", "summary", "frames")}} \
+        if crash.get("sanitizer") else {}
     return {"schema": CORPUS_SCHEMA, "expect": expect, "class": verdict.klass, "shortest": shortest, "note": note,
             "spelled": trace.spelled(), "trace": trace.to_json(),
-            "verdict": {"status": verdict.status, "first_bad_apply": verdict.first_bad_apply},
+            "verdict": {"status": verdict.status, "first_bad_apply": verdict.first_bad_apply, **died},
             "applies": [{"apply": a.index, "event": a.event, "class": a.klass, "fresh_equal": a.fresh_equal,
-                         "history_symbols": a.case.symbols} for a in verdict.applies],
+                         "history_symbols": a.case.symbols} for a in verdict.applies], **extra,
             "subject": subject_json(subject), "provenance": provenance}
 
 

@@ -32,8 +32,7 @@ MEANINGS = {
     "--release": "A llama-cpp-python release (its sdist's vendored llama.cpp).",
     "--base": "The subject to compare with: a llama-cpp-python release (built by dryz subject build), a subject "
               "KIND:ARG, or a libllama.so or its folder.",
-    "--as": "How to read the file: auto (a libFuzzer crash-* file as fuzz bytes, anything else as UTF-8 JSON), "
-            "json, or bytes (a fuzz input, decoded as the harness decodes it).",
+    "--as": "The form of the file, read or written:",
     "--trace": "The file is a trace.",
     "--decode-breakers": "With --vocab, for a crash file (fuzz bytes): decode it as a `dryz fuzz --vocab NAME "
                          "--breaker-sets MODE` campaign did.",
@@ -51,6 +50,11 @@ MEANINGS = {
     "--traces": "Work on traces of calls (accept, apply, reset, clone, free) instead of single cases.",
     "--lib": "The subject: a libllama.so or the folder holding it.",
 }
+
+
+# --as on a command that reads a case or trace file
+READ_AS = ("how it is read: auto (a libFuzzer crash-* file as fuzz bytes, anything else as UTF-8 JSON), json, or "
+           "bytes (a fuzz input, decoded as the harness decodes it).")
 
 
 def meaning(name: str, more: str = "") -> str:

@@ -91,7 +91,8 @@ def traces_text(tr: dict) -> str:
         extra = f" allowed={c['allowed_length']}" if c["allowed_length"] != 1 else ""
         lines.append(f"  {c['config']:<9} last_n={c['penalty_last_n']:<3}{brk}{extra}  traces {c['traces']:>9,} "
                      f"(closed form {c['expected_traces']:,})  applies {c['applies']:>9,}  "
-                     f"disagreements {c['disagreements']:,}  control differences {c['control_differences']}")
+                     f"disagreements {c['disagreements']:,}  control differences {c['control_differences']}"
+                     + (f"  CRASHED ON {c['crashed_traces']:,}" if c.get("crashed_traces") else ""))
     lines.append(f"  {'total':<9} {'':<10} traces {tr['traces']:>9,}  applies {tr['applies']:,}  "
                  f"disagreements {tr['disagreements']:,}  wall {tr['wall_seconds']:.2f} s")
     for c in tr["configs"]:
@@ -99,6 +100,8 @@ def traces_text(tr: dict) -> str:
             ex = c["examples"][0]
             lines.append(f"  witness ({c['config']}): {ex['status']} at apply {ex['first_bad_apply']}: "
                          f"{ex['spelled']}")
+        for x in c.get("crashes", [])[:1]:  # the first trace the subject died on (the certificate keeps 5)
+            lines.append(f"  crash   ({c['config']}): class {x['class']} on trace {x['spelled']!r}: {x['detail']}")
     return "\n".join(lines)
 
 

@@ -26,7 +26,7 @@ from .oracle.reference import divergences, threshold_length
 from .subject.answers import Unsupported
 from .subject.isolation import Worker
 from .trace import TraceError
-from .trace_check import check_trace, judge_trace
+from .trace_check import check_trace, check_trace_in
 from .trace_space import count_traces_of_length, iter_traces_of_length
 from .verdict import MEMORY
 
@@ -583,16 +583,27 @@ class MinimizedTrace:
 
 
 def minimize_trace_input(trace, subject, log=None, announce=None) -> MinimizedTrace:
-    """A trace as `dryz minimize` takes it: judged in an isolation worker first (trace_check.judge_trace), refused
-    with NothingToMinimize when it agrees or crashes the subject (a crashing trace is not minimized: dryz check
-    shows it), else shrunk (minimize_trace). announce(class) is called once it is judged."""
-    v = judge_trace(trace, subject, True)
-    if v.klass in ("crash", "memory"):
-        crash = getattr(v, "crash", None) or {}
-        raise NothingToMinimize(f"the trace crashes the library ({crash.get('summary') or crash.get('detail') or v.klass}); "
-                                "minimizing a crashing trace is not supported (dryz check shows it)")
-    if v.klass == "agree":
-        raise NothingToMinimize("the trace agrees with the oracles; nothing to minimize")
+    """A trace as `dryz minimize` takes it: judged in an isolation worker first (trace_check.check_trace_in),
+    refused with NothingToMinimize when it agrees, else shrunk: one that fails (minimize_trace), or one the
+    subject dies on (class crash, or memory with a sanitizer report) as a crashing case is (minimize_case):
+    the predicate "the same kind of error in the same function" (TraceVerdict.signature), every evaluation in
+    that isolation worker. announce(class) is called once it is judged."""
+    import time
+
+    t0 = time.perf_counter()
+    with Worker(subject.spec, subject) as w:
+        v = check_trace_in(w, trace)
+        if v.klass == "agree":
+            raise NothingToMinimize("the trace agrees with the oracles; nothing to minimize")
+        if v.klass in ("crash", "memory"):
+            if announce:
+                announce(v.klass)
+            small, shortest, calls, stats = reduce_trace(trace, v.signature(),
+                                                         lambda t: check_trace_in(w, t).signature(), log=log)
+            small = replace(small, note="")
+            final = check_trace_in(w, small)  # the reproducer's own report (its frames)
+            passes = {name: {"runs": s.runs, "wins": s.wins, "calls": s.calls} for name, s in stats.items()}
+            return MinimizedTrace(small, final, shortest, calls, passes, time.perf_counter() - t0, trace)
     first = check_trace(trace, subject)
     if announce:
         announce(first.klass)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from .case import Case
-from .verdict import AGREE, CRASH, MISMATCH, ORACLE_DISAGREEMENT, HarnessError, Verdict
+from .verdict import AGREE, CRASH, MEMORY, MISMATCH, ORACLE_DISAGREEMENT, HarnessError, Verdict
 from .judge import check
 from .check import check_batch
 from .config import config_of, effective_last_n, with_deviations
@@ -188,7 +188,14 @@ class TraceVerdict:
 
     def signature(self) -> tuple:
         """'Fails the same way' for the minimizer: the status and, at the first bad apply, check()'s
-        signature (class and per-candidate directions) and whether the fresh control differed."""
+        signature (class and per-candidate directions) and whether the fresh control differed; for a trace the
+        subject died on, as for a case (Verdict.signature): the same kind of error in the same function (a
+        sanitizer report), else the same signal."""
+        if self.status == CRASH:
+            c = getattr(self, "crash", None) or {}
+            if c.get("sanitizer"):
+                return (MEMORY, f"{c.get('kind')} in {c.get('function', '')}")
+            return (CRASH, c.get("signal") or "crash")
         if self.first_bad_apply is None:
             return (self.status,)
         a = self.applies[self.first_bad_apply]

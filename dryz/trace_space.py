@@ -63,5 +63,15 @@ def iter_traces(n_max: int, k: int, free: bool = True):
         yield from iter_traces_of_length(n, k, free)
 
 
+def iter_traces_from(n_max: int, k: int, free: bool = True, start: int = 0):
+    """iter_traces from position `start` on (0: the first), the lengths before it skipped by their counts."""
+    n = 1
+    while n <= n_max and start >= count_traces_of_length(n, k, free):
+        start -= count_traces_of_length(n, k, free)
+        n += 1
+    for m in range(n, n_max + 1):
+        yield from itertools.islice(iter_traces_of_length(m, k, free), start if m == n else 0, None)
+
+
 def trace_of(events, k: int, cfg: dict) -> Trace:
     return Trace(events=tuple(events), alphabet=k, **{**DEFAULT, **cfg})

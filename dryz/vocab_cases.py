@@ -90,12 +90,17 @@ def restart_sequences(vocabulary, breakers):
     return _restarts(vocabulary, tuple(breakers))
 
 
-def pieces_for_people(case: Case) -> list[bytes]:
-    """The pieces of a vocab case's tokens, to print a case for people (explain, corpus entries): read from the
-    reference tokenizer (vendored_vocabs.reference_vocabulary), whatever the subject; checked against the case
-    like any vocabulary it names."""
+def reference_vocab_of(case: Case):
+    """A vocab case's vocabulary as the reference tokenizer (vendored_vocabs.reference_vocabulary) gives it,
+    whatever the subject: checked against the case like any vocabulary it names. What the oracles take when no
+    subject is run (dryz export) and what a case prints for people."""
     key = ("reference", case.vocab, case.vocab_sha256, case.alphabet)
-    return vocab_of(case, None, _loader=lambda spec: reference_vocabulary(spec), key=key).pieces()
+    return vocab_of(case, None, _loader=lambda spec: reference_vocabulary(spec), key=key)
+
+
+def pieces_for_people(case: Case) -> list[bytes]:
+    """The pieces of a vocab case's tokens, to print a case for people (explain, corpus entries)."""
+    return reference_vocab_of(case).pieces()
 
 
 def history_text(case: Case) -> str:

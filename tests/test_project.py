@@ -40,7 +40,7 @@ LAYERS = (
     ("dryz.check",),                                        # check_batch: the one comparison
     ("dryz.judge", "dryz.trace_check", "dryz.differential", "dryz.explain"),  # a subject driven and judged
     ("dryz.corpus",),
-    ("dryz.shrink", "dryz.inputs", "dryz.render"),
+    ("dryz.shrink", "dryz.inputs", "dryz.render", "dryz.export"),  # export: an entry as a test (no subject run)
     ("dryz.enumerate", "dryz.fuzz", "dryz.compare"),        # the modes
     ("dryz.gate",),
     ("dryz.matrix", "dryz.mutate"),

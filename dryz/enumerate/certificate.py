@@ -48,8 +48,9 @@ def judge(r: dict) -> tuple[str, dict]:
     is flagged (non-vacuity), multiplier 0 leaves every logit untouched, and the counts equal the space's
     formula (not judged on an unmerged shard). Any of them false: void (exit 2), the harness is in doubt.
     Otherwise a mismatch, an oracle self-disagreement, a periodic closed form or the ABI confirmation case the
-    library misses is a finding: mismatch (exit 1), and so is a slice or a control the subject did not survive:
-    crash (exit 1; a crashed slice's cases are not counted, so the coverage checks wait for a run without one).
+    library misses is a finding: mismatch (exit 1), and so is a slice, a control or a trace the subject did not
+    survive: crash (exit 1; a crashed slice's cases are not counted, so the coverage checks wait for a run without
+    one; a crashed trace is counted, and names itself).
     Then partial (a clean shard) or certified."""
     space, configs, controls = r["space"], r["configs"], r["controls"]
     shard = r.get("shard")
@@ -91,6 +92,8 @@ def judge(r: dict) -> tuple[str, dict]:
     tr = r.get("traces")
     if tr is not None:  # dryz exhaustive --trace-events N: the trace space (dryz/enumerate/traces.py)
         checks["trace_counts"], trace_dis = judge_traces(tr)
+        # a trace the subject died on: judged in an isolation worker, class crash or memory, the rest judged too
+        crashes += sum(c.get("crashed_traces", 0) for c in tr["configs"])
     if not all(checks.values()):
         return "void", checks
     if crashes:

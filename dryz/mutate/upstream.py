@@ -28,9 +28,20 @@ def _members(version: str) -> list[str]:
     return [top + "tests/test-sampling.cpp", top + "include/", top + "ggml/include/"]
 
 
-def build_test_sampling(version: str, pristine: Path, log=lambda m: None) -> Path:
-    """tests/test-sampling.cpp of `version` compiled against the pristine libllama in `pristine`; cached by the
-    version, the source's sha256 and the compiler flags."""
+def with_calls(source: str, calls: str) -> str:
+    """test-sampling.cpp's source with `calls` (test_dry(...) calls, as `dryz export --as test-sampling` writes
+    them) in main() right after its own last test_dry call."""
+    lines = source.splitlines(keepends=True)
+    last = max((i for i, ln in enumerate(lines) if ln.lstrip().startswith("test_dry(")), default=None)
+    if last is None:
+        raise BuildError("test-sampling.cpp has no test_dry call to add the exported ones after")
+    return "".join(lines[:last + 1]) + calls.rstrip("\n") + "\n" + "".join(lines[last + 1:])
+
+
+def build_test_sampling(version: str, pristine: Path, log=lambda m: None, calls: str = "") -> Path:
+    """tests/test-sampling.cpp of `version` compiled against the pristine libllama in `pristine`, with `calls`
+    added to its main() (with_calls) when given; cached by the version, the source's sha256 and the compiler
+    flags."""
     root = cache_dir() / "upstream" / version
     root.mkdir(parents=True, exist_ok=True)
     with locked(root / ".lock", log):
@@ -53,10 +64,14 @@ def build_test_sampling(version: str, pristine: Path, log=lambda m: None) -> Pat
         cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
         if cxx is None:
             raise BuildError("no C++ compiler to build llama.cpp's test-sampling")
-        key = hashlib.sha256(test.read_bytes() + " ".join([cxx, *FLAGS]).encode()).hexdigest()[:16]
+        source = test.read_bytes() if not calls else with_calls(test.read_text(), calls).encode()
+        key = hashlib.sha256(source + " ".join([cxx, *FLAGS]).encode()).hexdigest()[:16]
         exe = root / f"test-sampling-{key}"
         if exe.exists():
             return exe
+        if calls:  # the source with the calls, beside the pristine one (its includes are the same)
+            test = test.with_name(f"test-sampling-{key}.cpp")
+            test.write_bytes(source)
         cmd = [cxx, *FLAGS, "-I", str(vendor / "include"), "-I", str(vendor / "ggml" / "include"), str(test),
                "-L", str(pristine), "-lllama", "-lggml-base", "-o", str(exe) + ".tmp"]
         log(f"compiling llama.cpp's tests/test-sampling.cpp ({version})")

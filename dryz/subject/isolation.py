@@ -18,6 +18,11 @@ How a worker starts:
 Workers ignore SIGINT (the parent handles Ctrl-C and ends them), die with their parent (PR_SET_PDEATHSIG), and
 write whatever the subject prints to a pipe the parent keeps the tail of (the crash's last words).
 
+A call may say how far it got: mark(n) in the worker (an 8-byte word the worker shares with its parent, for a
+worker forked from the parent); after a Crash the parent reads it as Worker.last_mark (None when the call marked
+nothing, or the worker was spawned). A call that walks many items (dryz exhaustive --trace-events) names the item
+the subject died on with it, and continues after it in the next worker.
+
 Frames: 4-byte little-endian length + pickle. Requests: (fn, args). Answers: ("ok", result), ("raise",
 exception) for an exception fn raised (re-raised in the parent: a harness or input error is never a crash).
 """
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import faulthandler
+import mmap
 import os
 import pickle
 import select
@@ -43,6 +49,15 @@ CALL_TIMEOUT = 60.0   # seconds one call may take before the subject counts as h
 TAIL = 16384          # bytes of the worker's output kept for a crash's last words (a sanitizer report: a few KB)
 _LEN = struct.Struct("<I")
 _PARENT_FDS: set[int] = set()  # this process's ends of its workers' pipes (a forked worker closes them)
+_MARK = struct.Struct("<q")
+_mark_word = None  # in a forked worker: the word its parent reads after a crash (mark)
+
+
+def mark(n: int) -> None:
+    """In a call a worker runs: record how far it got (n >= 0), which the parent reads as Worker.last_mark when
+    the worker dies during the call. Outside a forked worker: nothing."""
+    if _mark_word is not None:
+        _MARK.pack_into(_mark_word, 0, n)
 
 
 def signame(sig: int) -> str:
@@ -151,17 +166,23 @@ class Worker:
         self.calls = 0
         self.restarts = 0
         self.crashed_last = False
+        self.last_mark = None  # after a Crash: what the call last marked (mark), else None
+        self._word = None      # the word a forked worker marks in (shared memory, made at the first fork)
         self._tail = b""
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def _start(self) -> None:
+        global _mark_word
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
         err_r, err_w = os.pipe()
         if self.subject is not None:
+            if self._word is None:
+                self._word = mmap.mmap(-1, _MARK.size)  # shared with every worker forked from here
             pid = os.fork()
             if pid == 0:  # the worker
                 try:
+                    _mark_word = self._word
                     signal.signal(signal.SIGINT, signal.SIG_IGN)
                     faulthandler.disable()  # its dump would bury the subject's last words (and may go elsewhere)
                     _die_with_parent()
@@ -281,6 +302,8 @@ class Worker:
                 self.restarts += 1
             self._start()
         self.calls += 1
+        if self._word is not None:
+            _MARK.pack_into(self._word, 0, -1)
         try:
             _write_frame(self.req, (fn, args))
         except (BrokenPipeError, OSError):
@@ -304,6 +327,7 @@ class Worker:
             if not ready:  # the timeout passed with no answer: hung
                 self._reap(kill=True)
                 self.crashed_last = True
+                self.last_mark = self._marked()
                 return Crash(f"no answer within {timeout:.0f} s (killed)", "hang", self._last_words())
         try:
             msg = _read_frame(self.ans)
@@ -312,6 +336,7 @@ class Worker:
         if msg is None:  # the worker died during the call
             self._reap(kill=True)
             self.crashed_last = True
+            self.last_mark = self._marked()
             how, n = self._status
             sig = signame(n) if how == "signal" else f"exit {n}"
             return Crash(f"the process running the subject died ({sig})", sig, self._last_words(),
@@ -328,6 +353,11 @@ class Worker:
     def call(self, fn, *args, timeout: float | None = None):
         self.send(fn, *args)
         return self.receive(self.timeout if timeout is None else timeout)
+
+    def _marked(self):
+        """What the call that died last marked (mark), or None."""
+        n = _MARK.unpack_from(self._word, 0)[0] if self._word is not None else -1
+        return n if n >= 0 else None
 
     def _last_words(self) -> str:
         return self._tail.decode(errors="replace").strip()[-500:]
