@@ -41,9 +41,9 @@ LAYERS = (
     ("dryz.judge", "dryz.trace_check", "dryz.differential", "dryz.explain"),  # a subject driven and judged
     ("dryz.corpus",),
     ("dryz.shrink", "dryz.inputs", "dryz.render", "dryz.export"),  # export: an entry as a test (no subject run)
-    ("dryz.enumerate", "dryz.fuzz", "dryz.compare"),        # the modes
+    ("dryz.enumerate", "dryz.fuzz", "dryz.compare", "dryz.shrink_command"),  # the modes
     ("dryz.gate",),
-    ("dryz.matrix", "dryz.mutate"),
+    ("dryz.matrix", "dryz.mutate", "dryz.conformance"),
     ("dryz.report",),
     ("dryz.cli", "dryz.options", "dryz.__main__"),  # the command line
 )
