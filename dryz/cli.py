@@ -11,8 +11,8 @@ from . import __version__, inputs
 
 from .errors import EXIT_ERROR, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_OK, DryzError
 from .files import fail as _fail, writable as _writable
-from .inputs import (load_case_file, load_subject, load_trace_file, on_vocab, quiet_mode, say, vocab_filter,
-                     with_runtime)
+from .inputs import (judge_case_file, judge_trace_file, load_case_file, load_subject, load_trace_file, on_vocab,
+                     quiet_mode, say, vocab_filter, with_runtime)
 from .options import (READ_AS, Bound, _max_alphabet, _max_trace_events, _sanitizers, case_file_options, meaning, old,
                       with_old_spellings)
 
@@ -143,22 +143,6 @@ def merge(paths, json_path):
 # -- single cases, minimizer, corpus ---------------------------------------------------------------------
 
 
-def judge(case, kind: str, isolate: bool = True) -> tuple[int, dict]:
-    """(exit code, what dryz check prints) of a case on the selected subject."""
-    from .judge import case_report  # on use: keeps start-up fast
-    from .verdict import is_finding  # on use: keeps start-up fast
-    out = case_report(case, kind, load_subject(), isolate)
-    return (EXIT_FINDING if is_finding(out["verdict"]["class"]) else EXIT_OK), out
-
-
-def judge_trace_json(trace, kind: str, isolate: bool = True) -> tuple[int, dict]:
-    """(exit code, what dryz check prints) of a trace on the selected subject."""
-    from .verdict import is_finding  # on use: keeps start-up fast
-    from .trace_check import trace_report  # on use: keeps start-up fast
-    out = trace_report(trace, kind, load_subject(), isolate)
-    return (EXIT_FINDING if is_finding(out["verdict"]["class"]) else EXIT_OK), out
-
-
 @cli.command()
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
@@ -176,12 +160,12 @@ def explain(path, read_as, color, vocab, breakers, as_trace):
     color = color if color is not None else sys.stdout.isatty()
     t = load_trace_file(path, read_as, as_trace, breakers)
     if t is not None:
-        rc, out = judge_trace_json(*t)
+        rc, out = judge_trace_file(*t)
         click.echo(trace_explain_text(path, t[1], t[0], out["verdict"], out.get("subject") or {}, color))
         sys.exit(rc)
     case, kind = load_case_file(path, read_as, vocab, breakers)
     case = on_vocab(case, vocab)
-    rc, out = judge(case, kind)
+    rc, out = judge_case_file(case, kind)
     v = out["verdict"]
     ident = out.get("subject") or {}
     if v["class"] in ("crash", "memory"):
@@ -208,10 +192,10 @@ def check_cmd(path, read_as, isolate, vocab, breakers, as_trace):
 
     t = load_trace_file(path, read_as, as_trace, breakers)
     if t is not None:
-        rc, out = judge_trace_json(*t, isolate)
+        rc, out = judge_trace_file(*t, isolate)
     else:
         case, kind = load_case_file(path, read_as, vocab, breakers)
-        rc, out = judge(on_vocab(case, vocab), kind, isolate)
+        rc, out = judge_case_file(on_vocab(case, vocab), kind, isolate)
     click.echo(json.dumps(out, indent=2))
     sys.exit(rc)
 
@@ -383,6 +367,48 @@ def matrix(releases, seconds, random_cases, workdir, corpus_dir, json_path, md_p
     versions = "" if "none" in releases or (releases == ("",)) else ",".join(releases) if releases else None
     sys.exit(command(versions, seconds, random_cases, workdir, corpus_dir or str(Path(workdir) / "witnesses"),
                      json_path, md_path, extra, say, click.echo))
+
+
+@cli.command()
+@click.option("--row", "rows", multiple=True, metavar="KIND:ARG",
+              help="A row: a subject of any kind, or `server` (the pinned release's llama-server, built once); give "
+                   "it once per row. [default: libllama:, server, llama-cpp-python:, engine:mistralrs, "
+                   "engine:exllamav2, engine:aphrodite]")
+@click.option("--time-per-subject", "seconds", type=Bound(int, 1, 86400, "seconds"), default=60, show_default=True,
+              help="Wall-clock seconds of each subject's fuzz campaign.")
+@click.option("-n", "--max-length", type=Bound(int, 1, 11), default=8, show_default=True,
+              help="The certificate campaign's longest history (the default space, over 3 symbols, to this length).")
+@click.option("--workdir", default="conformance-work", show_default=True,
+              help=meaning("--workdir", "A folder per subject; its minimized witnesses in WORKDIR/SUBJECT/witnesses."))
+@click.option("--json", "json_path", default=None, metavar="FILE", help=meaning("--json", "The matrix (dryz report "
+              "makes its HTML page)."))
+@click.option("--markdown", "md_path", default=None, metavar="FILE", help=meaning("--markdown", "The tables (also "
+              "printed)."))
+def conformance(rows, seconds, max_length, workdir, json_path, md_path):
+    """Every DRY in the field, property by property: per subject its campaigns (the certificate space it can
+    express, the restart sweep, a fuzz campaign) and its properties (dryz properties), each differing cell's
+    witness minimized. Exit 1 when a cell differs, 2 when a subject could not be had."""
+    from .conformance.matrix import command  # on use: keeps start-up fast
+    _writable(json_path)
+    _writable(md_path)
+    sys.exit(command(rows, seconds, max_length, workdir, json_path, md_path, say, click.echo))
+
+
+@cli.command()
+@click.option("--property", "names", multiple=True, metavar="NAME",
+              help="Only this property (repeats, window-cap, breakers, ...: the column names of dryz conformance); "
+                   "give it once per property. [default: every one]")
+@click.option("--witness", "witnesses", multiple=True, metavar="FILE",
+              help="Also judge this case, trace or crash file and name the property its difference belongs to; "
+                   "give it once per file.")
+@click.option("--json", "json_path", default=None, metavar="FILE", help=meaning("--json", "Every cell."))
+def properties(names, witnesses, json_path):
+    """Per semantic property of llama.cpp's DRY, a bounded space of probes on the selected subject, shortest
+    first: conforms, declared (the subject's documented deviation, cited), differs (the first probe that does) or
+    not expressible. Exit 1 when a property differs."""
+    from .conformance.row import command  # on use: keeps start-up fast
+    _writable(json_path)
+    sys.exit(command(names, witnesses, json_path, click.echo))
 
 
 @cli.command()

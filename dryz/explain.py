@@ -255,7 +255,8 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
     if verdict.get("broken_promises"):
         lines.append("")
         lines.append("broken promises: " + ", ".join(verdict["broken_promises"]))
-    if verdict.get("expected_sorted") is not None and verdict.get("expected_sorted") != verdict.get("observed_sorted"):
+    if verdict.get("expected_sorted") is not None and verdict.get("observed_sorted") is not None and \
+            verdict.get("expected_sorted") != verdict.get("observed_sorted"):  # (None: the subject reports no flag)
         lines.append(f"sorted flag: expected {verdict['expected_sorted']}, observed {verdict['observed_sorted']}"
                      "  <- DIFFERS")
     return "\n".join(lines)

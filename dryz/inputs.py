@@ -199,3 +199,24 @@ def with_runtime(spec: str) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, "-m", "dryz", *ENTRY_ARGV], {**os.environ, **env})
+
+
+# -- one input judged (check, explain) ----------------------------------------------------------------------
+
+
+def judge_case_file(case, kind: str, isolate: bool = True) -> tuple[int, dict]:
+    """(exit code, what dryz check prints) of a case on the selected subject."""
+    from .errors import EXIT_FINDING, EXIT_OK  # on use: keeps start-up fast
+    from .judge import case_report  # on use: keeps start-up fast
+    from .verdict import is_finding  # on use: keeps start-up fast
+    out = case_report(case, kind, load_subject(), isolate)
+    return (EXIT_FINDING if is_finding(out["verdict"]["class"]) else EXIT_OK), out
+
+
+def judge_trace_file(trace, kind: str, isolate: bool = True) -> tuple[int, dict]:
+    """(exit code, what dryz check prints) of a trace on the selected subject."""
+    from .errors import EXIT_FINDING, EXIT_OK  # on use: keeps start-up fast
+    from .trace_check import trace_report  # on use: keeps start-up fast
+    from .verdict import is_finding  # on use: keeps start-up fast
+    out = trace_report(trace, kind, load_subject(), isolate)
+    return (EXIT_FINDING if is_finding(out["verdict"]["class"]) else EXIT_OK), out

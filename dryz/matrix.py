@@ -130,10 +130,10 @@ CELLS = (("certificate", "certificate"), ("replay", "replay"), ("parameters", "p
          ("window_caps", "window-caps"), ("restarts", "restarts"), ("fuzz", "fuzz"))
 
 
-def _cell(spec: str, mode: str, work: Path, seconds: int, caps: dict | None = None) -> dict:
+def cell(spec: str, mode: str, work: Path, seconds: int, caps: dict | None = None, extra: tuple = ()) -> dict:
     """A row's cell: the gate's mode on the subject, its verdict, exit, time, text and counts; `failed` when it
     could not conclude or the subject crashed or hung its process; not expressible where its capabilities say."""
-    m = gate.mode(mode, spec, seconds, caps=caps)
+    m = gate.mode(mode, spec, seconds, caps=caps, extra=extra)
     r = gate.run_mode(m, work, m.seconds, timeout=CELL_TIMEOUT + (seconds if m.timed else 0))
     return {"verdict": r.verdict, "exit": r.exit, "seconds": r.seconds, "text": r.text, "counts": r.counts,
             "findings": [{"klass": f.klass, "detail": f.detail, "witness": f.witness} for f in r.findings],
@@ -158,7 +158,7 @@ def row(spec: Spec, lib: str, seconds: int, work: Path, log) -> dict:
     cells = {}
     for key, mode in CELLS:
         log(f"  {spec.name}: {key}")
-        cells[key] = _cell(as_spec(lib), mode, work, seconds, caps)
+        cells[key] = cell(as_spec(lib), mode, work, seconds, caps)
         log(f"  {spec.name}: {key}: {cells[key]['text']} ({cells[key]['seconds']} s)")
     built = ident.get("built_by_dryz") or {}
     return {"subject": name if spec.kind == "subject" else spec.name, "spec": lib, "identity": ident,

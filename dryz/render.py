@@ -4,6 +4,8 @@ results themselves are JSON (dryz.output.write_json)."""
 
 from __future__ import annotations
 
+import json
+
 from .corpus import replay_totals
 from .subject.identity import subject_details, subject_line
 from .case import Case
@@ -255,4 +257,40 @@ def compare_text(r: dict) -> str:
 def restarts_text(results) -> str:
     """What `dryz restarts` prints: per configuration, its breakers, histories and verdict counts."""
     return "\n".join(f"{r.name:<22} breakers={list(r.breakers)!s:<18} histories {r.histories:,}  "
-                     + "  ".join(f"{k} {v:,}" for k, v in r.to_json()["counts"].items()) for r in results)
+                     + "  ".join(f"{k} {v:,}" for k, v in r.to_json()["counts"].items())
+                     + (f"\n    the subject failed on {r.examples['crash']!r}: {r.crash} (the rest not walked)"
+                        if r.crash else "") for r in results)
+
+
+def properties_text(result: dict) -> str:
+    """What `dryz properties` prints: per property its status, counts, and the witness of one that differs."""
+    lines = [f"dryz properties: {subject_line(result['subject'])}"]
+    for c in result["cells"].values():
+        counts = f"{c['judged']:,} judged" + (f", {sum(c['not_judged'].values()):,} not judged"
+                                              if c.get("not_judged") else "")
+        bad = ", ".join(f"{k} {n:,}" for k, n in c.get("classes", {}).items() if k != "agree")
+        lines.append(f"  {c['title']:<38} {c['status'].upper() if c['status'] == 'differs' else c['status']:<16} "
+                     f"{counts}" + (f" ({bad})" if bad else ""))
+        for d in c.get("declared", []):
+            lines.append(f"      declared {d['name']}: {d['cited']}")
+        w = c.get("witness")
+        if w:
+            shown = probe_line(w["probe"]) if "probe" in w else w.get("file", "")
+            lines.append(f"      {w['class']}" + (f" (= llama.cpp with {w['explained_by']})" if w.get("explained_by")
+                                                   else "") + f": {shown}")
+        if c["status"] == "not expressible":
+            for why in c.get("not_judged", {}):
+                lines.append(f"      {why}")
+    lines.append(f"wall {result['seconds']} s")
+    return "\n".join(lines)
+
+
+def probe_line(probe: dict) -> str:
+    """A probe (Case or trace JSON) in one short line: the history spelled (long ones cut), the parameters."""
+    if "events" in probe:
+        return "trace " + json.dumps(probe["events"])
+    c = Case.from_json(probe)
+    h = c.symbols if len(c.symbols) <= 40 else f"{c.symbols[:36]}... ({len(c.history)} tokens)"
+    extra = "".join(f", {k} {v}" for k, v in (("candidates", c.candidates), ("sorted", c.sorted)) if v)
+    return (f"{h!r} window {c.penalty_last_n}, allowed_length {c.allowed_length}, multiplier {c.multiplier:g}, "
+            f"base {c.base:g}, breakers {list(c.breakers)}{extra}")

@@ -27,6 +27,7 @@ from ..symbols import from_symbols, to_symbols
 from ..case import Case
 from ..oracle.shipped import Config
 from ..subject.symbol_vocab import merges_vocab_path
+from ..subject.answers import SubjectCrashed
 
 # (name, breakers) over the symbols a b c; the comment says what the derivation predicts.
 CONFIGS = (
@@ -105,6 +106,7 @@ class SweepResult:
     predicted: bool = False  # admits_difference(breakers)
     examples: dict = field(default_factory=dict)  # class -> first history (symbols)
     seconds: float = 0.0
+    crash: str = ""  # the subject failed on a case (examples["crash"]): the rest of the sweep was not walked
 
     def add(self, klass: str, history: str, n: int = 1) -> None:
         self.counts[klass] = self.counts.get(klass, 0) + n
@@ -114,7 +116,8 @@ class SweepResult:
         return {"name": self.name, "breakers": list(self.breakers), "histories": self.histories,
                 "counts": dict(sorted(self.counts.items(), key=lambda kv: class_order(kv[0]))),
                 "rep_only": self.rep_only, "predicted_to_differ": self.predicted,
-                "examples": self.examples, "seconds": round(self.seconds, 3)}
+                "examples": self.examples, "seconds": round(self.seconds, 3),
+                **({"crash": self.crash} if self.crash else {})}
 
 
 def sweep_config(lib, name: str, breakers, k: int = 3, max_len: int = 7, progress=None) -> SweepResult:
@@ -140,7 +143,11 @@ def sweep_config(lib, name: str, breakers, k: int = 3, max_len: int = 7, progres
             rows_k = np.nonzero(classes == klass)[0]
             res.add(klass, to_symbols(H[rows_k[0]]), len(rows_k))
 
-    lib.walk(PlainSpace(k, max_len), max_len, (1.0, 2.0, 1, last_n, tuple(breakers)), sink)
+    try:
+        lib.walk(PlainSpace(k, max_len), max_len, (1.0, 2.0, 1, last_n, tuple(breakers)), sink)
+    except SubjectCrashed as e:  # an out-of-process subject raised or died on a case: a finding, the walk ends
+        res.add("crash", to_symbols(np.asarray(e.case.history)) if e.case is not None else "?")
+        res.crash = e.crash.detail
     res.seconds = time.perf_counter() - t0
     return res
 

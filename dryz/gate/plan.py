@@ -14,7 +14,7 @@ actually has left (dryz.gate.run), so a slow machine shortens the campaigns rath
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .modes import BY_NAME, MODES, NAMES, ModeRecord
@@ -84,9 +84,13 @@ def plan(spec: str, budget: float, base=None, modes=None, lanes: int = LANES, ca
     return out
 
 
-def mode(name: str, spec: str, seconds: float = 0.0, early_stop: bool = False, caps: dict | None = None) -> Mode:
+def mode(name: str, spec: str, seconds: float = 0.0, early_stop: bool = False, caps: dict | None = None,
+         extra: tuple = ()) -> Mode:
     """One registered mode on its own (the matrix's cells): its planned seconds are its estimate, or `seconds`
-    for a timed mode; not expressible where the subject's capabilities (caps) say so."""
+    for a timed mode; not expressible where the subject's capabilities (caps) say so; extra: options added to
+    its command (a smaller space)."""
     m = BY_NAME[name]
+    if extra:
+        m = replace(m, args=tuple(m.args) + tuple(extra))
     why = (m.needs(caps) if m.needs and caps is not None else None) or ""
     return Mode(m, 0, m.fixed if m.fixed else seconds, spec, early_stop=early_stop, not_expressible=why)

@@ -29,7 +29,7 @@ def excerpt(text: str, limit: int = 4) -> list[str]:
     return out[:limit]
 
 
-def _minimized(spec: str, args: list, seconds: float, work: Path, out: Path) -> tuple[str | None, str]:
+def minimized(spec: str, args: list, seconds: float, work: Path, out: Path) -> tuple[str | None, str]:
     """(the written corpus entry, shortest) of `dryz minimize ARGS --json OUT`, or (None, why not)."""
     out.unlink(missing_ok=True)
     done = run_child(spec, args + ["--json", str(out)], seconds, work)
@@ -62,7 +62,7 @@ def witnesses(res: GateResult, work: Path, spec: str, seconds: float) -> None:
             args = ["minimize", f.witness, "--corpus", str(out_dir)] + f.reader
             if f.mode == "fuzz-traces":
                 args.append("--trace")
-            f.minimized, f.shortest = _minimized(spec, args, per, work, work / f"minimize-{i}.json")
+            f.minimized, f.shortest = minimized(spec, args, per, work, work / f"minimize-{i}.json")
         else:
             f.shortest = "not minimized (no time left)"
         path = f.minimized or f.witness

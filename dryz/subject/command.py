@@ -8,7 +8,7 @@ and judges what it answers against llama.cpp's semantics like any subject's outp
   adapter -> dryz   {"schema": "dryz.adapter/1", "engine": NAME, "version": V,
                      "deviations": [{"name": DEVIATION, "cited": WHERE THE ENGINE'S DOCUMENTATION SAYS IT}, ...],
                      "vocabularies": "any" | ["symbols", NAME, ...], "initial_logits": true,
-                     "candidate_arrays": true, "batch": N}
+                     "candidate_arrays": true, "sorted_flag": true, "batch": N}
   dryz -> adapter   {"op": "run", "id": I, "params": {"multiplier", "base", "allowed_length", "penalty_last_n",
                      "breakers"}, "vocab": {"name", "path", "sha256", "size"}, "history": [ids],
                      "candidates": [[id, logit], ...], "sorted": false}
@@ -112,7 +112,8 @@ class Command(Subject):
         self.caps = Capabilities(calls=frozenset({"accept", "apply"}),
                                  vocabularies="any" if self.vocab_names != {"symbols"} else "symbols",
                                  initial_logits=bool(hello.get("initial_logits", True)),
-                                 candidate_arrays=bool(hello.get("candidate_arrays", True)), batch=batch,
+                                 candidate_arrays=bool(hello.get("candidate_arrays", True)),
+                                 sorted_flag=bool(hello.get("sorted_flag", True)), batch=batch,
                                  in_process=False, deviations=tuple(deviations))
 
     # -- the adapter process ---------------------------------------------------------------------------------
@@ -292,7 +293,7 @@ class Command(Subject):
                 out.append(answer)
                 continue
             logits, sorted_flag = answer
-            if not self.caps.candidate_arrays:
+            if not self.caps.sorted_flag or not self.caps.candidate_arrays:
                 sorted_flag = None  # an engine without the flag: not judged
             out.append(Output(tuple(c.ids), logits, sorted_flag, len(c.ids)))
         return out

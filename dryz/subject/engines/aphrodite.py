@@ -178,7 +178,8 @@ def main() -> int:
     out = answers_stream()
     adapter = Adapter()
     hello = {"engine": "aphrodite", "version": f"{VERSION} ({adapter.path.name})", "deviations": DECLARED,
-             "vocabularies": ["symbols"], "initial_logits": True, "candidate_arrays": False, "batch": 64}
+             "vocabularies": ["symbols"], "initial_logits": True, "candidate_arrays": True, "sorted_flag": False,
+             "batch": 64}
     return serve(hello, adapter.run, out)
 
 

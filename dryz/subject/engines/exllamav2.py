@@ -118,7 +118,7 @@ def main() -> int:
     adapter = Adapter()
     from importlib.metadata import version
     hello = {"engine": "exllamav2", "version": version("exllamav2"), "deviations": DECLARED, "vocabularies": ["symbols"],
-             "initial_logits": True, "candidate_arrays": False, "batch": 64}
+             "initial_logits": True, "candidate_arrays": True, "sorted_flag": False, "batch": 64}
     return serve(hello, adapter.run, out)
 
 

@@ -198,7 +198,7 @@ def main() -> int:
     out = answers_stream()
     adapter = Adapter()
     hello = {"engine": "mistral.rs", "version": version("mistralrs"), "deviations": [], "vocabularies": ["symbols"],
-             "initial_logits": True, "candidate_arrays": False, "batch": 16}
+             "initial_logits": True, "candidate_arrays": True, "sorted_flag": False, "batch": 16}
     return serve(hello, adapter.run, out)
 
 

@@ -1,0 +1,162 @@
+"""The semantic properties of llama.cpp's DRY a conformance matrix has as columns: each a bounded space of probes
+(cases, or traces for reset/clone), shortest first, that exercises that property and little else, and the
+deviation models (dryz.oracle.deviations) whose difference from llama.cpp belongs to it (a campaign's witness is
+attributed to the property whose model reproduces it bit for bit).
+
+Every probe is judged like any case (check_batch on the subject's semantics); a property's probes are all built
+here, from the symbol vocabulary, so every engine that runs dryz's symbols can be asked them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Callable
+
+from ..case import Case
+from ..symbols import SYMBOLS
+from ..trace_space import CONFIGS, iter_traces, trace_of
+
+WHOLE = 256  # a window above every probe's history: the whole history is in it
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str        # the column's key
+    title: str       # the column's heading
+    what: str        # what llama.cpp does (one line)
+    probes: Callable  # () -> list of Case (or Trace), shortest first
+    explains: tuple = ()  # deviation models (dryz.oracle.deviations names; N: any) whose difference belongs here
+    traces: bool = False  # the probes are traces (the subject needs reset, clone and free)
+
+
+def words(k: int, n_max: int, n_min: int = 1):
+    """Every history over k symbols of length n_min..n_max, shortest first."""
+    for n in range(n_min, n_max + 1):
+        yield from itertools.product(range(k), repeat=n)
+
+
+def _cases(hists, k: int, **kw) -> list[Case]:
+    return [Case(history=tuple(h), alphabet=k, **{"penalty_last_n": WHOLE, **kw}) for h in hists]
+
+
+def _periodic(p: int, n: int) -> tuple:
+    return tuple(i % p for i in range(n))
+
+
+def _repeats():
+    return _cases(words(3, 6), 3)
+
+
+def _allowed():
+    return [c for a in (0, 2, 3) for c in _cases(words(2, 6), 2, allowed_length=a)]
+
+
+def _window_cap():
+    return [c for w in range(1, 6) for c in _cases((h for h in words(2, 6) if len(h) > w), 2, penalty_last_n=w)]
+
+
+def _window_zero():
+    return _cases(words(2, 5), 2, penalty_last_n=0)
+
+
+def _window_negative():
+    return [c for w in (-1, -2) for c in _cases(words(2, 5), 2, penalty_last_n=w)]
+
+
+def _breakers():  # a single-token breaker in the history (the breaker itself not a candidate)
+    return _cases(words(3, 5), 3, breakers=(SYMBOLS[2],), candidates=((0, 0.0), (1, 0.0)))
+
+
+def _exemption():  # a single-token breaker as the candidate
+    return _cases(words(2, 6), 2, breakers=(SYMBOLS[1],), candidates=((1, 0.0),))
+
+
+def _multi_token():  # breakers of two and three tokens: restart sequences with a tail
+    return [c for b in ("ab", "abc") for c in _cases(words(3, 5), 3, breakers=(b,))]
+
+
+def _base():
+    return [c for b in (0.5, 1.0) for c in _cases(words(2, 5), 2, base=b)]
+
+
+def _negative():
+    return _cases(words(2, 4), 2, multiplier=-1.0) + _cases(words(2, 4), 2, allowed_length=-1)
+
+
+def _finite():  # penalties past the float32 range: base 10 from L 40, base 2 from L 129
+    return [Case(history=_periodic(2, n), alphabet=2, penalty_last_n=WHOLE, base=10.0) for n in range(30, 62, 2)] + \
+        [Case(history=_periodic(2, n), alphabet=2, penalty_last_n=WHOLE) for n in range(126, 136, 2)]
+
+
+def _match_caps():  # long repeats (L up to 150), base 1.01 so that no penalty overflows
+    return [Case(history=_periodic(3, n), alphabet=3, penalty_last_n=WHOLE, base=1.01) for n in range(6, 154, 4)]
+
+
+def _occurrences():  # one long repeat at the oldest occurrence of the last token, r later occurrences after it
+    out = []
+    for r in range(1, 17):
+        h = (0, 1, 2, 3) + (0, 4) * r + (0, 1, 2)
+        out.append(Case(history=h, alphabet=5, penalty_last_n=WHOLE))
+    for r in range(1, 17):  # r short repeats, then one long one
+        h = (0, 1, 2, 3) + tuple(x for i in range(r) for x in (0, 1, 4)) + (0, 1, 2)
+        out.append(Case(history=h, alphabet=5, penalty_last_n=WHOLE))
+    return out
+
+
+def _arithmetic():  # every history of 2 symbols, then every (multiplier, base) pair up to L 11 (one symbol repeated)
+    return [c for m, b in ((0.8, 1.75), (2.0, 1.1), (1.3, 1.3), (0.5, 3.0))
+            for c in _cases(words(2, 6), 2, multiplier=m, base=b)] + \
+        [Case(history=(0,) * n, alphabet=1, penalty_last_n=WHOLE, multiplier=m, base=b)
+         for m in (0.8, 1.3, 0.7, 2.5) for b in (1.1, 1.3, 1.5, 1.75, 3.0) for n in range(2, 13)]
+
+
+def _candidates():  # order, subsets, initial logits and the sorted flag
+    out = []
+    for h in words(2, 5):
+        out.append(Case(history=h, alphabet=2, penalty_last_n=WHOLE, candidates=((1, 1.5), (0, -0.25))))
+        out.append(Case(history=h, alphabet=3, penalty_last_n=WHOLE, candidates=((2, 0.5), (1, 0.0))))
+        out.append(Case(history=h, alphabet=2, penalty_last_n=WHOLE, candidates=((0, 3.0), (1, 1.0)), sorted=True))
+    return out
+
+
+def _traces():
+    return [trace_of(ev, 2, cfg) for cfg in (CONFIGS["base"], CONFIGS["window3"])
+            for ev in iter_traces(4, 2)]
+
+
+PROPERTIES = (
+    Property("repeats", "repeat lengths", "L: the longest suffix a candidate extends into a repeat (window above "
+             "the history)", _repeats),
+    Property("allowed-length", "allowed_length 0/2/3", "a repeat of L >= allowed_length tokens is penalized",
+             _allowed),
+    Property("window-cap", "window cap", "only the last penalty_last_n tokens are read", _window_cap),
+    Property("window-zero", "window 0", "penalty_last_n 0: DRY off", _window_zero, ("window-zero:unlimited",)),
+    Property("window-negative", "window -1", "a negative penalty_last_n: DRY off (the 7-argument init_dry)",
+             _window_negative, ("window-negative:unlimited",)),
+    Property("breakers", "single-token breakers", "a breaker in the history ends every repeat that crosses it",
+             _breakers, ("single-token-breakers",)),
+    Property("breaker-exemption", "breaker exemption", "a single-token breaker is never penalized", _exemption,
+             ("breakers-not-exempt",)),
+    Property("multi-token-breakers", "multi-token restart sequences",
+             "a breaker of several tokens restarts where the whole sequence occurs", _multi_token,
+             ("single-token-breakers", "breaker-form:last-token")),
+    Property("base", "base < 1 and 1", "base < 1: DRY off; base 1: the multiplier itself", _base,
+             ("base-below-one:applied",)),
+    Property("negative-parameters", "negative multiplier, allowed_length",
+             "a negative multiplier raises; a negative allowed_length penalizes every follower", _negative),
+    Property("finite-penalties", "finite penalties", "the exponent is clamped: a penalty stays finite",
+             _finite, ("no-clamp",)),
+    Property("match-caps", "match length (no cap)", "a repeat counts every token it has (no cap)", _match_caps,
+             ("match-cap:N",)),
+    Property("occurrence-caps", "every occurrence", "every earlier occurrence of the last token is extended",
+             _occurrences, ("occurrence-cap:N", "early-exit:N")),
+    Property("arithmetic", "penalty arithmetic", "multiplier * base^(L - allowed_length), rounded once, bit-exact",
+             _arithmetic),
+    Property("candidate-order", "candidate order and sorted flag", "any candidate subset and order, initial "
+             "logits kept, sorted flag cleared when DRY penalizes", _candidates),
+    Property("reset-clone", "reset / clone", "a reset forgets the history; a clone carries it on", _traces,
+             traces=True),
+)
+BY_NAME = {p.name: p for p in PROPERTIES}
+OTHER = "other"  # the column of a campaign's difference no property's model explains
