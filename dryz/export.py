@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import base64
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,7 +171,11 @@ def _header_lines(p: Plan) -> list[str]:
         sep = d["separates"]
         lines.append(f"a witness of {sep.get('class')}: {d.get('note') or 'it separates subjects'}")
     lines.append("asserts: " + _asserts(p))
-    return lines
+    return _wrap(lines)
+
+
+def _wrap(lines: list[str]) -> list[str]:
+    return [w for ln in lines for w in textwrap.wrap(ln, 110, subsequent_indent="  ", break_on_hyphens=False)]
 
 
 def _bits(x: float) -> int:
@@ -277,9 +282,10 @@ def test_sampling(p: Plan) -> str:
     brk = "{" + ", ".join("{" + ", ".join(str(t) for t in (h, *tail)) + "}" for h, tail in seqs) + "}"
     fl = lambda v: ", ".join(_f32(float(x)) for x in v)  # noqa: E731
     hist = ", ".join(map(str, c.history))
-    lines = [f"    // {ln}" for ln in _header_lines(p)]
-    lines.append(f"    // history {c.symbols!r} (token i is symbol i: a, b, c, ...), window {c.penalty_last_n}, "
-                 f"breakers {list(c.breakers)} as restart sequences (init_dry's construction, as dryz models it)")
+    notes = _header_lines(p) + _wrap([f"history {c.symbols!r} (token i is symbol i: a, b, c, ...), window "
+                                      f"{c.penalty_last_n}, breakers {list(c.breakers)} as restart sequences "
+                                      "(init_dry's construction, as dryz models it)"])
+    lines = [f"    // {ln}" for ln in notes]
     lines.append(f"    test_dry({{{fl([prob] * n)}}}, {{{hist}}}, {{{fl(want)}}}, {_f32(c.multiplier)}, {_f32(c.base)}, "
                  f"{c.allowed_length}, {c.penalty_last_n}, {brk});")
     return "\n".join(lines) + "\n"
@@ -361,16 +367,20 @@ def _apply(smpl, k):
     return [d.id for d in view], [_bits(d.logit) for d in view], bool(arr.sorted)
 
 
+def _same_abi():
+    n_args = len(llama_cpp.llama_sampler_init_dry.argtypes)
+    assert n_args == ABI, (f"the entry is on the {ABI}-argument llama_sampler_init_dry; this llama-cpp-python "
+                           f"binds {n_args} arguments")
+
+
 def observe():
     """Run the events on one sampler: per apply (ids, logit bits, sorted flag) as the library left them."""
+    _same_abi()
     llama_cpp.llama_backend_init()
     _quiet()
     with tempfile.TemporaryDirectory() as tmp:
         vocab, model = _vocab(tmp)
         names = (ctypes.c_char_p * max(1, len(BREAKERS)))(*[b.encode() for b in BREAKERS])
-        n_args = len(llama_cpp.llama_sampler_init_dry.argtypes)
-        assert n_args == ABI, (f"the entry is on the {ABI}-argument llama_sampler_init_dry; this llama-cpp-python "
-                               f"binds {n_args} arguments")
         head = (vocab,) if ABI == 7 else (vocab, N_CTX_TRAIN)
         smpl = llama_cpp.llama_sampler_init_dry(*head, MULTIPLIER, BASE, ALLOWED_LENGTH, PENALTY_LAST_N, names,
                                                 len(BREAKERS))
@@ -399,6 +409,7 @@ def observe():
 
 
 def test_dry_as_the_oracles_say():
+    _same_abi()
     if CRASHES:  # the library died on this on the build it was found on: run it in a child process
         child = subprocess.run([sys.executable, __file__], capture_output=True, text=True, timeout=600)
         assert child.returncode == 0, f"the library's process died (exit {child.returncode}): {child.stderr[-800:]}"
