@@ -24,9 +24,9 @@ array ids 0..n-1 in id order with logit logf(p_i), applies DRY made by llama_sam
 vocabulary: the breakers are handed over as the restart sequences init_dry builds from the strings, as the model
 says it does), then the dist sampler, and compares probabilities within 1e-5. So it cannot express (and export
 refuses, naming --as pytest or --as c): a trace, a real vocabulary, an explicit candidate array (a subset, another
-order, unequal logits), a sorted flag, the 8-argument init_dry (n_ctx_train), a configuration that turns DRY off
-(llama_sampler_init_dry_testing takes init_dry's empty sampler for a DRY one and crashes), a promise without an exact value
-(finite-penalty), a finding whose difference the probabilities do not show (below 1e-5 after softmax, one
+order, unequal logits), a sorted flag, the 8-argument init_dry (n_ctx_train), a configuration that turns DRY
+off (llama_sampler_init_dry_testing takes init_dry's empty sampler for a DRY one and crashes), a promise without an
+exact value (finite-penalty), a finding whose difference the probabilities do not show (below 1e-5 after softmax, one
 candidate, or the candidate array or sorted flag only), and a finding with a multi-token restart sequence (its
 construction from the strings, which test_dry bypasses). pytest: a self-contained file on llama-cpp-python's
 bindings (llama_cpp only); c: a C program against llama.h. Both express every entry a form can: a real
@@ -286,8 +286,8 @@ def test_sampling(p: Plan) -> str:
                                       f"{c.penalty_last_n}, breakers {list(c.breakers)} as restart sequences "
                                       "(init_dry's construction, as dryz models it)"])
     lines = [f"    // {ln}" for ln in notes]
-    lines.append(f"    test_dry({{{fl([prob] * n)}}}, {{{hist}}}, {{{fl(want)}}}, {_f32(c.multiplier)}, {_f32(c.base)}, "
-                 f"{c.allowed_length}, {c.penalty_last_n}, {brk});")
+    lines.append(f"    test_dry({{{fl([prob] * n)}}}, {{{hist}}}, {{{fl(want)}}}, {_f32(c.multiplier)}, "
+                 f"{_f32(c.base)}, {c.allowed_length}, {c.penalty_last_n}, {brk});")
     return "\n".join(lines) + "\n"
 
 
@@ -628,17 +628,20 @@ def c_program(p: Plan) -> str:
     }
     close(fd);'''
     elif vpath is not None:
-        load = f'''    const char * path = argc > 1 ? argv[1] : {_c_string(vpath.encode())};  /* sha256 {p.vocab_sha256} */'''
+        load = (f"    /* the vocabulary's sha256: {p.vocab_sha256} */\n"
+                f"    const char * path = argc > 1 ? argv[1] : {_c_string(vpath.encode())};")
     else:
         load = None
     lines = ["/* " + "\n * ".join(_header_lines(p)),
              " *",
-             " * A standalone C program against llama.h: the events below on one DRY sampler, and after each apply every",
-             " * candidate's logit (float32 bits) and the sorted flag as dryz's oracles say (the shipped model of",
-             " * llama.cpp's DRY, or its promises; never a library's output).",
+             " * A standalone C program against llama.h: the events below on one DRY sampler, and after each apply",
+             " * every candidate's logit (float32 bits) and the sorted flag as dryz's oracles say (the shipped model",
+             " * of llama.cpp's DRY, or its promises; never a library's output).",
              " *",
-             " * Build, against the llama.h of the release the entry was made on (llama.cpp's include/ and ggml/include/):",
-             " *   cc -std=c11 -O1 -I LLAMA/include -I LLAMA/ggml/include THIS.c -L LIBDIR -lllama -lggml-base -lm -o dry_case",
+             " * Build, against the llama.h of the release the entry was made on (llama.cpp's include/ and",
+             " * ggml/include/):",
+             " *   cc -std=c11 -O1 -I LLAMA/include -I LLAMA/ggml/include THIS.c -L LIBDIR -lllama -lggml-base -lm \\",
+             " *      -o dry_case",
              " * Run:",
              " *   LD_LIBRARY_PATH=LIBDIR ./dry_case" + (" [VOCAB.gguf]" if vpath else ""),
              " * Exit 0: every apply leaves what the oracles say; 1: one does not (each difference printed); 2: the",

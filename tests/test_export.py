@@ -185,8 +185,8 @@ def _crash_trace(tmp_path: Path) -> Path:
                                "multiplier": 1.0, "base": 2.0, "allowed_length": 1,
                                "events": [["accept", [0, 1, 0]], ["apply", None], ["reset"], ["accept", [1]],
                                           ["apply", None]]}))
-    p = conftest.dryz("minimize", str(src), "--corpus", str(tmp_path / "crash-entries"), "--json", str(tmp_path / "m.json"),
-                      lib=aborts)
+    p = conftest.dryz("minimize", str(src), "--corpus", str(tmp_path / "crash-entries"), "--json",
+                      str(tmp_path / "m.json"), lib=aborts)
     assert p.returncode == 0, p.stdout + p.stderr
     written = Path(json.loads((tmp_path / "m.json").read_text())["written"])
     assert json.loads(written.read_text())["spelled"] == "+a A R"  # the reset after the apply
