@@ -19,6 +19,7 @@ from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_
 from .oracle.shipped import (Config, Matched, Prediction, output_logits, output_logits_zero, ragged_rep, rep_limits,
                              shipped_lengths, shipped_lengths_each)
 from .config import Semantics, case_config
+from .oracle.deviations import refuses
 from .subject.answers import Crash, Refused, Unrecoverable, Unsupported
 from .symbols import MAX_ALPHABET
 from .verdict import (AGREE, MISMATCH, ORACLE_DISAGREEMENT, HarnessError, Verdict, _lazy, crash_verdict, promise_class,
@@ -213,7 +214,7 @@ class Batch:
             left = np.array([r for r in bad.tolist() if r not in out], dtype=np.int64)
             if not len(left):
                 break
-            pv = shipped_lengths_each(self.H[left], self.cands, vcfg, (match_lengths_A,),
+            pv = shipped_lengths_each(self.H[left], self.cands, vcfg, (vcfg.lengths or match_lengths_A,),
                                       lengths=None if self.lengths is None else np.asarray(self.lengths)[left])[0]
             initial = self.initial
             if initial is not None and np.ndim(initial) == 2:
@@ -634,10 +635,14 @@ def answer_verdict(case: Case, sem: Semantics, out) -> Verdict:
     if isinstance(out, Crash):
         return crash_verdict(case, out)
     if isinstance(out, Unrecoverable):
-        raise Unsupported(f"{sem.kind} subject: what DRY did cannot be read back exactly: {out.detail}")
+        raise Unsupported(f"{sem.kind} subject: not judged: {out.detail}")
     if isinstance(out, Refused):
-        return refused_verdict(case, f"the subject refused the case (HTTP {out.status}: {out.message}); its "
-                                     "semantics say nothing about refusing it")
+        declared = refuses(case, sem.deviations)
+        if declared is not None:  # a refusal the subject's engine documents for such parameters
+            v = refused_verdict(case, f"the engine refused the case as it documents: {out.message}")
+            v.status, v.declared, v.differing = AGREE, declared, []
+            return v
+        return refused_verdict(case, f"the subject refused the case ({out.message}); llama.cpp's semantics run it")
     cfg = sem.config(case)
     cands, H = case_arrays(case)
     initial = np.array(case.logits, dtype=np.float32)

@@ -11,7 +11,7 @@ from . import __version__, inputs
 
 from .errors import EXIT_ERROR, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_OK, DryzError
 from .files import fail as _fail, writable as _writable
-from .inputs import (load_case_file, load_subject, load_trace_file, on_vocab, quiet_mode, say, spelled, vocab_filter,
+from .inputs import (load_case_file, load_subject, load_trace_file, on_vocab, quiet_mode, say, vocab_filter,
                      with_runtime)
 from .options import (READ_AS, Bound, _max_alphabet, _max_trace_events, _sanitizers, case_file_options, meaning, old,
                       with_old_spellings)
@@ -27,7 +27,9 @@ def say_subject(lib) -> None:
 @click.version_option(__version__, prog_name="dryz")
 @click.option("--subject", "subject_spec", default=None, metavar="KIND:ARG", envvar="DRYZ_SUBJECT",
               help="The subject under audit, for every command and every process it starts: libllama:PATH (a "
-                   "libllama.so, or a folder holding it). [env: DRYZ_SUBJECT; default: llama-cpp-python's "
+                   "libllama.so or its folder), server:PATH (a llama-server binary), llama-cpp-python: (the "
+                   "installed binding), engine:NAME (mistralrs, exllamav2, aphrodite: another engine's DRY), "
+                   "cmd:COMMAND (your adapter, docs/adapters.md). [env: DRYZ_SUBJECT; default: llama-cpp-python's "
                    "libllama]")
 @click.option("--lib", "lib_path", default=None, metavar="PATH", envvar="DRYZ_LIB",
               help=meaning("--lib", "Short for --subject libllama:PATH. [env: DRYZ_LIB]"))
@@ -230,42 +232,8 @@ def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_
     """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
     in ./reproducers (or --corpus)."""
     _writable(json_path)
-    from .shrink import NothingToMinimize, minimize_case, minimize_trace_input  # on use: keeps start-up fast
-    t = load_trace_file(path, read_as, as_trace, breakers)
-    log = (lambda msg: say(f"  {msg}"))
-    try:
-        if t is not None:
-            trace, kind = t
-            lib = load_subject()
-            ev, toks = trace.size()
-            m = minimize_trace_input(trace, lib, log, announce=lambda shown: click.echo(
-                f"minimizing {path} ({kind}): class {shown}, {ev} events, {toks} tokens"))
-        else:
-            case, kind = load_case_file(path, read_as, vocab, breakers)
-            case = on_vocab(case, vocab)
-            lib = load_subject()
-            m = minimize_case(case, lib, isolate, log=log, announce=lambda shown, iso: click.echo(
-                f"minimizing {path} ({kind}): class {shown}, {len(case.history)} tokens{', isolated' if iso else ''}"))
-    except NothingToMinimize as e:
-        _fail(f"{path} (read as a {kind}): {e}")
-    from .corpus import USER_DIR, write_entry  # on use: keeps start-up fast
-    entry = m.entry(str(path), kind, lib.identity)
-    written = write_entry(corpus_dir or USER_DIR, entry)
-    if json_path:
-        from .output import write_json  # on use: keeps start-up fast
-        write_json(json_path, {"tool": "dryz minimize", "input": str(path), "kind": kind, "class": entry["expect"],
-                               "written": str(written), "shortest": m.shortest, "predicate_calls": m.calls,
-                               "seconds": round(m.seconds, 2), "subject": lib.identity,
-                               "not_judged": getattr(m, "not_judged", {})})
-    if t is not None:
-        from .render import minimized_trace_text  # on use: keeps start-up fast
-        click.echo(minimized_trace_text(m))
-    else:
-        click.echo(f"reproducer: {len(m.case.history)} tokens {spelled(m.case)!r}, shortest: {m.shortest}, "
-                   f"{m.calls} predicate calls, {m.seconds:.1f} s")
-        for why, n in getattr(m, "not_judged", {}).items():  # shortest among the cases this subject expresses
-            click.echo(f"not judged: {n} candidate(s): {why}")
-    click.echo(f"written: {written}")
+    from .shrink_command import command  # on use: keeps start-up fast
+    command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, click.echo)
 
 
 @cli.command("export")

@@ -5,7 +5,7 @@ a Case or a named space, with restart sequences from its breaker strings), and t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -70,7 +70,10 @@ def case_config(case: Case, abi: int = 7, deviations=(), vocabulary=None) -> Con
     else:
         cfg = config_of(case.multiplier, case.base, case.allowed_length,
                         effective_last_n(case.penalty_last_n, case.n_ctx_train, abi), case.breakers)
-    return with_deviations(cfg, deviations) if deviations else cfg
+    if not deviations:
+        return cfg
+    tokenize = vocabulary.tokenize if case.vocab is not None else symbol_tokenize
+    return with_deviations(cfg, deviations, case.breakers, tokenize)
 
 
 @dataclass(frozen=True)
@@ -90,10 +93,9 @@ class Semantics:
                            self.vocabulary(case) if case.vocab is not None and self.vocabulary else None)
 
 
-def with_deviations(cfg: Config, declared) -> Config:
-    from dataclasses import replace
-
-    return replace(cfg, variants=variants(cfg, declared))
+def with_deviations(cfg: Config, declared, breakers=(), tokenize=symbol_tokenize) -> Config:
+    """cfg with the models of the declared deviations as its variants (dryz.oracle.deviations)."""
+    return replace(cfg, variants=variants(cfg, declared, breakers, tokenize))
 
 
 def vocab_config(case: Case, abi: int, vocabulary) -> Config:

@@ -35,6 +35,11 @@ def abi_confirmation_text(c: dict) -> str:
     return f"ABI confirmation case MISSED BY THE LIBRARY (aa, allowed_length 1: logit {c['observed_logit']}, not -1)"
 
 
+def _judged_forms(rows: list) -> str:
+    skipped = sum(1 for row in rows if "not_judged" in row)
+    return f"{len(rows)} closed forms" + (f", {skipped} NOT JUDGED: the subject cannot express them" if skipped else "")
+
+
 def certificate_text(r: dict) -> str:
     s = r["subject"]
     lines = [
@@ -48,14 +53,19 @@ def certificate_text(r: dict) -> str:
         brk = f" breakers={c['breakers']}" if c["breakers"] else ""
         lines.append(f"  {c['name']:<9} last_n={c['penalty_last_n']:<3}{brk}  cases {c['cases']:>11,}  "
                      f"mismatches {c['mismatches']:,}  oracle disagreements {c['oracle_disagreements']:,}  "
-                     f"penalized {c['penalized_cases']:,}  max L {c['max_L']}")
+                     f"penalized {c['penalized_cases']:,}  max L {c['max_L']}"
+                     + (f"  NOT JUDGED {c['not_judged_cases']:,}" if c.get("not_judged_cases") else ""))
     t = r["totals"]
     lines.append(f"  {'total':<9} {'':<10} cases {t['cases']:>11,}  mismatches {t['mismatches']:,}  "
-                 f"oracle disagreements {t['oracle_disagreements']}")
+                 f"oracle disagreements {t['oracle_disagreements']}"
+                 + (f"  NOT JUDGED {t['not_judged_cases']:,}" if t.get("not_judged_cases") else ""))
+    for c in r["configs"]:
+        for why, n in c.get("not_judged_why", {}).items():
+            lines.append(f"  not judged ({c['name']}): {n:,} histories the subject cannot express: {why}")
     c = r["controls"]
     per = c["periodic"]
     lines.append(f"controls  periodic {'passed' if per['passed'] else 'MISSED BY THE LIBRARY'} "
-                 f"({len(per['cases'])} closed forms"
+                 f"({_judged_forms(per['cases'])}"
                  f"{'' if per.get('oracles_passed', True) else '; the ORACLES miss one: harness in doubt'}); "
                  f"{_confirmation(c)}off-by-one reference flagged "
                  f"{c['off_by_one']['flagged']:,} cases; multiplier 0: " + (

@@ -302,7 +302,7 @@ def trace_config(trace: Trace, abi: int, declared=()):
     declares as variants (as case_config adds them)."""
     cfg = config_of(trace.multiplier, trace.base, trace.allowed_length,
                     effective_last_n(trace.penalty_last_n, trace.n_ctx_train, abi), trace.breakers)
-    return with_deviations(cfg, declared) if declared else cfg
+    return with_deviations(cfg, declared, trace.breakers) if declared else cfg
 
 
 def _single(trace, p, starts, ends, out, lib, i) -> Verdict:

@@ -64,16 +64,19 @@ def test_a_declared_deviation_is_its_own_class(tmp_path):
     f = case_file(tmp_path, "abcab", breakers=("ab",))  # 'ab' is two tokens: a multi-token breaker
     undeclared = dryz("--subject", adapter("--single-token-breakers"), "check", str(f))
     assert undeclared.returncode == 1 and json.loads(undeclared.stdout)["verdict"]["class"] == "mismatch-multi-token"
-    declared = dryz("--subject", adapter("--single-token-breakers", "--declare", "single-token-breakers"),
-                    "check", str(f))
+    cited = "single-token-breakers=README.md:12 'breakers are token ids'"
+    declared = dryz("--subject", adapter("--single-token-breakers", "--declare", cited), "check", str(f))
     v = json.loads(declared.stdout)["verdict"]
     assert declared.returncode == 0 and v["class"] == "declared-single-token-breakers", declared.stdout
     # a declared deviation does not excuse a difference it does not explain
     g = case_file(tmp_path, "cc", breakers=("c",))
-    other = dryz("--subject", adapter("--drop-breakers", "--declare", "single-token-breakers"), "check", str(g))
+    other = dryz("--subject", adapter("--drop-breakers", "--declare", cited), "check", str(g))
     assert other.returncode == 1 and json.loads(other.stdout)["verdict"]["class"] == "mismatch"
-    unknown = dryz("--subject", adapter("--declare", "fast-mode"), "check", str(g))
+    unknown = dryz("--subject", adapter("--declare", "fast-mode=docs"), "check", str(g))
     assert unknown.returncode == 2 and "unknown deviation 'fast-mode'" in unknown.stderr
+    # a declaration that does not cite the engine's own documentation is refused: one line, exit 2
+    bare = dryz("--subject", adapter("--single-token-breakers", "--declare", "single-token-breakers"), "check", str(f))
+    assert bare.returncode == 2 and bare.stderr.count("\n") == 1 and "without citing" in bare.stderr, bare.stderr
 
 
 @pytest.mark.parametrize("spec,fragment", [

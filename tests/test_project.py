@@ -41,9 +41,9 @@ LAYERS = (
     ("dryz.judge", "dryz.trace_check", "dryz.differential", "dryz.explain"),  # a subject driven and judged
     ("dryz.corpus",),
     ("dryz.shrink", "dryz.inputs", "dryz.render", "dryz.export"),  # export: an entry as a test (no subject run)
-    ("dryz.enumerate", "dryz.fuzz", "dryz.compare"),        # the modes
+    ("dryz.enumerate", "dryz.fuzz", "dryz.compare", "dryz.shrink_command"),  # the modes
     ("dryz.gate",),
-    ("dryz.matrix", "dryz.mutate"),
+    ("dryz.matrix", "dryz.mutate", "dryz.conformance"),
     ("dryz.report",),
     ("dryz.cli", "dryz.options", "dryz.__main__"),  # the command line
 )
@@ -198,7 +198,9 @@ NOT_EXIT_TWO = {"dryz.enumerate.exhaustive.ExhaustiveInterrupted", "dryz.enumera
                 "dryz.enumerate.traces.TraceSpaceInterrupted", "dryz.fuzz.campaign._Terminated",
                 "dryz.fuzz.target.Finding", "dryz.shrink.NothingToMinimize",
                 "dryz.subject.command._Gone", "dryz.subject.answers.SubjectCrashed", "dryz.subject.server.ServerDied",
-                "dryz.oracle.served.RequestError"}
+                "dryz.oracle.served.RequestError",
+                # an engine adapter's own control flow: each becomes an answer to dryz (not judged, a refusal)
+                "dryz.subject.engines.serve.NotExpressible", "dryz.subject.engines.serve.Refusal"}
 
 
 def test_every_error_a_command_can_meet_is_a_dryz_error():

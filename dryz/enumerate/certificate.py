@@ -76,11 +76,14 @@ def judge(r: dict) -> tuple[str, dict]:
     crashes += confirmation is not None and confirmation["class"] in ("crash", "memory")
     if shard is None and not crashes:
         if space["expected_cases"] is not None:
-            checks["covered_cases"] = sum(c["cases"] for c in configs) == space["expected_cases"]
+            checks["covered_cases"] = sum(c["cases"] + c.get("not_judged_cases", 0)
+                                          for c in configs) == space["expected_cases"]
         for c, e in zip(configs, space.get("canonical") or []):
             checks[f"canonical_{c['name']}"] = (
                 c["canonical_histories_by_length"] == e["expected_histories_by_length"]
-                and c["canonical_cases"] == e["expected_canonical_cases"])
+                and c["canonical_cases"] + c.get("canonical_not_judged_cases", 0) == e["expected_canonical_cases"])
+    if configs and not any(c["cases"] for c in configs) and any(c.get("not_judged_cases") for c in configs):
+        checks["something_judged"] = False  # the subject can express none of the space: nothing is certified
     dis = sum(c["oracle_disagreements"] for c in configs)
     # A broken promise is a finding too (a "documented-" class is the source's own stated limitation: shown,
     # not a finding); mismatches and oracle disagreements are counted per case above.
@@ -118,7 +121,11 @@ def traces_json(r: dict) -> dict:
 
 
 def totals(configs: list[dict]) -> dict:
-    return {k: sum(c[k] for c in configs) for k in ("cases", "mismatches", "oracle_disagreements")}
+    t = {k: sum(c[k] for c in configs) for k in ("cases", "mismatches", "oracle_disagreements")}
+    nj = sum(c.get("not_judged_cases", 0) for c in configs)
+    if nj:
+        t["not_judged_cases"] = nj
+    return t
 
 
 def canonical_totals(configs: list[dict]) -> dict | None:

@@ -10,7 +10,7 @@ import numpy as np
 from ..case import Case
 from ..space import PlainSpace, space_for
 from ..oracle import verdict_keys
-from ..subject.answers import SubjectCrashed
+from ..subject.answers import SubjectCrashed, Unsupported
 
 
 def multiplier_zero_control(lib, k, max_len: int, specs, canonical: bool = False) -> dict:
@@ -19,11 +19,17 @@ def multiplier_zero_control(lib, k, max_len: int, specs, canonical: bool = False
     it (SubjectCrashed from a walk through its protocol) is answered as that Crash."""
     nonzero = 0
     cases = 0
+    not_judged = 0
 
     def sink(n, m, H, logits, cands):
         nonlocal nonzero, cases
         nonzero += int(np.count_nonzero(logits))
         cases += logits.size
+
+    def skipped(n, m, H, why):  # histories the subject cannot express: counted, not judged
+        nonlocal not_judged
+        not_judged += len(H)
+    sink.not_judged = skipped
     for spec in specs:
         space = space_for(spec, k, max_len) if canonical else PlainSpace(k, max_len)
         try:
@@ -31,6 +37,8 @@ def multiplier_zero_control(lib, k, max_len: int, specs, canonical: bool = False
         except SubjectCrashed as e:
             return e.crash
     out = {"max_length": max_len, "cases": cases, "nonzero_deltas": nonzero}
+    if not_judged:
+        out["not_judged_histories"] = not_judged
     if canonical:
         out["canonical"] = True
     out["passed"] = nonzero == 0 and cases > 0
@@ -47,15 +55,21 @@ def periodic_control(check_fn) -> dict:
     harness check: if they do not, the run is void), and so must the library (a check of the subject: if it
     does not, that is a finding, with the case printed and counted like any mismatch). The off-by-one
     reference must flag every one of these cases' penalized candidates (non-vacuity that no space can lack).
-    check_fn(case) -> Verdict: check() on the subject (in an isolation worker: a crash is a finding)."""
+    check_fn(case) -> Verdict: check() on the subject (in an isolation worker: a crash is a finding); a case the
+    subject cannot express (Unsupported) is a row marked not judged."""
     rows, findings = [], []
     oracles_ok, library_ok, flagged = True, True, 0
     for p, n, W in PERIODIC_CONTROLS:
         hist = [i % p for i in range(n)]
         case = Case(history=tuple(hist), alphabet=p + 1, penalty_last_n=W if W else max(64, n))
-        v = check_fn(case)
         expected = [0] * (p + 1)
         expected[n % p] = min(n, W or n) - p
+        try:
+            v = check_fn(case)
+        except Unsupported as why:  # a case the subject cannot express (an engine without a window): not judged
+            rows.append({"period": p, "length": n, "window": W, "expected_L": expected, "library_L": None,
+                         "not_judged": str(why)})
+            continue
         if v.status == "crash":  # the subject died on it: a finding; the oracles are not judged on this row
             library_ok = False
             findings.append({"kind": "crash", "case": case.to_json(), "verdict_class": v.klass,

@@ -75,6 +75,12 @@ class ConfigResult:
     # Slices whose walk the subject did not survive (its worker process died or hung): a finding; the slice's
     # cases are not counted.
     crashes: list = field(default_factory=list)
+    # Histories the subject cannot express (an engine without a window parameter, a refusal, an answer that
+    # cannot be read back exactly): asked, not judged, counted like the judged ones (cases weighted), with why.
+    not_judged_cases: int = 0
+    not_judged_histories: int = 0
+    canonical_not_judged_cases: int = 0
+    not_judged_why: dict = field(default_factory=dict)  # why -> histories
 
     @classmethod
     def crashed(cls, spec: SpaceConfig, canonical: bool, slice_: dict, crash: Crash) -> "ConfigResult":
@@ -136,6 +142,15 @@ class ConfigResult:
             k = alphabet if alphabet is not None else int(max(b.cands)) + 1
             self.examples.append((kind, self.config.case(k, b.H[r])))
 
+    def tally_not_judged(self, n: int, nh: int, weights: np.ndarray, why: str, history_weight: int = 1) -> None:
+        """nh histories of length n the subject cannot express: counted as covered, never judged."""
+        self.not_judged_cases += nh * int(weights.sum())
+        self.not_judged_histories += nh * history_weight
+        self.not_judged_why[why] = self.not_judged_why.get(why, 0) + nh * history_weight
+        if self.mode == "canonical":
+            self.canonical_not_judged_cases += nh * len(weights)
+            self.canonical_by_length[n] = self.canonical_by_length.get(n, 0) + nh
+
     def to_json(self) -> dict:
         d = self.config.to_json()
         d.update(cases=self.cases, histories=self.histories, mismatches=self.mismatches,
@@ -148,6 +163,11 @@ class ConfigResult:
                  seconds=round(self.seconds, 3))
         if self.crashes:
             d["crashes"] = self.crashes
+        if self.not_judged_histories:
+            d.update(not_judged_cases=self.not_judged_cases, not_judged_histories=self.not_judged_histories,
+                     not_judged_why=dict(sorted(self.not_judged_why.items())))
+            if self.mode == "canonical":
+                d["canonical_not_judged_cases"] = self.canonical_not_judged_cases
         if not self.config.invertible:
             d["logit_bits_histogram"] = {str(b): c for b, c in sorted(self.logit_bits_histogram.items())}
         if self.mode == "canonical":
@@ -165,8 +185,9 @@ class ConfigResult:
         r = cls(spec, mode=d.get("mode", "plain"))
         for key in ("cases", "histories", "mismatches", "oracle_disagreements", "off_by_one_flagged",
                     "penalized_cases", "max_L", "canonical_cases", "canonical_histories", "canonical_mismatches",
-                    "fresh_violations"):
+                    "fresh_violations", "not_judged_cases", "not_judged_histories", "canonical_not_judged_cases"):
             setattr(r, key, int(d.get(key, 0)))
+        r.not_judged_why = dict(d.get("not_judged_why", {}))
         r.seconds = float(d.get("seconds", 0.0))
         r.by_length = {int(n): c for n, c in d.get("cases_by_length", {}).items()}
         r.L_histogram = {int(n): c for n, c in d.get("L_histogram", {}).items()}
@@ -180,8 +201,10 @@ class ConfigResult:
     def merge(self, other: "ConfigResult") -> None:
         for key in ("cases", "histories", "mismatches", "oracle_disagreements", "off_by_one_flagged",
                     "penalized_cases", "canonical_cases", "canonical_histories", "canonical_mismatches",
-                    "fresh_violations"):
+                    "fresh_violations", "not_judged_cases", "not_judged_histories", "canonical_not_judged_cases"):
             setattr(self, key, getattr(self, key) + getattr(other, key))
+        for why, c in other.not_judged_why.items():
+            self.not_judged_why[why] = self.not_judged_why.get(why, 0) + c
         self.max_L = max(self.max_L, other.max_L)
         self.mode = other.mode
         for mine, theirs in ((self.by_length, other.by_length), (self.L_histogram, other.L_histogram),
@@ -218,6 +241,13 @@ def run_slice(lib, k, max_len: int, spec: SpaceConfig, canonical: bool = False, 
             weights[m] = np.array(space.weights(m), dtype=object)
         b = check_batch(cfg, H, np.asarray(cands, dtype=np.int64), logits)
         res.tally(n, b, weights[m], space.history_weight(m), m if canonical and space.fresh(m) else None, k)
+
+    def not_judged(n, m, H, why):
+        if m not in weights:
+            weights[m] = np.array(space.weights(m), dtype=object)
+        res.tally_not_judged(n, len(H), weights[m], why, space.history_weight(m))
+
+    sink.not_judged = not_judged
 
     lib.walk(space, top if top is not None else max_len, spec.sampler_args(), sink,
          [()] if top is not None else [tuple(p) for p in (prefixes if prefixes is not None else [prefix])])

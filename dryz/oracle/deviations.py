@@ -1,28 +1,73 @@
-"""Other engines' documented deviations from llama.cpp's DRY, as alternative models (pure: no subject runs here).
+"""Other engines' documented deviations from llama.cpp's DRY, as parameterised models (pure: no subject runs here).
 
-An engine adapter (dryz.subject.command, `--subject cmd:"..."`) declares the deviations its engine documents;
-dryz still judges it against llama.cpp's semantics, and an output that differs from llama.cpp's model but
-matches, bit for bit, the model with a declared deviation is class `declared-<name>` (listed, not a finding);
-a difference no declared deviation explains is a mismatch. Each deviation is a change to the configuration the
-shipped model (dryz.oracle.shipped) runs:
+An engine adapter (`--subject cmd:...` or `engine:NAME`) declares the deviations its engine's own user
+documentation states, each with where it says so (the citation; a declaration without one is refused). dryz still
+judges it against llama.cpp's semantics: an output that differs from llama.cpp's model but equals, bit for bit, the
+model with a declared deviation applied is class `declared-<name>` (listed, not a finding); any other difference is
+a mismatch. Each deviation is a change to the configuration the shipped model (dryz.oracle.shipped) runs:
 
-  single-token-breakers   only breakers that are one token restart a repeat: every restart sequence with a tail
-                          is dropped (vLLM PR #50584, exllamav3)
-  match-cap:N             a repeat counts at most N tokens: L = min(L, N) (exllamav3: 2048; mistral.rs and
-                          text-generation-webui: 50; Aphrodite's dry_max_ngram)
-  breakers-not-exempt     a single-token breaker is penalized like any token (koboldcpp)
+  breaker form
+    single-token-breakers       only breakers that are one token restart a repeat: every restart sequence with a
+                                tail is dropped (the engine takes breakers as token ids)
+    breaker-form:last-token     each breaker string is one token: the last token of "a" + the string, tokenized
+                                (text-generation-webui's, mistral.rs's and Aphrodite's resolution)
+  window
+    window-zero:unlimited       penalty_last_n 0 means the whole history (llama.cpp: DRY off)
+    window-negative:unlimited   a negative penalty_last_n means the whole history (llama.cpp: DRY off)
+  match and occurrences
+    match-cap:N                 a repeat counts at most N tokens: L = min(L, N) (alias max-ngram:N)
+    occurrence-cap:N            only the N latest occurrences of the last token are extended into repeats
+    early-exit:N                scanning the occurrences latest first, the scan stops after the first repeat of
+                                N tokens or more
+  parameters and arithmetic
+    base-below-one:applied      base < 1 penalizes (multiplier * base^k; llama.cpp: DRY off)
+  refusals (the engine answers a refusal instead of running; llama.cpp runs the case)
+    base-below-one:refused      base <= 1 is refused
+    window-negative:refused     a negative penalty_last_n is refused
+    allowed-negative:refused    a negative allowed_length is refused
+    multiplier-negative:refused a negative multiplier is refused
+    breakers-not-exempt         a single-token breaker is penalized like any token
+    no-clamp                    Step 4 does not clamp the exponent: a penalty past the float range is inf
 
-`variants(cfg, declared)` gives the (class, Config) pairs check_batch tries: each deviation alone, and all of
-them together when more than one is declared.
+`variants(cfg, declared, breakers, tokenize)` gives the (class, Config) pairs check_batch tries: each deviation
+alone, and all of them together when more than one is declared. `refuses(case, declared)` names the declared
+refusal that covers a case, if any.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import replace
+
+import numpy as np
+
 from ..errors import DryzError
 
-KNOWN = ("single-token-breakers", "match-cap:N", "breakers-not-exempt")
+# name pattern -> meaning (the glossary and the adapter guide read this)
+MODELLED = {
+    "single-token-breakers": "only single-token breakers restart a repeat",
+    "breaker-form:last-token": "each breaker is the last token of 'a' + the string",
+    "window-zero:unlimited": "penalty_last_n 0 is the whole history",
+    "window-negative:unlimited": "a negative penalty_last_n is the whole history",
+    "match-cap:N": "a repeat counts at most N tokens",
+    "occurrence-cap:N": "only the N latest occurrences of the last token are extended",
+    "early-exit:N": "the scan stops after the first repeat of N tokens or more",
+    "base-below-one:applied": "base < 1 penalizes",
+    "base-below-one:refused": "base <= 1 is refused",
+    "window-negative:refused": "a negative penalty_last_n is refused",
+    "allowed-negative:refused": "a negative allowed_length is refused",
+    "multiplier-negative:refused": "a negative multiplier is refused",
+    "breakers-not-exempt": "single-token breakers are penalized",
+    "no-clamp": "no exponent clamp in Step 4",
+}
+KNOWN = tuple(MODELLED)  # (kept for the adapters that read it)
+_FLAGS = ("single-token-breakers", "breaker-form:last-token", "window-zero:unlimited", "window-negative:unlimited",
+          "base-below-one:applied", "breakers-not-exempt", "no-clamp")
+# A refusal: the case a declaration covers (its parameters), the engine refusing it instead of running.
+REFUSALS = {"base-below-one:refused": lambda c: c.base <= 1.0,
+            "window-negative:refused": lambda c: c.penalty_last_n < 0,
+            "allowed-negative:refused": lambda c: c.allowed_length < 0,
+            "multiplier-negative:refused": lambda c: c.multiplier < 0}
 
 
 class DeviationError(ValueError, DryzError):
@@ -31,32 +76,95 @@ class DeviationError(ValueError, DryzError):
 
 def parse(name: str) -> tuple[str, int | None]:
     """(deviation, its number or None); DeviationError for one dryz does not model."""
-    if name in ("single-token-breakers", "breakers-not-exempt"):
+    if name in _FLAGS or name in REFUSALS:
         return name, None
-    m = re.fullmatch(r"(match-cap|max-ngram):(\d+)", name)
+    m = re.fullmatch(r"(match-cap|max-ngram|occurrence-cap|early-exit):(\d+)", name)
     if m and int(m.group(2)) >= 1:
-        return "match-cap", int(m.group(2))
-    raise DeviationError(f"unknown deviation {name!r} (dryz models: {', '.join(KNOWN)})")
+        return ("match-cap" if m.group(1) == "max-ngram" else m.group(1)), int(m.group(2))
+    raise DeviationError(f"unknown deviation {name!r} (dryz models: {', '.join(MODELLED)})")
 
 
-def apply(cfg, name: str):
-    """The configuration with one declared deviation."""
+def apply(cfg, name: str, breakers=(), tokenize=None):
+    """The configuration with one declared deviation (breakers and tokenize: the case's breaker strings and the
+    vocabulary's text -> ids, for breaker-form:last-token)."""
     kind, n = parse(name)
     if kind == "single-token-breakers":
-        seqs = tuple((h, t) for h, t in cfg.seqs if not t)
-        return replace(cfg, seqs=seqs, variants=())
+        return replace(cfg, seqs=tuple((h, t) for h, t in cfg.seqs if not t), variants=())
+    if kind == "breaker-form:last-token":
+        if tokenize is None:
+            raise DeviationError("breaker-form:last-token needs the vocabulary's tokenizer")
+        heads = sorted({tokenize("a" + b)[-1] for b in breakers if b})
+        return replace(cfg, seqs=tuple((h, ()) for h in heads), variants=())
     if kind == "match-cap":
         return replace(cfg, match_cap=n if cfg.match_cap is None else min(n, cfg.match_cap), variants=())
+    if kind in ("occurrence-cap", "early-exit"):
+        occ, early = getattr(cfg.lengths, "limits", (None, None))
+        occ, early = (n, early) if kind == "occurrence-cap" else (occ, n)
+        return replace(cfg, lengths=limited_lengths(occ, early), variants=())
+    if kind == "window-zero:unlimited":
+        return replace(cfg, window_zero_unlimited=True, variants=())
+    if kind == "window-negative:unlimited":
+        return replace(cfg, window_negative_unlimited=True, variants=())
+    if kind == "base-below-one:applied":
+        return replace(cfg, base_below_one_applied=True, variants=())
+    if kind == "no-clamp":
+        return replace(cfg, clamp=False, variants=())
+    if kind in REFUSALS:  # a refusal: the output model is unchanged (refuses() judges a refused answer)
+        return replace(cfg, variants=())
     return replace(cfg, exempt_breakers=False, variants=())
 
 
-def variants(cfg, declared) -> tuple:
-    """(class, Config) for each declared deviation, and for all of them together."""
-    declared = tuple(declared)
-    out = [(f"declared-{d}", apply(cfg, d)) for d in declared]
+def variants(cfg, declared, breakers=(), tokenize=None) -> tuple:
+    """(class, Config) for each declared deviation that changes the output model (a refusal does not: refuses()
+    judges it), and for all of them together."""
+    declared = tuple(d for d in declared if d not in REFUSALS)
+    out = [(f"declared-{d}", apply(cfg, d, breakers, tokenize)) for d in declared]
     if len(declared) > 1:
         both = cfg
         for d in declared:
-            both = apply(both, d)
+            both = apply(both, d, breakers, tokenize)
         out.append(("declared-" + "+".join(declared), both))
     return tuple(out)
+
+
+def refuses(case, declared) -> str | None:
+    """The class of the declared refusal that covers the case (the engine documents it refuses such parameters),
+    or None."""
+    return next((f"declared-{d}" for d in declared if d in REFUSALS and REFUSALS[d](case)), None)
+
+
+# -- a match-length model with occurrence limits ------------------------------------------------------------------
+
+
+def limited_lengths(occurrence_cap: int | None, early_exit: int | None):
+    """M[n, c] as llama.cpp defines it (the longest repeat a candidate would extend), but looking only at the
+    occurrence_cap latest occurrences of the window's last token, latest first, and stopping after the first
+    whose repeat reaches early_exit tokens. A position j of the window extends a repeat when the token before it
+    equals the last token: its repeat is the backward match of window[:j] against the window's suffix."""
+
+    def lengths(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
+        W = np.asarray(W)
+        N, w = W.shape
+        c = [int(x) for x in np.asarray(cands).tolist()]
+        at = {z: i for i, z in enumerate(c)}
+        M = np.zeros((N, len(c)), dtype=np.int64)
+        for r in range(N):
+            row = [int(x) for x in W[r].tolist() if int(x) >= 0]  # (a ragged batch's PAD dropped)
+            n = len(row)
+            seen = 0
+            for j in range(n - 1, 0, -1):  # the token at j follows the occurrence at j - 1
+                if row[j - 1] != row[-1]:
+                    continue
+                m = 0
+                while m < j and row[j - 1 - m] == row[n - 1 - m]:
+                    m += 1
+                i = at.get(row[j])
+                if i is not None:
+                    M[r, i] = max(M[r, i], m)
+                seen += 1
+                if (occurrence_cap is not None and seen >= occurrence_cap) or \
+                        (early_exit is not None and m >= early_exit):
+                    break
+        return M
+    lengths.limits = (occurrence_cap, early_exit)
+    return lengths

@@ -138,10 +138,16 @@ class Config:
     # A real vocabulary's configuration: what the text-level promise needs (dryz.vocab_cases.VocabText); None
     # for the symbol vocabulary. Not part of equality (seqs already differ between vocabularies).
     text: object = field(default=None, compare=False)
-    # Another engine's documented deviations from llama.cpp (dryz.oracle.deviations), modelled here: the longest
-    # match counted (None: no cap), and whether single-token breakers are exempt from the penalty (Step 4).
+    # Another engine's documented deviations from llama.cpp (dryz.oracle.deviations), modelled here. llama.cpp's
+    # own semantics are the defaults: no match cap, single-token breakers exempt from the penalty (Step 4), a
+    # window of 0 or below is DRY off, base < 1 is DRY off, Step 4 clamps the exponent, every occurrence counts.
     match_cap: int | None = None
     exempt_breakers: bool = True
+    window_zero_unlimited: bool = False      # penalty_last_n == 0: the whole history (not DRY off)
+    window_negative_unlimited: bool = False  # penalty_last_n < 0: the whole history (not DRY off)
+    base_below_one_applied: bool = False     # base < 1 penalizes with base^k (not DRY off)
+    clamp: bool = True                       # Step 4's exponent clamp (FLOAT_MAX_LOG / ln base)
+    lengths: object = field(default=None, compare=False)  # a match-length function of its own (occurrence caps)
     # (class, Config) pairs: the semantics a subject declares beside llama.cpp's (dryz.oracle.deviations); an
     # output that matches one of them bit for bit is that class, not a mismatch. Not part of equality.
     variants: tuple = field(default=(), compare=False)
@@ -149,10 +155,13 @@ class Config:
     def __post_init__(self):
         # Derived once per Config (one is made per checked case; cached_property locks on Python 3.11).
         # llama_sampler_init_dry: penalty_last_n = max(penalty_last_n, 0); disabled -> an empty sampler.
-        enabled = self.multiplier != 0.0 and self.base >= 1.0 and max(self.penalty_last_n, 0) != 0
+        n = self.penalty_last_n
+        unlimited = (n == 0 and self.window_zero_unlimited) or (n < 0 and self.window_negative_unlimited)
+        enabled = self.multiplier != 0.0 and (self.base >= 1.0 or (self.base_below_one_applied and self.base > 0)) \
+            and (max(n, 0) != 0 or unlimited)
         heads, multi = _sequence_facts(self.seqs)
         object.__setattr__(self, "enabled", enabled)
-        object.__setattr__(self, "window_cap", max(self.penalty_last_n, 0) if enabled else 0)
+        object.__setattr__(self, "window_cap", ((1 << 31) - 1 if unlimited else max(n, 0)) if enabled else 0)
         object.__setattr__(self, "single_token_heads", heads)  # sorted ids of the single-token sequences
         object.__setattr__(self, "multi_token", multi)          # some restart sequence has a tail
         if isinstance(self.seqs, RestartSeqs):  # a real vocabulary's: the heads also as a table over the ids
@@ -376,7 +385,7 @@ def penalties(L: np.ndarray, cfg: Config) -> np.ndarray:
     """float penalty = multiplier * std::pow(base, repeat_exp): pow(double, double), double product,
     rounded to float. repeat_exp = L - allowed_length, clamped to max_exponent when that is positive."""
     exp = L.astype(np.int64) - cfg.allowed_length
-    mx = max_exponent(cfg.base)
+    mx = max_exponent(cfg.base) if cfg.clamp else 0
     if mx > 0:
         exp = np.minimum(exp, mx)
     if exp.size <= 32:  # a case's few penalties (np.unique costs more than these few lookups)

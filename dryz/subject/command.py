@@ -5,7 +5,8 @@ dryz starts COMMAND (split as a POSIX shell splits words; no shell runs it), tal
 and judges what it answers against llama.cpp's semantics like any subject's output. One JSON object per line:
 
   dryz -> adapter   {"schema": "dryz.adapter/1", "op": "hello"}
-  adapter -> dryz   {"schema": "dryz.adapter/1", "engine": NAME, "version": V, "deviations": [...],
+  adapter -> dryz   {"schema": "dryz.adapter/1", "engine": NAME, "version": V,
+                     "deviations": [{"name": DEVIATION, "cited": WHERE THE ENGINE'S DOCUMENTATION SAYS IT}, ...],
                      "vocabularies": "any" | ["symbols", NAME, ...], "initial_logits": true,
                      "candidate_arrays": true, "batch": N}
   dryz -> adapter   {"op": "run", "id": I, "params": {"multiplier", "base", "allowed_length", "penalty_last_n",
@@ -13,21 +14,27 @@ and judges what it answers against llama.cpp's semantics like any subject's outp
                      "candidates": [[id, logit], ...], "sorted": false}
   adapter -> dryz   {"id": I, "logits": [...], "sorted": false}        (logits in candidate order, "-inf" for
                                                                          -infinity)
-                 or {"id": I, "error": "why this engine cannot run it"}
+                 or {"id": I, "error": "why this engine cannot run it"}   (not judged)
+                 or {"id": I, "refused": "the engine's own refusal"}       (declared, or a mismatch)
+                 or {"id": I, "crash": "what the engine raised"}           (class crash)
 
 A request is a fresh DRY state: the history as the tokens generated so far, one application of the sampler to
 the candidates. Floats travel as JSON numbers with every digit (a float32 value's double is exact); dryz reads
 the answers as float32. `vocab.name` "symbols" is dryz's symbol vocabulary (token i is the one character
 SYMBOLS[i]; its GGUF is at `vocab.path`); any other name is a vendored vocabulary or a GGUF path.
 
-The adapter declares its engine's documented deviations (dryz.oracle.deviations); dryz lists an output a
-declared deviation explains as class `declared-<name>`, separately from undeclared differences (mismatches).
+The adapter declares its engine's documented deviations (dryz.oracle.deviations), each with where the engine's own
+user documentation states it (a declaration without that citation is refused: what only an engine's code does is a
+finding, not a declaration); dryz lists an output a declared deviation explains as class `declared-<name>`,
+separately from undeclared differences (mismatches).
 
 Faults: a command that cannot start, or that does not answer the handshake with the schema within the timeout,
 is a subject that cannot be driven (one line, exit 2). Once running, an adapter that exits, hangs, or answers
 something that is not an answer to the request is the subject failing on that case: a Crash (class crash, a
-finding), and the adapter is started again for the next case; an `error` answer is the engine refusing the
-case (dryz.subject.answers.Unsupported: not judged).
+finding), and the adapter is started again for the next case; so is a `crash` answer (the engine raised or
+panicked on the case). An `error` answer is a case the engine cannot express (dryz.subject.answers.Unrecoverable:
+not judged); a `refused` answer is the engine's own refusal (answers.Refused: a declared deviation when one
+covers it, else a mismatch: llama.cpp runs the case).
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import select
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from functools import cached_property
 
@@ -46,7 +54,7 @@ import numpy as np
 
 from .binding import SubjectError
 from .cache import sha256_file
-from .answers import Capabilities, Crash, Output, Unsupported
+from .answers import Capabilities, Crash, Output, Refused, Unrecoverable, Unsupported
 from .protocol import Subject
 from ..oracle.deviations import DeviationError, parse
 from .symbol_vocab import symbol_vocab_path
@@ -74,14 +82,25 @@ class Command(Subject):
         self._buf = b""
         hello = self._start()
         self.hello = hello
-        deviations = hello.get("deviations", [])
-        if not isinstance(deviations, list) or not all(isinstance(d, str) for d in deviations):
-            raise SubjectError(f"cmd: the adapter's deviations must be a list of names, got {deviations!r}")
-        for d in deviations:
+        declared = hello.get("deviations", [])
+        if not isinstance(declared, list):
+            raise SubjectError(f"cmd: the adapter's deviations must be a list, got {declared!r}")
+        deviations, self.citations = [], {}
+        for d in declared:
+            name = d.get("name") if isinstance(d, dict) else d
+            cited = d.get("cited") if isinstance(d, dict) else None
+            if not isinstance(name, str):
+                raise SubjectError(f"cmd: a declared deviation must be {{\"name\": ..., \"cited\": ...}}, got {d!r}")
+            if not isinstance(cited, str) or not cited.strip():
+                raise SubjectError(f"cmd: the adapter declares {name!r} without citing where its engine's own user "
+                                   "documentation states it ({\"name\": ..., \"cited\": \"...\"}): what only the "
+                                   "code does is a finding, not a declaration")
             try:
-                parse(d)
+                parse(name)
             except DeviationError as e:
                 raise SubjectError(f"cmd: the adapter declares {e}") from None
+            deviations.append(name)
+            self.citations[name] = cited.strip()
         vocabularies = hello.get("vocabularies", "symbols")
         if vocabularies != "any" and not (isinstance(vocabularies, list) and all(isinstance(v, str)
                                                                                  for v in vocabularies)):
@@ -210,6 +229,8 @@ class Command(Subject):
         ident = {"kind": self.kind, "spec": self.spec, "command": self.argv, "schema": SCHEMA,
                  "engine": h.get("engine"), "engine_version": h.get("version"),
                  "deviations": list(self.caps.deviations), "init_dry_abi": self.abi}
+        if self.citations:
+            ident["citations"] = dict(self.citations)
         scripts = [a for a in self.argv[1:] if os.path.isfile(a)]
         files = {a: sha256_file(a) for a in ([path] if os.path.isfile(path) else []) + scripts}
         ident["files_sha256"] = files
@@ -267,8 +288,9 @@ class Command(Subject):
                 # the rest of the batch was sent to a process that is gone: run them again, one by one
                 out.extend(self.run_batch(list(cases[len(out):])))
                 return out
-            if isinstance(answer, str):
-                raise Unsupported(f"the adapter refused the case: {answer}")
+            if not isinstance(answer, tuple):  # not judged, a refusal, or the engine raising
+                out.append(answer)
+                continue
             logits, sorted_flag = answer
             if not self.caps.candidate_arrays:
                 sorted_flag = None  # an engine without the flag: not judged
@@ -284,7 +306,12 @@ class Command(Subject):
         if not isinstance(d, dict) or d.get("id") != rid:
             raise _Gone(f"answered out of order or without the request's id {rid}: {line[:120]!r}")
         if "error" in d:
-            return str(d["error"])[:500]
+            return Unrecoverable(f"the engine cannot run the case: {str(d['error'])[:500]}")
+        if "refused" in d:
+            return Refused(0, str(d["refused"])[:500])
+        if "crash" in d:
+            return Crash(f"the engine raised: {str(d['crash'])[:500]}", "exception", self._tail.decode(
+                errors="replace")[-500:])
         lg = d.get("logits")
         if not isinstance(lg, list) or len(lg) != n:
             raise _Gone(f"answered {len(lg) if isinstance(lg, list) else 'no'} logits for {n} candidates")
@@ -305,3 +332,21 @@ class _Gone(Exception):
     def __init__(self, why: str, hang: bool = False):
         super().__init__(why)
         self.signal = "hang" if hang else "adapter"
+
+
+class EngineSubject(Command):
+    """`--subject engine:NAME`: one of the engine adapters dryz ships (dryz.subject.engines), run as a `cmd:`
+    subject: `python -m dryz.subject.engines.NAME`. A missing engine package is one line naming the extra."""
+    kind = "engine"
+
+    def __init__(self, arg: str):
+        from .engines import ENGINES  # on use: keeps start-up fast (a kind's module loads when it is selected)
+        name = arg.strip()
+        engine = ENGINES.get(name)
+        if engine is None:
+            raise SubjectError(f"engine:{name}: unknown engine (dryz ships {', '.join(ENGINES)})")
+        why = engine.missing()
+        if why is not None:
+            raise SubjectError(why)
+        super().__init__(shlex.join([sys.executable, "-m", engine.module]))
+        self.spec = f"engine:{name}"

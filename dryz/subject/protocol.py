@@ -18,7 +18,7 @@ import numpy as np
 
 from ..case import Case
 from ..symbols import MAX_ALPHABET
-from .answers import Capabilities, Crash, Outputs, SubjectCrashed, Unsupported
+from .answers import Capabilities, Crash, Outputs, Refused, SubjectCrashed, Unrecoverable, Unsupported
 from .identity import subject_line
 from .trace_driver import refuse_old_abi_crash, run_events
 from .vendored_vocabs import reference_vocabulary
@@ -103,13 +103,17 @@ class Subject:
         for i in range(0, len(cases), step):
             outs.extend(self.run_batch(cases[i:i + step]))
         crash = next((o for o in outs if isinstance(o, Crash)), None)
+        if crash is None:
+            _expressed(outs)
         return crash if crash is not None else Outputs.of(outs)
 
     def walk(self, tree, max_len: int, params, sink, prefixes=((),)) -> int:
         """Every history of a tree (dryz.subject.walker: radix, labels, children(m), cands(m)) below the
         prefixes, up to max_len, in batches to sink(n, m, H, logits, cands); params = (multiplier, base,
         allowed_length, penalty_last_n, breakers[, vocab spec]). Generic form: one level at a time, each
-        (length, state) group as one run_batch; a Crash raises SubjectCrashed."""
+        (length, state) group as one run_batch; a Crash raises SubjectCrashed. Histories the subject cannot
+        express (a refusal, an unreadable answer) raise Unsupported, or, where the sink has an attribute
+        not_judged, go to sink.not_judged(n, m, H, why) and not to the sink."""
         return walk_by_batches(self, tree, max_len, params, sink, prefixes)
 
     def vocabulary(self, spec):
@@ -119,6 +123,21 @@ class Subject:
 
     def close(self) -> None:
         """Release what the subject holds (processes, samplers)."""
+
+
+def _why(out) -> str | None:
+    """Why an answer is not an output (a refusal, an unreadable answer), or None."""
+    if isinstance(out, (Refused, Unrecoverable)):
+        return f"{type(out).__name__.lower()}: {getattr(out, 'detail', None) or getattr(out, 'message', '')}"
+    return None
+
+
+def _expressed(outs) -> None:
+    """A batch's answers are outputs: a case the subject answered with a refusal or an unreadable answer is one it
+    cannot express here (Unsupported: the mode says so), never read as an output."""
+    bad = next((w for w in map(_why, outs) if w is not None), None)
+    if bad is not None:
+        raise Unsupported(f"the subject answered {bad}")
 
 
 def walk_by_batches(subject, tree, max_len, params, sink, prefixes=((),), top=None) -> int:
@@ -162,6 +181,17 @@ def walk_by_batches(subject, tree, max_len, params, sink, prefixes=((),), top=No
             for c, o in zip(cases, outs):
                 if isinstance(o, Crash):
                     raise SubjectCrashed(o, c)
+            skip = getattr(sink, "not_judged", None)
+            if skip is None:
+                _expressed(outs)
+            else:  # the sink counts the histories the subject cannot express (with why); the rest are judged
+                why = [_why(o) for o in outs]
+                kept = [i for i, w in enumerate(why) if w is None]
+                for w in sorted({w for w in why if w is not None}):
+                    skip(n, m, np.array([hs[i] for i, x in enumerate(why) if x == w], dtype=np.int64), w)
+                hs, outs = [hs[i] for i in kept], [outs[i] for i in kept]
+                if not hs:
+                    continue
             H = np.array(hs, dtype=np.int64).reshape(len(hs), n)
             logits = np.stack([np.asarray(o.logits, dtype=np.float32) for o in outs])
             sink(n, m, H, logits, cands)

@@ -21,6 +21,7 @@ KINDS = {
     "llama-cpp-python": "dryz.subject.llama_cpp_python:LlamaCppPython",
     "cmd": "dryz.subject.command:Command",
     "server": "dryz.subject.server:ServerSubject",
+    "engine": "dryz.subject.command:EngineSubject",
 }
 
 # What `--subject` defaults to: the libllama that llama-cpp-python installed (the pinned release).

@@ -12,7 +12,8 @@ Options (for testing dryz itself, not for engines):
   --drop-breakers           ignore the request's sequence breakers (a planted bug: dryz must find it)
   --single-token-breakers   ignore breakers of more than one character (as engines with single-token breakers
                             do; on dryz's symbol vocabulary a longer breaker is several tokens)
-  --declare NAME            add NAME to the declared deviations (e.g. single-token-breakers)
+  --declare NAME=WHERE      declare the deviation NAME (e.g. single-token-breakers), citing WHERE the engine's own
+                            user documentation states it (without =WHERE: no citation, which dryz refuses)
 """
 
 import ctypes
@@ -63,6 +64,7 @@ def run(req: dict, drop_breakers: bool, single_token: bool) -> dict:
 def main(argv) -> int:
     drop, single = "--drop-breakers" in argv, "--single-token-breakers" in argv
     declared = [argv[i + 1] for i, a in enumerate(argv) if a == "--declare" and i + 1 < len(argv)]
+    declared = [{"name": d.split("=", 1)[0], "cited": d.split("=", 1)[1]} if "=" in d else d for d in declared]
     for line in sys.stdin:
         req = json.loads(line)
         if req.get("op") == "hello":

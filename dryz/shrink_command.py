@@ -1,0 +1,47 @@
+"""`dryz minimize`, everything but option parsing: read the input (a case or a trace), shrink it on the selected
+subject (dryz.shrink), write the reproducer as a corpus entry, say what was written and how short it is."""
+
+from __future__ import annotations
+
+from .corpus import USER_DIR, write_entry
+from .files import fail
+from .inputs import load_case_file, load_subject, load_trace_file, on_vocab, say, spelled
+from .output import write_json
+from .render import minimized_trace_text
+from .shrink import NothingToMinimize, minimize_case, minimize_trace_input
+
+
+def command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, echo) -> None:
+    t = load_trace_file(path, read_as, as_trace, breakers)
+    log = (lambda msg: say(f"  {msg}"))
+    kind = t[1] if t is not None else read_as
+    try:
+        if t is not None:
+            trace, kind = t
+            lib = load_subject()
+            ev, toks = trace.size()
+            m = minimize_trace_input(trace, lib, log, announce=lambda shown: echo(
+                f"minimizing {path} ({kind}): class {shown}, {ev} events, {toks} tokens"))
+        else:
+            case, kind = load_case_file(path, read_as, vocab, breakers)
+            case = on_vocab(case, vocab)
+            lib = load_subject()
+            m = minimize_case(case, lib, isolate, log=log, announce=lambda shown, iso: echo(
+                f"minimizing {path} ({kind}): class {shown}, {len(case.history)} tokens{', isolated' if iso else ''}"))
+    except NothingToMinimize as e:
+        fail(f"{path} (read as a {kind}): {e}")
+    entry = m.entry(str(path), kind, lib.identity)
+    written = write_entry(corpus_dir or USER_DIR, entry)
+    if json_path:
+        write_json(json_path, {"tool": "dryz minimize", "input": str(path), "kind": kind, "class": entry["expect"],
+                               "written": str(written), "shortest": m.shortest, "predicate_calls": m.calls,
+                               "seconds": round(m.seconds, 2), "subject": lib.identity,
+                               "not_judged": getattr(m, "not_judged", {})})
+    if t is not None:
+        echo(minimized_trace_text(m))
+    else:
+        echo(f"reproducer: {len(m.case.history)} tokens {spelled(m.case)!r}, shortest: {m.shortest}, "
+             f"{m.calls} predicate calls, {m.seconds:.1f} s")
+        for why, n in getattr(m, "not_judged", {}).items():  # shortest among the cases this subject expresses
+            echo(f"not judged: {n} candidate(s): {why}")
+    echo(f"written: {written}")

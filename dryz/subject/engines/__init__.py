@@ -1,0 +1,41 @@
+"""Other engines' DRY, shipped with dryz, each as one adapter under the adapter protocol (dryz.adapter/1,
+dryz.subject.command): `--subject engine:NAME` runs `python -m dryz.subject.engines.NAME` as a `cmd:` subject.
+
+  mistralrs   mistral.rs end to end: a request as a user sends it (ChatCompletionRequest) to a Runner over dryz's
+              tiny zero-logit GGUF; the penalties read back exactly from log-probabilities with logit_bias masking
+  exllamav2   exllamav2's ExLlamaV2Sampler.apply_dry with its own Settings, on CPU (the CUDA extension not loaded)
+  aphrodite   Aphrodite's DRY (aphrodite/v1/sample/ops: DryRequestState, SamplingOps.apply_dry) executed from the
+              engine's wheel, fetched once with pip download (AGPL-3.0: loaded at run time, never copied)
+
+Each adapter declares only the deviations its engine's own user documentation states, with the citation; every
+other difference is judged as a finding. The engine packages are extras: pip install 'dryz[NAME]'.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    module: str          # the adapter: python -m MODULE
+    requires: tuple      # importable packages it needs
+    extra: str           # pip install 'dryz[EXTRA]'
+    version: str         # the engine release dryz pins and cites
+
+    def missing(self) -> str | None:
+        """Why the adapter cannot start here (a package to install), or None."""
+        gone = [p for p in self.requires if importlib.util.find_spec(p) is None]
+        if gone:
+            return (f"engine:{self.name} needs {', '.join(gone)} ({self.name} {self.version}): "
+                    f"pip install 'dryz[{self.extra}]'")
+        return None
+
+
+ENGINES = {
+    "mistralrs": Engine("mistralrs", "dryz.subject.engines.mistralrs", ("mistralrs", "gguf"), "mistralrs", "0.9.5"),
+    "exllamav2": Engine("exllamav2", "dryz.subject.engines.exllamav2", ("exllamav2", "torch"), "exllamav2", "0.3.2"),
+    "aphrodite": Engine("aphrodite", "dryz.subject.engines.aphrodite", ("torch",), "aphrodite", "0.24.1"),
+}

@@ -1,0 +1,126 @@
+"""dryz's adapter for exllamav2 (pip install 'dryz[exllamav2]'): `--subject engine:exllamav2`.
+
+exllamav2's DRY is `ExLlamaV2Sampler.apply_dry(settings, tokenizer, sequence_ids, logits)` in the installed
+exllamav2/generator/sampler.py (Python + torch). Importing that module imports exllamav2's package, its filters and
+`exllamav2.ext`, which builds or loads the CUDA extension; apply_dry needs none of them, so the installed file is
+executed unmodified under a private name with stand-ins for those imports, placed in sys.modules only while its
+body runs. Each request runs on a fresh `ExLlamaV2Sampler.Settings` (the engine keeps DRY's trie in it), with the
+engine's own defaults for what llama.cpp has no parameter for (dry_max_ngram 20), as the generator calls it: only
+when dry_multiplier > 0 (sampler.py:433), on the whole sequence (prompt and generated), on a float32 logits row.
+
+The request's parameters are passed by their documented meaning: dry_multiplier, dry_base, dry_allowed_length,
+dry_range = penalty_last_n ("dry_range: int = 0  # 0 for unlimited reange"), and the breaker strings as the token
+ids whose pieces contain them (dry_sequence_breakers is a set of token ids, sampler.py:89; containment is how
+exllamav2 builds its own default set, get_dry_default_sequence_breaker_tokens).
+
+Declared (exllamav2/generator/sampler.py of 0.3.2, the public Settings dataclass): breakers are token ids (one
+token each: single-token-breakers), and dry_range 0 is unlimited (window-zero:unlimited). Nothing else is declared:
+what only the code does is judged as a finding.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+from .serve import NotExpressible, containing, serve, symbol_pieces
+
+VERSION = "0.3.2"
+CITED = "exllamav2 0.3.2, exllamav2/generator/sampler.py:{line}, ExLlamaV2Sampler.Settings (the public API): {text}"
+DECLARED = [
+    {"name": "single-token-breakers",
+     "cited": CITED.format(line=89, text="dry_sequence_breakers: set[int] | None = None (breakers are token ids)")},
+    {"name": "window-zero:unlimited",
+     "cited": CITED.format(line=90, text="dry_range: int = 0  # 0 for unlimited reange")},
+]
+
+
+def sampler_module():
+    """The installed exllamav2/generator/sampler.py as a module, without exllamav2's package or CUDA extension."""
+    import torch
+    spec = importlib.util.find_spec("exllamav2")
+    path = Path(spec.submodule_search_locations[0]) / "generator" / "sampler.py"
+    names = ("exllamav2", "exllamav2.generator", "exllamav2.generator.filters", "exllamav2.generator.hooks",
+             "exllamav2.ext")
+    stubs = {n: types.ModuleType(n) for n in names}
+    stubs["exllamav2"].__path__ = []
+    stubs["exllamav2.generator"].__path__ = []
+    stubs["exllamav2"].ExLlamaV2Tokenizer = type("ExLlamaV2Tokenizer", (), {})
+    stubs["exllamav2.generator.filters"].ExLlamaV2Filter = type("ExLlamaV2Filter", (), {})
+    stubs["exllamav2.generator.hooks"].ExLlamaV2PostSamplingHook = object
+
+    class _NoExtension:
+        def __getattr__(self, name):
+            raise RuntimeError(f"exllamav2_ext.{name}: the CUDA extension is not loaded by dryz's adapter")
+
+    stubs["exllamav2.ext"].exllamav2_ext = _NoExtension()
+    stubs["exllamav2.ext"].none_tensor = torch.empty((1, 1), device="meta")
+    saved = {k: sys.modules.get(k) for k in names}
+    sys.modules.update(stubs)
+    try:
+        spec = importlib.util.spec_from_file_location("_dryz_exllamav2_sampler", str(path))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # dataclasses resolve annotations through sys.modules[__module__]
+        spec.loader.exec_module(mod)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    return mod
+
+
+class Tokenizer:
+    """What apply_dry reads of an ExLlamaV2Tokenizer: actual_vocab_size (ids at or past it break n-grams)."""
+
+    def __init__(self, pieces):
+        self.pieces = list(pieces)
+        self.actual_vocab_size = len(self.pieces)
+        self.extended_id_to_piece = {}
+
+    def get_id_to_piece_list(self, include_special_tokens=False):
+        return list(self.pieces)
+
+
+class Adapter:
+    def __init__(self):
+        import torch
+        torch.set_num_threads(1)
+        self.torch = torch
+        self.sampler = sampler_module().ExLlamaV2Sampler
+        self.pieces = symbol_pieces()
+        self.tokenizer = Tokenizer(self.pieces)
+
+    def run(self, req):
+        torch = self.torch
+        if req["vocab"]["name"] != "symbols":
+            raise NotExpressible("the adapter runs dryz's symbol vocabulary")
+        p = req["params"]
+        s = self.sampler.Settings()
+        s.dry_multiplier, s.dry_base = float(p["multiplier"]), float(p["base"])
+        s.dry_allowed_length, s.dry_range = int(p["allowed_length"]), int(p["penalty_last_n"])
+        s.dry_sequence_breakers = set().union(*(containing(self.pieces, b) for b in p["breakers"]))
+        logits = torch.zeros((1, 1, len(self.pieces)), dtype=torch.float32)
+        for t, lg in req["candidates"]:
+            logits[0, 0, t] = float("-inf") if lg == "-inf" else float(lg)
+        if s.dry_multiplier > 0.0:  # the engine's own condition (ExLlamaV2Sampler.sample)
+            ids = torch.tensor([req["history"]], dtype=torch.long)
+            self.sampler.apply_dry(s, self.tokenizer, ids, logits)
+        return [float(logits[0, 0, t]) for t, _ in req["candidates"]], bool(req["sorted"])
+
+
+def main() -> int:
+    from .serve import answers_stream  # on use: the adapter's start-up
+    out = answers_stream()
+    adapter = Adapter()
+    from importlib.metadata import version
+    hello = {"engine": "exllamav2", "version": version("exllamav2"), "deviations": DECLARED, "vocabularies": ["symbols"],
+             "initial_logits": True, "candidate_arrays": False, "batch": 64}
+    return serve(hello, adapter.run, out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The adapter side of dryz.adapter/1 for the shipped engine adapters: read one JSON request per line on stdin,
+answer one JSON line on stdout (the engine's own output, if any, goes to stderr: stdout carries answers only).
+
+An adapter gives `serve` its handshake (engine, version, declared deviations with citations, vocabularies,
+capabilities) and `run(request) -> (logits, sorted)`. What run raises is the answer:
+  NotExpressible   the engine cannot take the case as llama.cpp's parameters state it: {"error": why} (not judged)
+  Refusal          the engine's own API refuses the parameters: {"refused": message}
+  anything else    the engine raised (or panicked) on the case: {"crash": what}, judged class crash
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import traceback
+
+SCHEMA = "dryz.adapter/1"
+
+
+class NotExpressible(Exception):
+    """The engine has no way to take this case (a parameter it lacks, a vocabulary it cannot load): not judged."""
+
+
+class Refusal(Exception):
+    """The engine's own API refuses the request (its validation): the message it gives."""
+
+
+def answers_stream():
+    """The process's stdout for answers, with fd 1 moved to stderr (engines print logs on stdout)."""
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return out
+
+
+def logit_json(x: float):
+    return "-inf" if x == -math.inf else "inf" if x == math.inf else "nan" if math.isnan(x) else float(x)
+
+
+def serve(hello: dict, run, out=None) -> int:
+    """The request loop: the handshake, then one answer per request until stdin closes."""
+    out = out or answers_stream()
+    for line in sys.stdin:
+        req = json.loads(line)
+        if req.get("op") == "hello":
+            answer = {"schema": SCHEMA, **hello}
+        else:
+            rid = req.get("id")
+            try:
+                logits, sorted_flag = run(req)
+                answer = {"id": rid, "logits": [logit_json(float(x)) for x in logits], "sorted": bool(sorted_flag)}
+            except NotExpressible as e:
+                answer = {"id": rid, "error": str(e)}
+            except Refusal as e:
+                answer = {"id": rid, "refused": str(e)}
+            except Exception as e:  # noqa: BLE001 (the engine raised on the case: class crash)
+                where = traceback.extract_tb(e.__traceback__)[-1]
+                answer = {"id": rid, "crash": f"{type(e).__name__}: {e} ({os.path.basename(where.filename)}:"
+                                               f"{where.lineno})"}
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+    return 0
+
+
+def symbol_pieces() -> list[str]:
+    """dryz's symbol vocabulary: token i is the one character SYMBOLS[i]."""
+    from ...symbols import SYMBOLS  # on use: keeps the adapters' start-up small
+    return list(SYMBOLS)
+
+
+def containing(pieces: list[str], s: str) -> set[int]:
+    """Every token whose piece contains the string s (how exllamav2 builds its own breaker set, and llama.cpp's
+    single-token breakers)."""
+    return {i for i, p in enumerate(pieces) if s and s in p}
