@@ -223,8 +223,9 @@ def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_
 @cli.command("export")
 @click.argument("entry", type=click.Path(dir_okay=False))
 @click.option("--as", "form", type=click.Choice(["test-sampling", "pytest", "c"]), required=True,
-              help=meaning("--as", "test-sampling (a test_dry call for llama.cpp's tests/test-sampling.cpp), pytest "
-                                   "(a pytest file on llama-cpp-python's bindings) or c (a C program against llama.h)."))
+              help=meaning("--as", "What the entry is written as: test-sampling (a test_dry call for llama.cpp's "
+                                   "tests/test-sampling.cpp), pytest (a pytest file on llama-cpp-python's bindings) or "
+                                   "c (a C program against llama.h)."))
 @click.option("--output", "output", default=None, metavar="FILE", help="Write the test to this file. [default: stdout]")
 def export_cmd(entry, form, output):
     """A corpus entry (a finding, a seed, a trace, a minimized witness) as a test in its target's own style, its

@@ -24,9 +24,9 @@ array ids 0..n-1 in id order with logit logf(p_i), applies DRY made by llama_sam
 vocabulary: the breakers are handed over as the restart sequences init_dry builds from the strings, as the model
 says it does), then the dist sampler, and compares probabilities within 1e-5. So it cannot express (and export
 refuses, naming --as pytest or --as c): a trace, a real vocabulary, an explicit candidate array (a subset, another
-order, unequal logits), a sorted flag, the 8-argument init_dry (n_ctx_train), a configuration that turns DRY off
-(llama_sampler_init_dry_testing takes init_dry's empty sampler for a DRY one and crashes), a promise without an exact value
-(finite-penalty), a finding whose difference the probabilities do not show (below 1e-5 after softmax, one
+order, unequal logits), a sorted flag, the 8-argument init_dry (n_ctx_train), a configuration that turns DRY
+off (llama_sampler_init_dry_testing takes init_dry's empty sampler for a DRY one and crashes), a promise without an
+exact value (finite-penalty), a finding whose difference the probabilities do not show (below 1e-5 after softmax, one
 candidate, or the candidate array or sorted flag only), and a finding with a multi-token restart sequence (its
 construction from the strings, which test_dry bypasses). pytest: a self-contained file on llama-cpp-python's
 bindings (llama_cpp only); c: a C program against llama.h. Both express every entry a form can: a real
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import base64
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,7 +171,11 @@ def _header_lines(p: Plan) -> list[str]:
         sep = d["separates"]
         lines.append(f"a witness of {sep.get('class')}: {d.get('note') or 'it separates subjects'}")
     lines.append("asserts: " + _asserts(p))
-    return lines
+    return _wrap(lines)
+
+
+def _wrap(lines: list[str]) -> list[str]:
+    return [w for ln in lines for w in textwrap.wrap(ln, 110, subsequent_indent="  ", break_on_hyphens=False)]
 
 
 def _bits(x: float) -> int:
@@ -277,11 +282,12 @@ def test_sampling(p: Plan) -> str:
     brk = "{" + ", ".join("{" + ", ".join(str(t) for t in (h, *tail)) + "}" for h, tail in seqs) + "}"
     fl = lambda v: ", ".join(_f32(float(x)) for x in v)  # noqa: E731
     hist = ", ".join(map(str, c.history))
-    lines = [f"    // {ln}" for ln in _header_lines(p)]
-    lines.append(f"    // history {c.symbols!r} (token i is symbol i: a, b, c, ...), window {c.penalty_last_n}, "
-                 f"breakers {list(c.breakers)} as restart sequences (init_dry's construction, as dryz models it)")
-    lines.append(f"    test_dry({{{fl([prob] * n)}}}, {{{hist}}}, {{{fl(want)}}}, {_f32(c.multiplier)}, {_f32(c.base)}, "
-                 f"{c.allowed_length}, {c.penalty_last_n}, {brk});")
+    notes = _header_lines(p) + _wrap([f"history {c.symbols!r} (token i is symbol i: a, b, c, ...), window "
+                                      f"{c.penalty_last_n}, breakers {list(c.breakers)} as restart sequences "
+                                      "(init_dry's construction, as dryz models it)"])
+    lines = [f"    // {ln}" for ln in notes]
+    lines.append(f"    test_dry({{{fl([prob] * n)}}}, {{{hist}}}, {{{fl(want)}}}, {_f32(c.multiplier)}, "
+                 f"{_f32(c.base)}, {c.allowed_length}, {c.penalty_last_n}, {brk});")
     return "\n".join(lines) + "\n"
 
 
@@ -361,16 +367,20 @@ def _apply(smpl, k):
     return [d.id for d in view], [_bits(d.logit) for d in view], bool(arr.sorted)
 
 
+def _same_abi():
+    n_args = len(llama_cpp.llama_sampler_init_dry.argtypes)
+    assert n_args == ABI, (f"the entry is on the {ABI}-argument llama_sampler_init_dry; this llama-cpp-python "
+                           f"binds {n_args} arguments")
+
+
 def observe():
     """Run the events on one sampler: per apply (ids, logit bits, sorted flag) as the library left them."""
+    _same_abi()
     llama_cpp.llama_backend_init()
     _quiet()
     with tempfile.TemporaryDirectory() as tmp:
         vocab, model = _vocab(tmp)
         names = (ctypes.c_char_p * max(1, len(BREAKERS)))(*[b.encode() for b in BREAKERS])
-        n_args = len(llama_cpp.llama_sampler_init_dry.argtypes)
-        assert n_args == ABI, (f"the entry is on the {ABI}-argument llama_sampler_init_dry; this llama-cpp-python "
-                               f"binds {n_args} arguments")
         head = (vocab,) if ABI == 7 else (vocab, N_CTX_TRAIN)
         smpl = llama_cpp.llama_sampler_init_dry(*head, MULTIPLIER, BASE, ALLOWED_LENGTH, PENALTY_LAST_N, names,
                                                 len(BREAKERS))
@@ -399,6 +409,7 @@ def observe():
 
 
 def test_dry_as_the_oracles_say():
+    _same_abi()
     if CRASHES:  # the library died on this on the build it was found on: run it in a child process
         child = subprocess.run([sys.executable, __file__], capture_output=True, text=True, timeout=600)
         assert child.returncode == 0, f"the library's process died (exit {child.returncode}): {child.stderr[-800:]}"
@@ -617,17 +628,20 @@ def c_program(p: Plan) -> str:
     }
     close(fd);'''
     elif vpath is not None:
-        load = f'''    const char * path = argc > 1 ? argv[1] : {_c_string(vpath.encode())};  /* sha256 {p.vocab_sha256} */'''
+        load = (f"    /* the vocabulary's sha256: {p.vocab_sha256} */\n"
+                f"    const char * path = argc > 1 ? argv[1] : {_c_string(vpath.encode())};")
     else:
         load = None
     lines = ["/* " + "\n * ".join(_header_lines(p)),
              " *",
-             " * A standalone C program against llama.h: the events below on one DRY sampler, and after each apply every",
-             " * candidate's logit (float32 bits) and the sorted flag as dryz's oracles say (the shipped model of",
-             " * llama.cpp's DRY, or its promises; never a library's output).",
+             " * A standalone C program against llama.h: the events below on one DRY sampler, and after each apply",
+             " * every candidate's logit (float32 bits) and the sorted flag as dryz's oracles say (the shipped model",
+             " * of llama.cpp's DRY, or its promises; never a library's output).",
              " *",
-             " * Build, against the llama.h of the release the entry was made on (llama.cpp's include/ and ggml/include/):",
-             " *   cc -std=c11 -O1 -I LLAMA/include -I LLAMA/ggml/include THIS.c -L LIBDIR -lllama -lggml-base -lm -o dry_case",
+             " * Build, against the llama.h of the release the entry was made on (llama.cpp's include/ and",
+             " * ggml/include/):",
+             " *   cc -std=c11 -O1 -I LLAMA/include -I LLAMA/ggml/include THIS.c -L LIBDIR -lllama -lggml-base -lm \\",
+             " *      -o dry_case",
              " * Run:",
              " *   LD_LIBRARY_PATH=LIBDIR ./dry_case" + (" [VOCAB.gguf]" if vpath else ""),
              " * Exit 0: every apply leaves what the oracles say; 1: one does not (each difference printed); 2: the",

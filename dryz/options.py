@@ -32,7 +32,7 @@ MEANINGS = {
     "--release": "A llama-cpp-python release (its sdist's vendored llama.cpp).",
     "--base": "The subject to compare with: a llama-cpp-python release (built by dryz subject build), a subject "
               "KIND:ARG, or a libllama.so or its folder.",
-    "--as": "The form of the file, read or written:",
+    "--as": "The form of the file.",
     "--trace": "The file is a trace.",
     "--decode-breakers": "With --vocab, for a crash file (fuzz bytes): decode it as a `dryz fuzz --vocab NAME "
                          "--breaker-sets MODE` campaign did.",
@@ -53,7 +53,7 @@ MEANINGS = {
 
 
 # --as on a command that reads a case or trace file
-READ_AS = ("how it is read: auto (a libFuzzer crash-* file as fuzz bytes, anything else as UTF-8 JSON), json, or "
+READ_AS = ("How it is read: auto (a libFuzzer crash-* file as fuzz bytes, anything else as UTF-8 JSON), json, or "
            "bytes (a fuzz input, decoded as the harness decodes it).")
 
 

@@ -104,6 +104,16 @@ def test_exhaustive_judges_each_trace_the_plain_build_aborts_on(reset_aborts, tm
         assert c["applies"] == sum(e == ("apply", None) for s in survivors for e in s)  # the rest: judged
         assert [x["spelled"] for x in c["crashes"]] == ["+a A R", "+a R A", "+b A R", "+b R A", "A +a R"]
         assert {x["class"] for x in c["crashes"]} == {"crash"} and {x["signal"] for x in c["crashes"]} == {"SIGABRT"}
+    # the gate's traces mode reads the certificate: each configuration's first crashed trace is a finding whose
+    # witness is the trace (dryz minimize shrinks it)
+    from dryz.gate.modes import read_certificate
+    from dryz.gate.result import ModeResult
+    m = ModeResult("traces", "finding", 1, 0.0, None, "", [])
+    read_certificate(m, r, tmp_path)
+    assert "the subject died on 384 trace(s)" in m.text
+    found = [f for f in m.findings if f.klass == "crash"]
+    assert [f.spelled for f in found] == ["+a A R"] * 4
+    assert json.loads(open(found[0].witness).read())["events"] == [["accept", [0]], ["apply", None], ["reset"]]
 
 
 def test_minimize_shrinks_a_trace_the_plain_build_aborts_on(reset_aborts, tmp_path):

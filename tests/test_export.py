@@ -80,7 +80,7 @@ def test_the_expected_values_are_the_oracles(tmp_path):
                     "0.109231773f, 0.296922742f}, 1.0f, 1.10000002f, 2, 5, {});")
     text = export(str(FINITE), "pytest")
     assert '"changed": {0: FINITE}' in text and "MULTIPLIER = 3.3999999521443642e+38" in text
-    assert "fails on the build the entry was found on" in text
+    assert "fails on the build the entry was found on" in " ".join(text.split())
     out = tmp_path / "t.c"
     p = export_cli(TRACE, "--as", "c", "--output", out)
     assert p.returncode == 0 and p.stdout == "" and out.read_text() == export(str(TRACE), "c")
@@ -132,7 +132,8 @@ def test_the_test_sampling_form_in_llama_cpps_own_test(pristine, plus_one, witne
     exe = _test_sampling(agree, pristine)
     assert run_test_sampling(exe, pristine).status == "survived"
     call = export(str(witness), "test-sampling")
-    assert "it fails on the build the entry was found on" in call and "restart-limit-plus-one.diff" in call
+    said = " ".join(call.replace("//", " ").split())  # the comment lines, unwrapped
+    assert "it fails on the build the entry was found on" in said and "restart-limit-plus-one.diff" in said
     exe = _test_sampling(call, pristine)
     assert run_test_sampling(exe, pristine).status == "survived"  # the oracles' values: a correct build passes
     r = run_test_sampling(exe, plus_one)
@@ -184,8 +185,8 @@ def _crash_trace(tmp_path: Path) -> Path:
                                "multiplier": 1.0, "base": 2.0, "allowed_length": 1,
                                "events": [["accept", [0, 1, 0]], ["apply", None], ["reset"], ["accept", [1]],
                                           ["apply", None]]}))
-    p = conftest.dryz("minimize", str(src), "--corpus", str(tmp_path / "crash-entries"), "--json", str(tmp_path / "m.json"),
-                      lib=aborts)
+    p = conftest.dryz("minimize", str(src), "--corpus", str(tmp_path / "crash-entries"), "--json",
+                      str(tmp_path / "m.json"), lib=aborts)
     assert p.returncode == 0, p.stdout + p.stderr
     written = Path(json.loads((tmp_path / "m.json").read_text())["written"])
     assert json.loads(written.read_text())["spelled"] == "+a A R"  # the reset after the apply
@@ -233,3 +234,43 @@ def test_the_c_form_against_llama_h(pristine, tmp_path):
     crash = _cc(export(str(_crash_trace(tmp_path)), "c"), tmp_path, "crash", pristine)
     assert _run(crash, pristine).returncode == 0
     assert _run(crash, conftest.build("0.3.36", "reset-aborts.diff")).returncode == -6  # SIGABRT, as the library
+
+
+def test_the_c_form_of_an_8_argument_abi_crash(tmp_path):
+    """A crash of llama-cpp-python 0.3.34 (the 8-argument init_dry: a window of -2 makes a ring buffer of capacity
+    zero, and the first accept throws), minimized there: the C program calls the 8-argument init_dry with the
+    entry's n_ctx_train, compiles against 0.3.34's llama.h and dies on that build as the library does;
+    test-sampling cannot express that ABI."""
+    import tarfile
+
+    from dryz.subject.build import sdist
+    old = conftest.build("0.3.34")
+    (tmp_path / "c.json").write_text(json.dumps({"schema": "dryz.case/1", "history": [0, 0, 1, 0], "alphabet": 2,
+                                                 "penalty_last_n": -2, "breakers": [], "multiplier": 1.0,
+                                                 "base": 2.0, "allowed_length": 1}))
+    p = conftest.dryz("minimize", str(tmp_path / "c.json"), "--corpus", str(tmp_path / "c"), "--json",
+                      str(tmp_path / "m.json"), lib=old)
+    assert p.returncode == 0, p.stdout + p.stderr
+    entry = json.loads((tmp_path / "m.json").read_text())["written"]
+    assert json.loads(Path(entry).read_text())["expect"] == "crash"
+    with pytest.raises(ExportError, match="the 8-argument init_dry"):
+        export(entry, "test-sampling")
+    source = export(entry, "c")
+    assert "llama_sampler_init_dry(vocab, 4096, 1.0f, 2.0f, 0, -2, NULL, 0);" in source
+    top = "llama_cpp_python-0.3.34/vendor/llama.cpp/"
+    with tarfile.open(sdist("0.3.34", lambda m: None, tmp_path / "sdist.log"), "r:gz") as tf:
+        tf.extractall(tmp_path / "src", members=[m for m in tf.getmembers() if m.name.startswith(
+            (top + "include/", top + "ggml/include/"))], filter="data")
+    cc = shutil.which("cc")
+    if cc is None:
+        if conftest.REQUIRE_BUILDS:
+            raise AssertionError("cc is required")
+        pytest.skip("no C compiler")
+    vendor = tmp_path / "src" / top
+    (tmp_path / "x.c").write_text(source)
+    c = subprocess.run([cc, "-std=c11", "-O1", "-Wall", "-Werror", "-I", str(vendor / "include"), "-I",
+                        str(vendor / "ggml" / "include"), str(tmp_path / "x.c"), "-L", str(old), "-lllama",
+                        "-lggml-base", "-lm", "-o", str(tmp_path / "x")], capture_output=True, text=True)
+    assert c.returncode == 0, c.stderr[-3000:]
+    r = _run(tmp_path / "x", old)
+    assert r.returncode == -6 and "ring buffer: capacity is zero" in r.stderr

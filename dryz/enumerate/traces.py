@@ -139,8 +139,8 @@ def run_config(name: str, cfg: dict, n_max: int, lib, k: int = 2, free: bool = T
             pos += n
             continue
         at = worker.last_mark if n > 1 else pos
-        if at is None or not pos <= at < pos + n:  # a worker that cannot mark: one trace per call from here
-            size = 1
+        if at is None or not pos <= at < pos + n or (out.signal == "hang" and n > 1):
+            size = 1  # a worker that cannot mark, or a call out of time (slow, or hung on one trace): one per call
             continue
         if at > pos:  # the traces before it in the call: judged again (their answers died with the worker)
             size = at - pos

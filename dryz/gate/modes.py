@@ -76,12 +76,19 @@ def read_certificate(r: ModeResult, c: dict, work: Path) -> None:
         text = f"{c['verdict'].upper()}: {tr['traces']:,} traces, {tr['applies']:,} applies, " \
                f"{tr['disagreements']:,} disagreements; histories {t['cases']:,} cases, {t['mismatches']:,} " \
                f"mismatches" + text.split(" mismatches", 1)[1]
+        crashed = sum(cf.get("crashed_traces", 0) for cf in tr["configs"])
+        if crashed:
+            text += f"; the subject died on {crashed:,} trace(s)"
         for cf in tr["configs"]:
             for ex in cf["examples"][:1]:
                 r.findings.append(Finding(n, ex.get("status", "trace-disagreement"),
                                           f"{cf['config']}: first bad apply {ex['first_bad_apply']}",
                                           _write(work, f"{n}-{cf['config']}.trace.json", ex["trace"]),
                                           spelled=ex["spelled"]))
+            for x in cf.get("crashes", [])[:1]:  # a trace the subject died on (class crash or memory), named
+                r.findings.append(Finding(n, x["class"], f"{cf['config']}: {x['detail']}",
+                                          _write(work, f"{n}-{cf['config']}.crash.trace.json", x["trace"]),
+                                          spelled=x["spelled"]))
     for cf in c["configs"]:
         for ex in cf["examples"][:1]:
             r.findings.append(Finding(n, ex["kind"], f"configuration {cf['name']}",
