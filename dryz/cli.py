@@ -377,6 +377,8 @@ def matrix(releases, seconds, random_cases, workdir, corpus_dir, json_path, md_p
                    "engine:exllamav2, engine:aphrodite]")
 @click.option("--time-per-subject", "seconds", type=Bound(int, 1, 86400, "seconds"), default=60, show_default=True,
               help="Wall-clock seconds of each subject's fuzz campaign.")
+@click.option("--property", "names", multiple=True, metavar="NAME",
+              help="Only this property (a column); give it once per property. [default: every one]")
 @click.option("-n", "--max-length", type=Bound(int, 1, 11), default=8, show_default=True,
               help="The certificate campaign's longest history (the default space, over 3 symbols, to this length).")
 @click.option("--workdir", default="conformance-work", show_default=True,
@@ -385,14 +387,14 @@ def matrix(releases, seconds, random_cases, workdir, corpus_dir, json_path, md_p
               "makes its HTML page)."))
 @click.option("--markdown", "md_path", default=None, metavar="FILE", help=meaning("--markdown", "The tables (also "
               "printed)."))
-def conformance(rows, seconds, max_length, workdir, json_path, md_path):
+def conformance(rows, names, seconds, max_length, workdir, json_path, md_path):
     """Every DRY in the field, property by property: per subject its campaigns (the certificate space it can
     express, the restart sweep, a fuzz campaign) and its properties (dryz properties), each differing cell's
     witness minimized. Exit 1 when a cell differs, 2 when a subject could not be had."""
     from .conformance.matrix import command  # on use: keeps start-up fast
     _writable(json_path)
     _writable(md_path)
-    sys.exit(command(rows, seconds, max_length, workdir, json_path, md_path, say, click.echo))
+    sys.exit(command(rows, seconds, max_length, names, workdir, json_path, md_path, say, click.echo))
 
 
 @cli.command()
@@ -403,13 +405,15 @@ def conformance(rows, seconds, max_length, workdir, json_path, md_path):
               help="Also judge this case, trace or crash file and name the property its difference belongs to; "
                    "give it once per file.")
 @click.option("--json", "json_path", default=None, metavar="FILE", help=meaning("--json", "Every cell."))
-def properties(names, witnesses, json_path):
+@click.option("--corpus", "corpus_dir", default=None, metavar="DIR",
+              help=meaning("--corpus", "Each differing property's first probe. [default: none written]"))
+def properties(names, witnesses, json_path, corpus_dir):
     """Per semantic property of llama.cpp's DRY, a bounded space of probes on the selected subject, shortest
     first: conforms, declared (the subject's documented deviation, cited), differs (the first probe that does) or
     not expressible. Exit 1 when a property differs."""
     from .conformance.row import command  # on use: keeps start-up fast
     _writable(json_path)
-    sys.exit(command(names, witnesses, json_path, click.echo))
+    sys.exit(command(names, witnesses, json_path, corpus_dir, click.echo))
 
 
 @cli.command()

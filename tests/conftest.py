@@ -86,3 +86,17 @@ def default_sigint():
     exec (a runner started as a background job ignores SIGINT, and an ignored disposition survives exec)."""
     import signal
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+REQUIRE_ENGINES = os.environ.get("DRYZ_REQUIRE_ENGINES") == "1"
+
+
+def engine(name: str) -> str:
+    """The spec engine:NAME, its packages installed (else skip; with DRYZ_REQUIRE_ENGINES=1, as CI sets it, fail)."""
+    from dryz.subject.engines import ENGINES
+    why = ENGINES[name].missing()
+    if why is not None:
+        if REQUIRE_ENGINES:
+            pytest.fail(f"engine {name} required (DRYZ_REQUIRE_ENGINES=1): {why}")
+        pytest.skip(why)
+    return f"engine:{name}"

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from ..children import run as run_child
+from ..files import fail
 from ..gate.witnesses import minimized
 from ..matrix import cell as campaign_cell
 from ..output import write_json
@@ -27,7 +28,7 @@ from ..subject.build import PINNED_VERSION, build
 from ..subject.identity import subject_line
 from ..subject.registry import parse
 from ..verdict import is_finding
-from .properties import OTHER, PROPERTIES
+from .properties import BY_NAME, OTHER, PROPERTIES
 
 # The rows when none is given: llama.cpp's library, its server and its Python binding (the pinned release), and
 # the engines dryz ships adapters for.
@@ -51,7 +52,7 @@ def _row_name(spec: str) -> str:
     return re.sub(r"[^\w.-]+", "_", spec.strip(":")) or "subject"
 
 
-def subject_row(spec: str, seconds: int, work: Path, log, max_length: int = MAX_LENGTH) -> dict:
+def subject_row(spec: str, seconds: int, work: Path, log, max_length: int = MAX_LENGTH, names=()) -> dict:
     """A subject's row: its identity, its campaigns, its properties, each differing cell's witness minimized."""
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -73,7 +74,8 @@ def subject_row(spec: str, seconds: int, work: Path, log, max_length: int = MAX_
     out = work / "properties.json"
     out.unlink(missing_ok=True)
     log(f"  {name}: properties")
-    args = ["properties", "--json", str(out)] + [x for w in found for x in ("--witness", w)]
+    args = ["properties", "--json", str(out), "--corpus", str(work / "witnesses")] + \
+        [x for w in found for x in ("--witness", w)] + [x for n in names for x in ("--property", n)]
     done = run_child(spec, args, PROPERTIES_TIMEOUT, work)
     if not out.exists():
         why = done.failure(PROPERTIES_TIMEOUT) or done.last_error() or "no result"
@@ -106,7 +108,8 @@ def label(ident: dict) -> str:
     return subject_line(ident)
 
 
-def run_conformance(specs: list[str], seconds: int, work: Path, log, max_length: int = MAX_LENGTH) -> dict:
+def run_conformance(specs: list[str], seconds: int, work: Path, log, max_length: int = MAX_LENGTH,
+                    names=()) -> dict:
     t0 = time.monotonic()
     rows = []
     for spec in specs:
@@ -118,12 +121,13 @@ def run_conformance(specs: list[str], seconds: int, work: Path, log, max_length:
                          "campaigns": {}})
             continue
         rows.append(subject_row(ready, seconds, work / _row_name(ready if spec != "server" else "server"), log,
-                                max_length))
+                                max_length, names))
         log(f"{spec}: " + (rows[-1].get("error") or ", ".join(f"{k} {c['status']}" for k, c in rows[-1]["cells"]
                                                               .items() if c["status"] != "conforms") or
                            "every property conforms"))
     return {"tool": "dryz conformance", "rows": rows, "fuzz_seconds": seconds, "max_length": max_length,
-            "properties": [{"name": p.name, "title": p.title, "what": p.what} for p in PROPERTIES],
+            "properties": [{"name": p.name, "title": p.title, "what": p.what} for p in PROPERTIES
+                           if not names or p.name in names],
             "wall_seconds": round(time.monotonic() - t0, 1)}
 
 
@@ -201,12 +205,15 @@ def exit_code(result: dict) -> int:
     return 1 if found else 0
 
 
-def command(rows, seconds: int, max_length: int, workdir, json_path, md_path, log, echo) -> int:
+def command(rows, seconds: int, max_length: int, names, workdir, json_path, md_path, log, echo) -> int:
     specs = list(rows) or list(DEFAULT_ROWS)
     for s in specs:
         if s != "server":
             parse(s)
-    result = run_conformance(specs, seconds, Path(workdir).resolve(), log, max_length)
+    unknown = [n for n in names if n not in BY_NAME]
+    if unknown:
+        fail(f"--property {unknown[0]!r}: not a property (properties: {', '.join(BY_NAME)})")
+    result = run_conformance(specs, seconds, Path(workdir).resolve(), log, max_length, names)
     table = markdown(result)
     echo(table)
     if json_path:

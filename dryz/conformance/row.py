@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from types import SimpleNamespace
 from pathlib import Path
 
 from ..case import Case
 from ..config import Semantics
+from ..corpus import crash_entry, entry_json, write_entry
 from ..judge import judge_output, semantics
 from ..subject.answers import Crash, Unsupported
 from ..subject.isolation import Worker
@@ -195,6 +197,30 @@ def row(lib, names=None, witnesses=(), log=lambda m: None) -> dict:
             "seconds": round(time.monotonic() - t0, 1)}
 
 
+def write_witnesses(result: dict, directory) -> list[str]:
+    """Each differing cell's probe as a corpus entry (the first probe of the property's space that differs, shortest
+    first: not minimized here; `dryz minimize` shrinks it further, possibly out of the property)."""
+    written = []
+    ident = result["subject"]
+    for key, c in result["cells"].items():
+        w = c.get("witness")
+        if c["status"] != "differs" or not w or "probe" not in w or "history" not in w["probe"]:
+            continue
+        case = Case.from_json(w["probe"])
+        note = f"the first probe of property {key} that differs" + (
+            f"; equals llama.cpp with {w['explained_by']}" if w.get("explained_by") else "")
+        prov = {"tool": "dryz properties", "property": key}
+        if w["class"] in ("crash", "memory") or not w.get("verdict") or "expected_logits" not in w["verdict"]:
+            entry = crash_entry(case, "not-minimized", prov, ident)
+            entry["note"] = note
+        else:
+            v = SimpleNamespace(klass=w["verdict"]["class"], **w["verdict"])
+            entry = entry_json(case, v, expect=w["class"], shortest="not-minimized", provenance=prov,
+                               subject=ident, note=note)
+        written.append(str(write_entry(Path(directory), entry)))
+    return written
+
+
 def exit_code(result: dict) -> int:
     """1 when a cell differs, 2 when the subject could express none of the probes, else 0."""
     cells = result["cells"].values()
@@ -203,7 +229,7 @@ def exit_code(result: dict) -> int:
     return 0 if any(c["judged"] for c in cells) else 2
 
 
-def command(names, witnesses, json_path, echo) -> int:
+def command(names, witnesses, json_path, corpus_dir, echo) -> int:
     """`dryz properties` past its options: the selected subject's row, printed (and written as JSON)."""
     unknown = [n for n in names if n not in BY_NAME]
     if unknown:
@@ -213,7 +239,11 @@ def command(names, witnesses, json_path, echo) -> int:
             fail(f"--witness {w}: no such file")
     lib = load_subject()
     result = row(lib, set(names), witnesses, log=say)
+    if corpus_dir:
+        result["written"] = write_witnesses(result, corpus_dir)
     echo(properties_text(result))
+    for w in result.get("written", []):
+        echo(f"written: {w}")
     if json_path:
         write_json(json_path, result)
     return exit_code(result)

@@ -310,6 +310,9 @@ class Command(Subject):
             return Unrecoverable(f"the engine cannot run the case: {str(d['error'])[:500]}")
         if "refused" in d:
             return Refused(0, str(d["refused"])[:500])
+        if "adapter_error" in d:  # dryz's own adapter failed (engine:NAME): never the engine's finding
+            raise SubjectError(f"{self.spec}: the adapter itself failed, not the engine (a bug in dryz's adapter, "
+                               f"please report it): {str(d['adapter_error'])[:300]}")
         if "crash" in d:
             return Crash(f"the engine raised: {str(d['crash'])[:500]}", "exception", self._tail.decode(
                 errors="replace")[-500:])

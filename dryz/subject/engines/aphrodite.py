@@ -30,7 +30,7 @@ import types
 import zipfile
 from pathlib import Path
 
-from .serve import NotExpressible, Refusal, containing, serve, symbol_pieces
+from .serve import NotExpressible, Refusal, containing, engine, serve, symbol_pieces
 
 VERSION = "0.24.1"
 MAX_NGRAM, MAX_OCCURRENCES, EARLY_EXIT = 12, 8, 8  # SamplingParams' defaults (sampling_params.py:399-403)
@@ -150,7 +150,7 @@ class Adapter:
         if m > 0.0:  # a request enables DRY with a positive multiplier (gpu_input_batch.py)
             breakers = sorted(set().union(*(containing(self.pieces, b) for b in p["breakers"])))
             md = self.metadata(req["history"], m, base, allowed, breakers, window, V)
-            logits = self.ops.apply_dry(logits, md)
+            logits = engine(self.ops.apply_dry, logits, md)
         return [float(logits[0, t]) for t, _ in req["candidates"]], bool(req["sorted"])
 
     def metadata(self, history, m, base, allowed, breakers, window, V):

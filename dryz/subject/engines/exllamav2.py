@@ -25,7 +25,7 @@ import sys
 import types
 from pathlib import Path
 
-from .serve import NotExpressible, containing, serve, symbol_pieces
+from .serve import NotExpressible, engine, containing, serve, symbol_pieces
 
 VERSION = "0.3.2"
 CITED = "exllamav2 0.3.2, exllamav2/generator/sampler.py:{line}, ExLlamaV2Sampler.Settings (the public API): {text}"
@@ -108,18 +108,23 @@ class Adapter:
             logits[0, 0, t] = float("-inf") if lg == "-inf" else float(lg)
         if s.dry_multiplier > 0.0:  # the engine's own condition (ExLlamaV2Sampler.sample)
             ids = torch.tensor([req["history"]], dtype=torch.long)
-            self.sampler.apply_dry(s, self.tokenizer, ids, logits)
+            engine(self.sampler.apply_dry, s, self.tokenizer, ids, logits)
         return [float(logits[0, 0, t]) for t, _ in req["candidates"]], bool(req["sorted"])
 
 
-def main() -> int:
+def hello() -> dict:
+    from importlib.metadata import version  # on use: the adapter's start-up
+    return {"engine": "exllamav2", "version": version("exllamav2"), "deviations": DECLARED,
+            "vocabularies": ["symbols"], "initial_logits": True, "candidate_arrays": True, "sorted_flag": False,
+            "batch": 64}
+
+
+def main(adapter_class=None) -> int:
+    """The adapter's process (adapter_class: an Adapter of one's own, e.g. a test's planted bug)."""
     from .serve import answers_stream  # on use: the adapter's start-up
     out = answers_stream()
-    adapter = Adapter()
-    from importlib.metadata import version
-    hello = {"engine": "exllamav2", "version": version("exllamav2"), "deviations": DECLARED, "vocabularies": ["symbols"],
-             "initial_logits": True, "candidate_arrays": True, "sorted_flag": False, "batch": 64}
-    return serve(hello, adapter.run, out)
+    adapter = (adapter_class or Adapter)()
+    return serve(hello(), adapter.run, out)
 
 
 if __name__ == "__main__":

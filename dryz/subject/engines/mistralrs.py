@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .serve import NotExpressible, Refusal, serve, symbol_pieces
+from .serve import NotExpressible, Refusal, engine, serve, symbol_pieces
 
 EOS = 64
 TEMPLATE = "{{ messages[0]['content'] }}"
@@ -97,7 +97,7 @@ class Adapter:
         req = self.Request(messages=[{"role": "user", "content": text}], model="dryz", max_tokens=1,
                            temperature=0, logprobs=True, top_logprobs=k, logit_bias=bias, **dry)
         self.requests += 1
-        res = self.runner.send_chat_completion_request(req)
+        res = engine(self.runner.send_chat_completion_request, req)
         lp = res.choices[0].logprobs.content[0]
         return lp.token, {t.token: t.logprob for t in lp.top_logprobs}
 
@@ -165,7 +165,7 @@ class Adapter:
             raise NotExpressible("mistral.rs has no window parameter (its DRY reads the whole context): a window "
                                  "that cuts the history or switches DRY off cannot be asked")
         text = "".join(self.pieces[t] for t in hist)
-        if list(self.runner.tokenize_text(text, False, None)) != hist:
+        if list(engine(self.runner.tokenize_text, text, False, None)) != hist:
             raise NotExpressible("the history's text does not tokenize back to its ids")
         try:
             dry = dict(dry_multiplier=float(p["multiplier"]), dry_base=float(p["base"]),
@@ -175,7 +175,7 @@ class Adapter:
             raise Refusal(f"{type(e).__name__}: {e}") from None
         ref = lps[EOS]
         m, base = abs(float(p["multiplier"])), float(p["base"])
-        smallest = m * min(1.0, base ** len(hist)) if base > 0 else 0.0
+        smallest = m if base >= 1 else m * base ** len(hist) if base > 0 else 0.0  # the least penalty it can give
         out = []
         for t, b in req["candidates"]:
             b = np.float32(-math.inf if b == "-inf" else float(b))

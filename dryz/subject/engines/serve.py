@@ -5,7 +5,10 @@ An adapter gives `serve` its handshake (engine, version, declared deviations wit
 capabilities) and `run(request) -> (logits, sorted)`. What run raises is the answer:
   NotExpressible   the engine cannot take the case as llama.cpp's parameters state it: {"error": why} (not judged)
   Refusal          the engine's own API refuses the parameters: {"refused": message}
-  anything else    the engine raised (or panicked) on the case: {"crash": what}, judged class crash
+  EngineRaised     a call into the engine (made through `engine(...)`) raised or panicked: {"crash": what}, judged
+                   class crash
+  anything else    the adapter itself failed (dryz's bug, not the engine's): {"adapter_error": what}; dryz stops
+                   with one line, exit 2 (the harness in doubt)
 """
 
 from __future__ import annotations
@@ -25,6 +28,26 @@ class NotExpressible(Exception):
 
 class Refusal(Exception):
     """The engine's own API refuses the request (its validation): the message it gives."""
+
+
+class EngineRaised(Exception):
+    """A call into the engine raised (its __cause__ is what it raised)."""
+
+
+def engine(fn, *args, **kwargs):
+    """Call into the engine: what it raises is the engine's (class crash), never taken for the adapter's own."""
+    try:
+        return fn(*args, **kwargs)
+    except (NotExpressible, Refusal, KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 (whatever the engine raises; a Rust panic is a BaseException)
+        raise EngineRaised(str(e)) from e
+
+
+def _where(e: BaseException) -> str:
+    tb = traceback.extract_tb(e.__traceback__)
+    return f"{type(e).__name__}: {e} ({os.path.basename(tb[-1].filename)}:{tb[-1].lineno})" if tb else \
+        f"{type(e).__name__}: {e}"
 
 
 def answers_stream():
@@ -55,10 +78,10 @@ def serve(hello: dict, run, out=None) -> int:
                 answer = {"id": rid, "error": str(e)}
             except Refusal as e:
                 answer = {"id": rid, "refused": str(e)}
-            except Exception as e:  # noqa: BLE001 (the engine raised on the case: class crash)
-                where = traceback.extract_tb(e.__traceback__)[-1]
-                answer = {"id": rid, "crash": f"{type(e).__name__}: {e} ({os.path.basename(where.filename)}:"
-                                               f"{where.lineno})"}
+            except EngineRaised as e:  # the engine raised on the case: class crash
+                answer = {"id": rid, "crash": _where(e.__cause__)}
+            except Exception as e:  # noqa: BLE001 (the adapter's own failure: the harness in doubt)
+                answer = {"id": rid, "adapter_error": _where(e)}
         out.write(json.dumps(answer) + "\n")
         out.flush()
     return 0

@@ -1,0 +1,134 @@
+"""Other engines' DRY (`--subject engine:NAME`, dryz/subject/engines/): each adapter reads back what its engine's DRY
+did, exactly, and declares only what the engine's own documentation states; a planted bug in an adapter is a
+difference; an engine that raises is a crash finding (the rest judged), an adapter that fails is the harness in
+doubt (exit 2), a missing package is one line naming the extra; `dryz properties` and `dryz conformance` judge
+them property by property; the engine witnesses in corpus/engines/ replay on their engines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, dryz, engine
+
+ADAPTERS = Path(__file__).parent / "adapters"
+
+
+def case(tmp_path, history, name="case.json", **kw) -> Path:
+    from dryz.case import Case
+    from dryz.symbols import from_symbols
+    h = tuple(from_symbols(history))
+    p = tmp_path / name
+    p.write_text(Case(history=h, alphabet=kw.pop("alphabet", max(h) + 1), penalty_last_n=kw.pop("penalty_last_n", 64),
+                      **kw).dumps())
+    return p
+
+
+def verdict(p) -> dict:
+    return json.loads(p.stdout)["verdict"]
+
+
+def test_a_missing_engine_package_is_one_line_naming_the_extra():
+    code = ("import sys; import dryz.subject.engines as e; "
+            "e.ENGINES['exllamav2'] = e.Engine('exllamav2', 'x', ('dryz_absent_package',), 'exllamav2', '0.3.2'); "
+            "from dryz.cli import main; sys.argv = ['dryz', '--subject', 'engine:exllamav2', 'subject', 'show']; main()")
+    p = __import__("subprocess").run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "pip install 'dryz[exllamav2]'" in p.stderr and "dryz_absent_package" in p.stderr
+    p = dryz("--subject", "engine:nosuch", "subject", "show")
+    assert p.returncode == 2 and p.stderr.strip() == \
+        "dryz: error: subject: engine:nosuch: unknown engine (dryz ships mistralrs, exllamav2, aphrodite)"
+
+
+def test_exllamav2_raising_on_a_case_is_a_crash_finding(tmp_path):
+    spec = engine("exllamav2")
+    p = dryz("--subject", spec, "check", str(case(tmp_path, "a", penalty_last_n=64)))
+    v = verdict(p)
+    assert p.returncode == 1 and v["class"] == "crash", p.stdout + p.stderr
+    assert v["detail"] == "the engine raised: IndexError: deque index out of range (sampler.py:234)"
+    # dry_range at or below dry_max_ngram (20): the engine's own assertion
+    v = verdict(dryz("--subject", spec, "check", str(case(tmp_path, "aa", penalty_last_n=4))))
+    assert v["class"] == "crash" and v["detail"].startswith("the engine raised: AssertionError")
+
+
+def test_a_planted_adapter_bug_is_a_difference_and_an_adapter_failure_is_exit_2(tmp_path):
+    engine("exllamav2")
+    real = dryz("--subject", "engine:exllamav2", "properties", "--property", "occurrence-caps")
+    assert real.returncode == 0 and "every occurrence                       conforms         32 judged" in real.stdout
+    planted = "cmd:" + " ".join([sys.executable, str(ADAPTERS / "planted_exllamav2.py")])
+    p = dryz("--subject", planted, "properties", "--property", "occurrence-caps", "--json", str(tmp_path / "p.json"))
+    assert p.returncode == 1 and "DIFFERS" in p.stdout, p.stdout + p.stderr
+    cell = json.loads((tmp_path / "p.json").read_text())["cells"]["occurrence-caps"]
+    assert cell["status"] == "differs" and cell["classes"] == {"mismatch": 32}
+    broken = "cmd:" + " ".join([sys.executable, str(ADAPTERS / "broken_adapter.py")])
+    p = dryz("--subject", broken, "check", str(case(tmp_path, "abcab")))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "the adapter itself failed, not the engine" in p.stderr
+
+
+def test_mistralrs_read_back_is_exact(tmp_path):
+    spec = engine("mistralrs")
+    # abcdabcdab + c extends the repeat abcdab: L 6, 2^(6 - 3) = 8, read back bit for bit
+    p = dryz("--subject", spec, "check", str(case(tmp_path, "abcdabcdab", allowed_length=3, penalty_last_n=20)))
+    v = verdict(p)
+    assert p.returncode == 0 and v["observed_logits"] == [0.0, 0.0, -8.0, 0.0], p.stdout + p.stderr
+    # a penalty whose probability underflows (-128: log-probability -inf) is still read back exactly
+    v = verdict(dryz("--subject", spec, "check", str(case(tmp_path, "abcabcabcab"))))
+    assert v["class"] == "agree" and v["observed_logits"][2] == -128.0
+    # a breaker as the last token: llama.cpp penalizes nothing, mistral.rs does not look (an undocumented difference)
+    v = verdict(dryz("--subject", spec, "check", str(case(tmp_path, "cac", breakers=("c",)))))
+    assert v["class"] == "mismatch" and v["expected_logits"][0] == 0.0 and v["observed_logits"][0] == -1.0
+    # a window that cuts the history cannot be sent (mistral.rs has no window parameter): not judged, exit 2
+    p = dryz("--subject", spec, "check", str(case(tmp_path, "abab", penalty_last_n=2)))
+    assert p.returncode == 2 and "not judged" in p.stderr and "no window parameter" in p.stderr
+
+
+def test_aphrodite_refuses_as_it_documents(tmp_path):
+    spec = engine("aphrodite")
+    v = verdict(dryz("--subject", spec, "check", str(case(tmp_path, "abab", base=0.5))))
+    assert v["class"] == "declared-base-below-one:refused", v
+    v = verdict(dryz("--subject", spec, "check", str(case(tmp_path, "aa"))))  # L 1 is never penalized: a finding
+    assert v["class"] == "mismatch" and v["expected_logits"] == [-1.0] and v["observed_logits"] == [0.0]
+
+
+def test_exhaustive_counts_what_an_engine_cannot_express(tmp_path):
+    spec = engine("mistralrs")
+    p = dryz("--subject", spec, "exhaustive", "--no-progress", "-k", "2", "-n", "5", "-c", "window4",
+             "--json", str(tmp_path / "c.json"))
+    r = json.loads((tmp_path / "c.json").read_text())
+    [c] = r["configs"]
+    # histories longer than the window (5: 32 of them, 2 candidates each) cannot be sent; the rest are judged
+    assert c["not_judged_cases"] == 64 and c["cases"] == sum(2 ** n * 2 for n in range(1, 5))
+    assert r["verdict"] == "certified" and p.returncode == 0, p.stdout + p.stderr
+    assert "NOT JUDGED 64" in p.stdout and "3 NOT JUDGED" in p.stdout
+
+
+def test_conformance_two_rows(tmp_path):
+    engine("exllamav2")
+    p = dryz("conformance", "--row", "libllama:", "--row", "engine:exllamav2", "--property", "window-negative",
+             "--property", "occurrence-caps", "--property", "window-cap", "--time-per-subject", "5", "-n", "4",
+             "--workdir", str(tmp_path / "w"), "--json", str(tmp_path / "c.json"), timeout=1800)
+    r = json.loads((tmp_path / "c.json").read_text())
+    lib, ex = r["rows"]
+    assert {k: c["status"] for k, c in lib["cells"].items()} == {
+        "window-cap": "conforms", "window-negative": "conforms", "occurrence-caps": "conforms"}
+    assert lib["campaigns"]["certificate"]["verdict"] == "pass"
+    assert ex["subject"] == "exllamav2 0.3.2"
+    assert ex["cells"]["window-negative"]["status"] == "conforms"
+    assert ex["cells"]["occurrence-caps"]["status"] == "conforms"
+    w = ex["cells"]["window-cap"]
+    assert w["status"] == "differs" and w["witness"]["class"] == "crash" and w["witness"]["shortest"] == "proven"
+    assert Path(w["witness"]["minimized"]).is_file()
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "| exllamav2 0.3.2 |" in p.stdout
+
+
+@pytest.mark.parametrize("name", ["mistralrs", "exllamav2", "aphrodite"])
+def test_engine_witnesses_replay(name):
+    spec = engine(name)
+    d = ROOT / "corpus" / "engines" / name
+    assert len(list(d.glob("*.json"))) >= 3
+    p = dryz("--subject", spec, "replay", str(d), timeout=1800)
+    assert p.returncode == 0, p.stdout + p.stderr
