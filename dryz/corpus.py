@@ -49,6 +49,7 @@ def _project_dir() -> Path:
 # Replayed by default; what a user's command writes goes to ./corpus (the working directory), never here.
 PROJECT_DIR = _project_dir()
 DEFAULT_DIR = PROJECT_DIR
+ENGINES_DIR = PROJECT_DIR / "engines"  # other engines' witnesses: `dryz --subject engine:NAME replay corpus/engines/NAME`
 USER_DIR = Path("reproducers")  # dryz minimize without --corpus (never the project's corpus/)
 
 
@@ -83,12 +84,14 @@ def entry_json(case: Case, verdict, *, expect: str, shortest: str, provenance: d
         raise ValueError(f"shortest must be one of {SHORTEST}")
     per_candidate = []
     label = _labels(case)
+    at = lambda xs, i: xs[i] if i < len(xs) else None  # noqa: E731 (a refusal has no logits: None)
+    num = lambda x: None if x is None else json_number(x)  # noqa: E731
     for i, cid in enumerate(verdict.candidates):
         row = {"id": cid, **label(cid),
                "initial_logit": json_number(case.initial_logits()[i]),
-               "expected_logit": json_number(verdict.expected_logits[i]),
-               "observed_logit": json_number(verdict.observed_logits[i]),
-               "oracle_L": verdict.oracle_L[i]}
+               "expected_logit": num(at(verdict.expected_logits, i)),
+               "observed_logit": num(at(verdict.observed_logits, i)),
+               "oracle_L": at(verdict.oracle_L, i)}
         if verdict.library_L is not None:
             row["library_L"] = verdict.library_L[i]
         per_candidate.append(row)
@@ -353,8 +356,11 @@ def replay(directory: Path, subject, select=None) -> list[ReplayRow]:
     traces are over the symbol vocabulary). An entry the subject cannot express (its capabilities: a sorted
     candidate array, a trace's reset and clone, penalties it cannot read back) is not judged: counted, with why."""
     rows = []
+    paths = entries(directory)
+    if Path(directory).resolve() == PROJECT_DIR.resolve():  # the engines' witnesses hold their engines' verdicts:
+        paths = [p for p in paths if ENGINES_DIR not in p.parents]  # replayed on them (corpus/engines/NAME)
     with Worker(subject.spec, subject) as w:
-        for p in entries(directory):
+        for p in paths:
             try:
                 e = load_entry(p)
             except CorpusError as err:
