@@ -299,10 +299,14 @@ def load_entry(path: Path) -> Entry:
 
 
 def entries(directory: Path) -> list[Path]:
+    """Every entry file below the directory; in the project's corpus, not the engines' witnesses (corpus/engines:
+    their expectations are their engines' verdicts, replayed on them: dryz --subject engine:NAME replay ...)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise CorpusError(f"{directory}: not a directory")
-    return sorted(p for p in directory.rglob("*.json") if not p.name.startswith("."))
+    project = directory.resolve() == PROJECT_DIR.resolve()
+    return sorted(p for p in directory.rglob("*.json") if not p.name.startswith(".")
+                  and not (project and ENGINES_DIR in p.parents))
 
 
 @dataclass
@@ -356,11 +360,8 @@ def replay(directory: Path, subject, select=None) -> list[ReplayRow]:
     traces are over the symbol vocabulary). An entry the subject cannot express (its capabilities: a sorted
     candidate array, a trace's reset and clone, penalties it cannot read back) is not judged: counted, with why."""
     rows = []
-    paths = entries(directory)
-    if Path(directory).resolve() == PROJECT_DIR.resolve():  # the engines' witnesses hold their engines' verdicts:
-        paths = [p for p in paths if ENGINES_DIR not in p.parents]  # replayed on them (corpus/engines/NAME)
     with Worker(subject.spec, subject) as w:
-        for p in paths:
+        for p in entries(directory):
             try:
                 e = load_entry(p)
             except CorpusError as err:

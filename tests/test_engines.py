@@ -132,3 +132,12 @@ def test_engine_witnesses_replay(name):
     assert len(list(d.glob("*.json"))) >= 3
     p = dryz("--subject", spec, "replay", str(d), timeout=1800)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_engine_witnesses_stay_out_of_the_project_corpus():
+    """corpus/engines holds other engines' verdicts: the default replay and a campaign's known classes (what it
+    does not report as new) read the project's own entries only."""
+    from dryz.corpus import DEFAULT_DIR, ENGINES_DIR, entries, known_classes
+    assert list(ENGINES_DIR.rglob("*.json")) and not [p for p in entries(DEFAULT_DIR) if ENGINES_DIR in p.parents]
+    assert "mismatch" not in known_classes() and "crash" not in known_classes()
+    assert entries(ENGINES_DIR / "exllamav2")  # asked for by name, they are entries like any

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ..corpus import known_classes
-from ..verdict import AGREE
+from ..verdict import AGREE, is_finding
 from ..judge import check
 from ..subject.answers import Unsupported
 from ..decode import CAMPAIGN_VOCAB as VOCAB, input_decoder
@@ -27,7 +27,7 @@ KNOWN = known_classes()
 
 def is_new_finding(klass: str) -> bool:
     """What a campaign keeps and its re-check confirms: a class that is neither agreement nor known."""
-    return klass != AGREE and klass not in KNOWN
+    return klass != AGREE and klass not in KNOWN and is_finding(klass)  # (a declared deviation: not a finding)
 
 SUBJECT = None  # this fuzz job's subject: the campaign passes its spec (DRYZ_SUBJECT); opened by load_subject
 

@@ -1,0 +1,82 @@
+"""Each engine's figures beside libllama's: the certificate space it can express (cases judged per second) and a
+fuzz campaign (execs per second, findings by class), one subject after another on one core each, written as a
+benchmark record (command, commit, machine, load) to bench/records/engines.json.
+
+Usage: python bench/engines.py [--time SECONDS] [--max-length N] [SUBJECT ...]
+  default subjects: libllama: engine:mistralrs engine:exllamav2 engine:aphrodite; --time 300, --max-length 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBJECTS = ("libllama:", "engine:mistralrs", "engine:exllamav2", "engine:aphrodite")
+
+
+def dryz(spec: str, *args: str) -> tuple[float, int]:
+    t = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "dryz", "--subject", spec, "-q", *args], capture_output=True,
+                       text=True, cwd=ROOT)
+    return time.monotonic() - t, p.returncode
+
+
+def machine() -> dict:
+    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                  if ln.startswith("model name")), platform.processor())
+    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--time", type=int, default=300)
+    ap.add_argument("--max-length", type=int, default=8)
+    ap.add_argument("subjects", nargs="*", default=list(SUBJECTS))
+    a = ap.parse_args()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=ROOT).stdout.strip()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in a.subjects:
+            load = os.getloadavg()[0]
+            cert = Path(tmp) / "cert.json"
+            wall, rc = dryz(spec, "exhaustive", "-j", "1", "--no-progress", "-n", str(a.max_length),
+                            "--json", str(cert))
+            c = json.loads(cert.read_text())
+            t = c["totals"]
+            fz = Path(tmp) / "fuzz.json"
+            fwall, frc = dryz(spec, "fuzz", "--time", str(a.time), "--jobs", "1", "--workdir",
+                              str(Path(tmp) / spec.replace(":", "_")), "--json", str(fz))
+            s = json.loads(fz.read_text())
+            classes: dict = {}
+            for f in s["findings"]:
+                classes[f["klass"]] = classes.get(f["klass"], 0) + 1
+            rows.append({"subject": spec, "load_before": round(load, 2),
+                         "certificate": {"verdict": c["verdict"], "cases": t["cases"],
+                                         "not_judged_cases": t.get("not_judged_cases", 0),
+                                         "mismatches": t["mismatches"], "wall_seconds": round(wall, 1),
+                                         "cases_per_second": round(t["cases"] / wall, 1), "exit": rc},
+                         "campaign": {"execs": s["execs"], "seconds": round(s["seconds"], 1),
+                                      "execs_per_second": round(s["execs"] / max(s["seconds"], 1e-9), 1),
+                                      "findings": classes, "exit": frc}})
+            print(json.dumps(rows[-1]), flush=True)
+    record = {"bench": "engines", "command": "python bench/engines.py " + " ".join(sys.argv[1:]),
+              "commit": commit, "machine": machine(), "load_after": round(os.getloadavg()[0], 2),
+              "certificate_command": f"dryz --subject SUBJECT exhaustive -j 1 -n {a.max_length}",
+              "campaign_command": f"dryz --subject SUBJECT fuzz --time {a.time} --jobs 1", "rows": rows}
+    out = ROOT / "bench" / "records" / "engines.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"written: {out}")
+
+
+if __name__ == "__main__":
+    main()
