@@ -17,6 +17,8 @@ from . import __version__, gate
 from .corpus import CorpusError, entries, load_entry
 from .errors import DryzError
 from .files import fail, wide_text
+from .conformance.matrix import shown as conformance_shown, columns as conformance_columns, \
+    markdown as conformance_markdown
 from .matrix import markdown as matrix_markdown
 from .oracle.shipped import Config, penalties
 from .subject.identity import subject_line
@@ -303,6 +305,42 @@ def gate_section(d: dict, name: str) -> tuple[str, str]:
     return "".join(parts), f"## Gate `{name}`\n\n" + md
 
 
+def conformance_section(d: dict, name: str) -> tuple[str, str]:
+    """The conformance matrix: a row per subject, a column per property; a differing cell links to its witness
+    (the first probe that differs, the minimized reproducer, the command that replays it), below the table."""
+    cols = conformance_columns(d)
+    head = ["subject"] + [t for _, t in cols]
+    rows, witnesses = [], []
+    for r in d["rows"]:
+        if "error" in r:
+            rows.append([esc(r["subject"]), f'<span class="bad">{esc(r["error"])}</span>'] + [""] * (len(cols) - 1))
+            continue
+        row = [esc(r["subject"])]
+        for key, _ in cols:
+            c = r["cells"].get(key)
+            text = conformance_shown(c)
+            if c is not None and c.get("witness"):
+                anchor = f"w-{len(witnesses)}"
+                witnesses.append((anchor, r, key, c["witness"]))
+                text = f'<a class="bad" href="#{anchor}">{esc(text.replace("**", ""))}</a>'
+            else:
+                text = esc(text)
+            row.append(text)
+        rows.append(row)
+    th, _ = _table(head, rows)
+    parts = [f"<h2>Conformance <code>{esc(name)}</code></h2>",
+             f"<p>fuzz {d['fuzz_seconds']} s per subject; certificates to length {d.get('max_length', '?')}; "
+             f"wall {d['wall_seconds']} s</p>", th]
+    for anchor, r, key, w in witnesses:
+        body = {"subject": r["subject"], "property": key, "class": w.get("class"),
+                "explained_by": w.get("explained_by"), "first probe that differs": w.get("probe") or w.get("file"),
+                "minimized": w.get("minimized"), "shortest": w.get("shortest"),
+                "replay": f"dryz --subject {r['spec']} check {w.get('minimized') or w.get('source') or w.get('file')}"}
+        parts.append(f'<h3 id="{anchor}">{esc(r["subject"])}: {esc(key)}</h3><pre>{esc(json.dumps(body, indent=1))}'
+                     f"</pre>")
+    return "".join(parts), f"## Conformance `{name}`\n\n" + conformance_markdown(d)
+
+
 def build_report(inputs: list[str]) -> tuple[str, str]:
     """(HTML, Markdown) for the inputs, one section each; ReportError for one that is none of the four."""
     sections = []
@@ -324,8 +362,10 @@ def build_report(inputs: list[str]) -> tuple[str, str]:
             sections.append(matrix_section(d, p.name))
         elif tool == "dryz gate":
             sections.append(gate_section(d, p.name))
+        elif tool == "dryz conformance":
+            sections.append(conformance_section(d, p.name))
         else:
-            raise ReportError(f"{item}: not a dryz exhaustive or dryz matrix result, nor a dryz gate result (tool {tool!r})")
+            raise ReportError(f"{item}: not a result of dryz exhaustive, matrix, gate or conformance (tool {tool!r})")
     body_h = "".join(h for h, _ in sections)
     body_m = "\n".join(m for _, m in sections)
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dryz report</title>"

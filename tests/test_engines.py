@@ -123,6 +123,11 @@ def test_conformance_two_rows(tmp_path):
     assert Path(w["witness"]["minimized"]).is_file()
     assert p.returncode == 1, p.stdout + p.stderr
     assert "| exllamav2 0.3.2 |" in p.stdout
+    # the HTML page: the differing cell links to its witness, which names the command that replays it
+    h = dryz("report", str(tmp_path / "c.json"), "--html", str(tmp_path / "c.html"))
+    page = (tmp_path / "c.html").read_text()
+    assert h.returncode == 0 and '<a class="bad" href="#w-0">' in page and 'id="w-0"' in page
+    assert "dryz --subject engine:exllamav2 check " in page
 
 
 @pytest.mark.parametrize("name", ["mistralrs", "exllamav2", "aphrodite"])

@@ -59,7 +59,7 @@ def test_report_refuses_what_it_cannot_read(tmp_path):
     (tmp_path / "x.json").write_text('{"tool": "something else"}')
     (tmp_path / "bad.json").write_text("{,")
     (tmp_path / "empty").mkdir()
-    for arg, msg in (("x.json", "not a dryz exhaustive or dryz matrix result"), ("bad.json", "line 1 column 2"),
+    for arg, msg in (("x.json", "not a result of dryz exhaustive, matrix, gate or conformance"), ("bad.json", "line 1 column 2"),
                      ("empty", "neither a campaign"), ("nowhere.json", "no such file")):
         p = dryz("report", arg, cwd=tmp_path)
         assert p.returncode == 2 and msg in p.stderr and p.stderr.count("\n") == 1, (arg, p.stderr)

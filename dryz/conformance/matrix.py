@@ -134,7 +134,7 @@ def run_conformance(specs: list[str], seconds: int, work: Path, log, max_length:
 # -- the matrix as text ------------------------------------------------------------------------------------------
 
 
-def _shown(c: dict | None) -> str:
+def shown(c: dict | None) -> str:
     if c is None:
         return ""
     st = c["status"]
@@ -166,7 +166,7 @@ def markdown(result: dict) -> str:
         if "error" in r:
             lines.append(f"| {r['subject']} | {r['error']} |" + " |" * (len(cols) - 1))
             continue
-        lines.append(f"| {r['subject']} | " + " | ".join(_shown(r["cells"].get(k)) for k, _ in cols) + " |")
+        lines.append(f"| {r['subject']} | " + " | ".join(shown(r["cells"].get(k)) for k, _ in cols) + " |")
     lines += ["", "| subject | " + " | ".join(k for k, _ in CAMPAIGNS) + " |", "|---|" + "---|" * len(CAMPAIGNS)]
     for r in result["rows"]:
         if r.get("campaigns"):
