@@ -146,3 +146,17 @@ def test_engine_witnesses_stay_out_of_the_project_corpus():
     assert list(ENGINES_DIR.rglob("*.json")) and not [p for p in entries(DEFAULT_DIR) if ENGINES_DIR in p.parents]
     assert "mismatch" not in known_classes() and "crash" not in known_classes()
     assert entries(ENGINES_DIR / "exllamav2")  # asked for by name, they are entries like any
+
+
+def test_a_model_mistralrs_cannot_load_is_one_line(tmp_path):
+    engine("mistralrs")
+    from dryz.subject.cache import cache_dir
+    good = cache_dir() / "engines" / "mistralrs-symbols-v1" / "tiny.gguf"
+    if not good.exists():  # the adapter writes it on its first start
+        dryz("--subject", "engine:mistralrs", "subject", "show")
+    bad = tmp_path / "cache" / "engines" / "mistralrs-symbols-v1"
+    bad.mkdir(parents=True)
+    (bad / "tiny.gguf").write_bytes(good.read_bytes()[:5000])
+    p = dryz("--subject", "engine:mistralrs", "check", str(case(tmp_path, "aa")), env={"DRYZ_CACHE": tmp_path / "cache"})
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "mistral.rs 0.9.5 cannot load" in p.stderr and "outside file length 5000" in p.stderr

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -86,9 +87,15 @@ class Adapter:
         from mistralrs import ChatCompletionRequest, Runner, Which
         self.Request = ChatCompletionRequest
         d = model_dir()
-        self.runner = Runner(which=Which.GGUF(tok_model_id=None, quantized_model_id=str(d),
-                                              quantized_filename="tiny.gguf"),
-                             chat_template=str(d / "raw.jinja"), prefix_cache_n=0)
+        try:
+            self.runner = Runner(which=Which.GGUF(tok_model_id=None, quantized_model_id=str(d),
+                                                  quantized_filename="tiny.gguf"),
+                                 chat_template=str(d / "raw.jinja"), prefix_cache_n=0)
+        except BaseException as e:  # noqa: BLE001 (a Rust panic is a BaseException): the adapter cannot start
+            first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+            print(f"mistral.rs {version('mistralrs')} cannot load {d / 'tiny.gguf'}: {first}", file=sys.stderr,
+                  flush=True)
+            sys.exit(3)
         self.pieces = symbol_pieces()
         self.n_vocab = len(self.pieces) + 3
         self.requests = 0
@@ -192,8 +199,6 @@ class Adapter:
 
 
 def main() -> int:
-    from importlib.metadata import version
-
     from .serve import answers_stream  # on use: the adapter's start-up
     out = answers_stream()
     adapter = Adapter()
