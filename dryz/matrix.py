@@ -33,7 +33,7 @@ from .subject.build import PINNED_VERSION
 from .subject.cache import cache_dir
 from .subject.identity import subject_line
 from .subject.registry import as_spec
-from .output import write_json
+from .output import table_out
 from .subject.build import build
 from .subject.registry import parse
 
@@ -275,12 +275,7 @@ def command(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_
         parse(x)
         specs.append(Spec("subject", x))
     result = run_matrix(specs, seconds, Path(workdir).resolve(), Path(corpus_dir), log, random_cases)
-    table = markdown(result)
-    echo(table)
-    if json_path:
-        write_json(json_path, result)
-    if md_path:
-        Path(md_path).write_text(table)
+    table_out(result, markdown(result), json_path, md_path, echo)
     return exit_code(result)
 
 

@@ -107,3 +107,13 @@ class ClosedPipeSafe:
 
     def __getattr__(self, name):
         return getattr(self._s, name)
+
+
+def table_out(result: dict, table: str, json_path, md_path, echo) -> None:
+    """A table-making command's output (matrix, conformance): the table printed, the result and the table written
+    where asked."""
+    echo(table)
+    if json_path:
+        write_json(json_path, result)
+    if md_path:
+        Path(md_path).write_text(table)

@@ -22,7 +22,7 @@ from ..children import run as run_child
 from ..files import fail
 from ..gate.witnesses import minimized
 from ..matrix import cell as campaign_cell
-from ..output import write_json
+from ..output import table_out
 from ..render import probe_line
 from ..subject.build import PINNED_VERSION, build
 from ..subject.identity import subject_line
@@ -214,10 +214,5 @@ def command(rows, seconds: int, max_length: int, names, workdir, json_path, md_p
     if unknown:
         fail(f"--property {unknown[0]!r}: not a property (properties: {', '.join(BY_NAME)})")
     result = run_conformance(specs, seconds, Path(workdir).resolve(), log, max_length, names)
-    table = markdown(result)
-    echo(table)
-    if json_path:
-        write_json(json_path, result)
-    if md_path:
-        Path(md_path).write_text(table)
+    table_out(result, markdown(result), json_path, md_path, echo)
     return exit_code(result)

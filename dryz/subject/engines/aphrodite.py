@@ -30,7 +30,7 @@ import types
 import zipfile
 from pathlib import Path
 
-from .serve import NotExpressible, Refusal, containing, engine, serve, symbol_pieces
+from .serve import NotExpressible, Refusal, containing, engine, serve, stand_ins, symbol_pieces
 
 VERSION = "0.24.1"
 MAX_NGRAM, MAX_OCCURRENCES, EARLY_EXIT = 12, 8, 8  # SamplingParams' defaults (sampling_params.py:399-403)
@@ -101,19 +101,10 @@ def load(path: Path):
         setattr(m, fn or op, unused)
         stubs[m.__name__] = m
     own = ["aphrodite.v1.sample.metadata", "aphrodite.v1.sample.ops.dry", "_dryz_aphrodite_ops"]
-    saved = {k: sys.modules.get(k) for k in list(stubs) + own}
-    sys.modules.update(stubs)
-    try:
-        with zipfile.ZipFile(path) as zf:
-            meta = _run_member(zf, "aphrodite/v1/sample/metadata.py", own[0], path)
-            _run_member(zf, "aphrodite/v1/sample/ops/dry.py", own[1], path)
-            ops = _run_member(zf, "aphrodite/v1/sample/ops/__init__.py", own[2], path)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
+    with stand_ins(stubs, own), zipfile.ZipFile(path) as zf:
+        meta = _run_member(zf, "aphrodite/v1/sample/metadata.py", own[0], path)
+        _run_member(zf, "aphrodite/v1/sample/ops/dry.py", own[1], path)
+        ops = _run_member(zf, "aphrodite/v1/sample/ops/__init__.py", own[2], path)
     return ops.SamplingOps, meta.SamplingMetadata
 
 

@@ -25,7 +25,7 @@ import sys
 import types
 from pathlib import Path
 
-from .serve import NotExpressible, engine, containing, serve, symbol_pieces
+from .serve import NotExpressible, containing, engine, serve, stand_ins, symbol_pieces
 
 VERSION = "0.3.2"
 CITED = "exllamav2 0.3.2, exllamav2/generator/sampler.py:{line}, ExLlamaV2Sampler.Settings (the public API): {text}"
@@ -57,19 +57,11 @@ def sampler_module():
 
     stubs["exllamav2.ext"].exllamav2_ext = _NoExtension()
     stubs["exllamav2.ext"].none_tensor = torch.empty((1, 1), device="meta")
-    saved = {k: sys.modules.get(k) for k in names}
-    sys.modules.update(stubs)
-    try:
+    with stand_ins(stubs):
         spec = importlib.util.spec_from_file_location("_dryz_exllamav2_sampler", str(path))
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod  # dataclasses resolve annotations through sys.modules[__module__]
         spec.loader.exec_module(mod)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
     return mod
 
 

@@ -18,6 +18,7 @@ import math
 import os
 import sys
 import traceback
+from contextlib import contextmanager
 
 SCHEMA = "dryz.adapter/1"
 
@@ -97,3 +98,19 @@ def containing(pieces: list[str], s: str) -> set[int]:
     """Every token whose piece contains the string s (how exllamav2 builds its own breaker set, and llama.cpp's
     single-token breakers)."""
     return {i for i, p in enumerate(pieces) if s and s in p}
+
+
+@contextmanager
+def stand_ins(stubs: dict, own=()):
+    """sys.modules with the stand-in modules `stubs` (the engine's imports its DRY code does not use) while the
+    engine's files are executed; afterwards every name (and `own`, the modules the loading registers) as before."""
+    saved = {k: sys.modules.get(k) for k in list(stubs) + list(own)}
+    sys.modules.update(stubs)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
