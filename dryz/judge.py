@@ -30,10 +30,12 @@ def semantics(lib) -> Semantics:
 
 def check(case: Case, lib) -> Verdict:
     """Run the case on the subject and judge it: check_batch on a batch of one."""
+    sem = semantics(lib)
     why = lib.caps.lacks(case)
     if why is not None:
-        raise Unsupported(f"{lib.kind} subject: {why}")
-    return judge_output(case, semantics(lib), lib.run(case))
+        raise Unsupported(f"{sem.kind} subject: {why}")
+    out = lib.run(case)
+    return judge_output(case, sem, out)
 
 
 def judge_output(case: Case, sem: Semantics, out) -> Verdict:
