@@ -339,7 +339,7 @@ def restarts(alphabet, max_length, json_path, vocabs, check, seconds):
                                         "0.3.36, xllamacpp]"))
 @old("--versions", "--release", "releases", split=True)
 @click.option("--time-per-subject", "seconds", type=Bound(int, 1, 86400, "seconds"), default=60, show_default=True,
-              help="Wall-clock seconds of each subject's fuzz campaign.")
+              help=meaning("--time-per-subject"))
 @old("-t/--time", "--time-per-subject", "seconds", type=Bound(int, 1, 86400, "seconds"))
 @click.option("--random", "random_cases", type=Bound(int, 0, 1_000_000, hi_text="1,000,000"), default=2000,
               show_default=True, help=meaning("--random", "The campaigns' kept inputs too."))
@@ -376,11 +376,10 @@ def matrix(releases, seconds, random_cases, workdir, corpus_dir, json_path, md_p
                    "it once per row. [default: libllama:, server, llama-cpp-python:, engine:mistralrs, "
                    "engine:exllamav2, engine:aphrodite]")
 @click.option("--time-per-subject", "seconds", type=Bound(int, 1, 86400, "seconds"), default=60, show_default=True,
-              help="Wall-clock seconds of each subject's fuzz campaign.")
-@click.option("--property", "names", multiple=True, metavar="NAME",
-              help="Only this property (a column); give it once per property. [default: every one]")
+              help=meaning("--time-per-subject"))
+@click.option("--property", "names", multiple=True, metavar="NAME", help=meaning("--property"))
 @click.option("-n", "--max-length", type=Bound(int, 1, 11), default=8, show_default=True,
-              help="The certificate campaign's longest history (the default space, over 3 symbols, to this length).")
+              help=meaning("--max-length", "The certificate campaign's (the default space, over 3 symbols)."))
 @click.option("--workdir", default="conformance-work", show_default=True,
               help=meaning("--workdir", "A folder per subject; its minimized witnesses in WORKDIR/SUBJECT/witnesses."))
 @click.option("--json", "json_path", default=None, metavar="FILE", help=meaning("--json", "The matrix (dryz report "
@@ -398,9 +397,7 @@ def conformance(rows, names, seconds, max_length, workdir, json_path, md_path):
 
 
 @cli.command()
-@click.option("--property", "names", multiple=True, metavar="NAME",
-              help="Only this property (repeats, window-cap, breakers, ...: the column names of dryz conformance); "
-                   "give it once per property. [default: every one]")
+@click.option("--property", "names", multiple=True, metavar="NAME", help=meaning("--property"))
 @click.option("--witness", "witnesses", multiple=True, metavar="FILE",
               help="Also judge this case, trace or crash file and name the property its difference belongs to; "
                    "give it once per file.")

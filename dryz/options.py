@@ -49,6 +49,9 @@ MEANINGS = {
                   "\" *) or none; give it once per breaker.",
     "--traces": "Work on traces of calls (accept, apply, reset, clone, free) instead of single cases.",
     "--lib": "The subject: a libllama.so or the folder holding it.",
+    "--time-per-subject": "Wall-clock seconds of each subject's fuzz campaign.",
+    "--property": "Only this property (repeats, window-cap, breakers, ...: a column of dryz conformance); give it "
+                  "once per property. [default: every one]",
 }
 
 

@@ -199,8 +199,9 @@ NOT_EXIT_TWO = {"dryz.enumerate.exhaustive.ExhaustiveInterrupted", "dryz.enumera
                 "dryz.fuzz.target.Finding", "dryz.shrink.NothingToMinimize",
                 "dryz.subject.command._Gone", "dryz.subject.answers.SubjectCrashed", "dryz.subject.server.ServerDied",
                 "dryz.oracle.served.RequestError",
-                # an engine adapter's own control flow: each becomes an answer to dryz (not judged, a refusal)
-                "dryz.subject.engines.serve.NotExpressible", "dryz.subject.engines.serve.Refusal"}
+                # an engine adapter's own control flow: each becomes an answer to dryz (not judged, a refusal, a crash)
+                "dryz.subject.engines.serve.NotExpressible", "dryz.subject.engines.serve.Refusal",
+                "dryz.subject.engines.serve.EngineRaised"}
 
 
 def test_every_error_a_command_can_meet_is_a_dryz_error():

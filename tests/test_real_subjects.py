@@ -80,10 +80,14 @@ PLANTED = {
 # Planted bugs no output comparison can see (every mode passes on the plain build): shown only on a sanitized
 # build, as class memory, by the module named.
 SANITIZER_ONLY = {"repeat-count-past-end.diff": "tests/test_sanitize.py"}
+# Planted bugs that kill the subject (a trace it dies on, class crash): shown by the module named.
+CRASH_ONLY = {"reset-aborts.diff": "tests/test_crashing_traces.py"}
 
 
 def test_every_planted_patch_says_how_it_shows():
-    assert sorted([*PLANTED, *SANITIZER_ONLY]) == sorted(p.name for p in PATCHES.glob("*.diff"))
+    assert sorted([*PLANTED, *SANITIZER_ONLY, *CRASH_ONLY]) == sorted(p.name for p in PATCHES.glob("*.diff"))
+    for patch, module in {**SANITIZER_ONLY, **CRASH_ONLY}.items():
+        assert patch in (conftest.ROOT / module).read_text(), (patch, module)
 
 
 @pytest.fixture(scope="session", params=sorted(PLANTED))
