@@ -272,6 +272,18 @@ def test_witnesses_replay_on_the_server(subject):
     assert seen == set(served.CLASSES)
 
 
+def test_a_served_witness_checked_through_the_server_is_a_finding(server_bin):
+    """served-* is the subject's doing (the registry: a finding): `dryz --subject server:PATH check` on the
+    served-base-replaced witness names the class and exits 1, as README's exit codes say."""
+    from dryz.corpus import PROJECT_DIR
+    from dryz.verdict import is_finding
+    witness = next(PROJECT_DIR.glob("findings/served-base-replaced-*.json"))
+    p = subprocess.run([sys.executable, "-m", "dryz", "--subject", f"server:{server_bin}", "check", str(witness)],
+                       capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent, timeout=300)
+    assert is_finding("served-base-replaced")
+    assert p.returncode == 1 and '"served-base-replaced"' in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
+
+
 def test_vendored_vocabulary_end_to_end(subject):
     """A case over llama-spm (32,000 tokens): its own tiny model, the breaker as the case has it, a candidate
     subset (every other token masked): the logits agree with the library model; without breakers the
