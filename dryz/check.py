@@ -636,6 +636,7 @@ def answer_verdict(case: Case, sem: Semantics, out) -> Verdict:
         return crash_verdict(case, out)
     if isinstance(out, Unrecoverable):
         raise Unsupported(f"{sem.kind} subject: not judged: {out.detail}")
+    cfg = sem.config(case)  # the semantics first (as every other answer is judged on them), then the answer
     if isinstance(out, Refused):
         declared = refuses(case, sem.deviations)
         if declared is not None:  # a refusal the subject's engine documents for such parameters
@@ -643,7 +644,6 @@ def answer_verdict(case: Case, sem: Semantics, out) -> Verdict:
             v.status, v.declared, v.differing = AGREE, declared, []
             return v
         return refused_verdict(case, f"the subject refused the case ({out.message}); llama.cpp's semantics run it")
-    cfg = sem.config(case)
     cands, H = case_arrays(case)
     initial = np.array(case.logits, dtype=np.float32)
     if out.size != len(cands) or out.ids != case.ids:
