@@ -10,7 +10,8 @@ JSON it writes (its --json), never from what it prints for people.
 - Timeout: past its timeout a child's whole process group gets SIGTERM, and SIGKILL 10 s later; its outcome is
   `timeout`.
 - Signals: `signal()` reaches the child's whole group (a campaign's fuzz jobs, a certificate's workers), so
-  Ctrl-C in the parent stops every process the child started and none is left behind.
+  Ctrl-C in the parent stops every process the child started and none is left behind: a Ctrl-C while `wait`
+  waits is passed on to the group (SIGINT, then SIGTERM and SIGKILL), then raised on.
 - Outcome of an exit: 0 pass, 1 finding, 130 interrupted, a signal crash (the subject killed the dryz process),
   anything else error (bad input or the harness in doubt: the child's last line on stderr says which).
 """
@@ -29,6 +30,7 @@ from .subject.registry import child_env
 
 STRIPPED = ("DRYZ_LIB", "DRYZ_SUBJECT", "LLAMA_CPP_LIB_PATH", "DRYZ_FAULT", "DRYZ_QUIET")
 TERM_GRACE = 10.0  # seconds between SIGTERM and SIGKILL
+INTERRUPT_GRACE = 30.0  # seconds a child interrupted with its parent has to write its partial state
 
 
 def argv(spec: str, args) -> list[str]:
@@ -130,6 +132,9 @@ class Child:
                 continue
 
     def wait(self, timeout: float | None = None) -> Finished:
+        """The child run to its end or its timeout. A Ctrl-C here (KeyboardInterrupt) reaches the child's whole
+        group as SIGINT (it writes its partial state), then SIGTERM and SIGKILL after INTERRUPT_GRACE seconds;
+        the KeyboardInterrupt goes on up, and no process of the child's is left behind."""
         timed_out = False
         try:
             out, err = self.proc.communicate(timeout=timeout)
@@ -137,6 +142,14 @@ class Child:
             timed_out = True
             self._stop()
             out, err = self.proc.communicate()
+        except KeyboardInterrupt:
+            self.signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=INTERRUPT_GRACE)
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                self._stop()
+            self.signal(signal.SIGKILL)  # what the child started and left behind in its group
+            raise
         finally:
             for f in (self._out, self._err):
                 if f is not subprocess.PIPE:

@@ -253,3 +253,38 @@ def test_fuzz_with_its_fork_server_leaves_no_process(tmp_path, sig):
     if left:
         os.killpg(run.pid, signal.SIGKILL)
     assert not left, [open(f"/proc/{p}/cmdline", "rb").read() for p in left if os.path.exists(f"/proc/{p}")]
+
+
+def _under(folder) -> set[int]:
+    """Every live process whose working directory lies in `folder` (dryz children run in their work folders, each
+    in a session of its own)."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.readlink(f"/proc/{d}/cwd").startswith(str(folder)) and int(d) != os.getpid():
+                    out.add(int(d))
+            except OSError:
+                continue
+    return out
+
+
+def test_conformance_sigint_writes_the_rows_so_far_and_leaves_no_process(tmp_path):
+    """Ctrl-C while a row's fuzz campaign runs (a dryz child in a session of its own): the campaign and what it
+    started are stopped, the result is written with the row's finished campaigns and says interrupted, exit 130."""
+    run = Run("conformance", "--row", "libllama:", "--row", "llama-cpp-python:", "--time-per-subject", "300",
+              "--workdir", "w", "--json", "r.json", cwd=tmp_path)
+    rc, out, err = interrupt_when(run, lambda: (tmp_path / "w" / "libllama" / "fuzz.out").exists(), then=3.0)
+    assert rc == 130, (rc, err[-2000:])
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["interrupted"] is True
+    first, second = r["rows"]
+    assert first["interrupted"] and list(first["campaigns"]) == ["certificate", "restarts"]
+    assert first["campaigns"]["certificate"]["verdict"] == "pass"
+    assert first["error"] == "interrupted (Ctrl-C) after certificate, restarts"
+    assert second["error"] == "not run (interrupted)"
+    assert "interrupted (Ctrl-C) after certificate, restarts" in out
+    deadline = time.monotonic() + 30
+    while _under(tmp_path / "w") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _under(tmp_path / "w")

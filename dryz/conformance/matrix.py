@@ -8,7 +8,9 @@ attributed to the property whose deviation model reproduces them. Each differing
 its subject (`dryz minimize`: proven shortest, or 1-minimal, said so) into WORKDIR/witnesses/<row>/.
 
 Exit: 2 when a subject could not be had (its row says why: a missing engine package names its extra) or a step
-could not conclude; else 1 when a cell differs (a finding: an undeclared difference, or a crash); else 0.
+could not conclude; else 1 when a cell differs (a finding: an undeclared difference, or a crash); else 0. Ctrl-C:
+the step running is stopped with every process it started, the rows so far are written (the interrupted one with
+the campaigns it finished, the rest "not run"), exit 130.
 """
 
 from __future__ import annotations
@@ -64,7 +66,19 @@ def subject_row(spec: str, seconds: int, work: Path, log, max_length: int = MAX_
     ident = json.loads(p.stdout)
     caps = ident.pop("capabilities", None)
     name = label(ident)
-    campaigns = {}
+    campaigns: dict = {}
+    try:
+        return _campaigns_and_properties(spec, name, ident, caps, campaigns, seconds, work, log, max_length, names,
+                                         t0)
+    except KeyboardInterrupt:  # the row as far as it got, said so (the step's child is stopped: dryz.children)
+        return {"spec": spec, "subject": name, "identity": ident, "capabilities": caps, "cells": {},
+                "campaigns": campaigns, "interrupted": True,
+                "error": "interrupted (Ctrl-C) " + (f"after {', '.join(campaigns)}" if campaigns else
+                                                    "before its first campaign ended"),
+                "seconds": round(time.monotonic() - t0, 1)}
+
+
+def _campaigns_and_properties(spec, name, ident, caps, campaigns, seconds, work, log, max_length, names, t0):
     for key, mode in CAMPAIGNS:
         log(f"  {name}: {key}")
         extra = ("-n", str(max_length)) if mode == "certificate" else ()
@@ -111,11 +125,19 @@ def label(ident: dict) -> str:
 def run_conformance(specs: list[str], seconds: int, work: Path, log, max_length: int = MAX_LENGTH,
                     names=()) -> dict:
     t0 = time.monotonic()
-    rows = []
+    rows: list = []
     for spec in specs:
+        if rows and rows[-1].get("interrupted"):
+            rows.append({"spec": spec, "subject": spec, "error": "not run (interrupted)", "cells": {},
+                         "campaigns": {}, "interrupted": True})
+            continue
         log(f"{spec}: preparing")
         try:
             ready = prepare(spec, lambda m: log(f"  {m}"))
+        except KeyboardInterrupt:
+            rows.append({"spec": spec, "subject": spec, "error": "interrupted (Ctrl-C) while it was prepared",
+                         "cells": {}, "campaigns": {}, "interrupted": True})
+            continue
         except Exception as e:  # noqa: BLE001 (a subject that cannot be had costs its row)
             rows.append({"spec": spec, "subject": spec, "error": f"cannot be prepared: {e}", "cells": {},
                          "campaigns": {}})
@@ -126,6 +148,7 @@ def run_conformance(specs: list[str], seconds: int, work: Path, log, max_length:
                                                               .items() if c["status"] != "conforms") or
                            "every property conforms"))
     return {"tool": "dryz conformance", "rows": rows, "fuzz_seconds": seconds, "max_length": max_length,
+            "interrupted": any(r.get("interrupted") for r in rows),
             "properties": [{"name": p.name, "title": p.title, "what": p.what} for p in PROPERTIES
                            if not names or p.name in names],
             "wall_seconds": round(time.monotonic() - t0, 1)}
@@ -196,7 +219,10 @@ def _spell(w: dict) -> str:
 
 
 def exit_code(result: dict) -> int:
+    """130 when interrupted (the rows say how far each got), else 2, 1 or 0 as the module docstring says."""
     rows = result["rows"]
+    if result.get("interrupted"):
+        return 130
     if any("error" in r for r in rows) or any(c.get("verdict") == "error" for r in rows
                                               for c in r.get("campaigns", {}).values()):
         return 2
