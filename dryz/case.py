@@ -350,8 +350,11 @@ def _f32_or_none(v):
         return None
 
 
-def json_number(x: float):
-    """A float as JSON: itself when finite, else "inf", "-inf" or "nan" (JSON has no such numbers)."""
+def json_number(x):
+    """A float as JSON: itself when finite, else "inf", "-inf" or "nan" (JSON has no such numbers); a value that is
+    already one of those three (a verdict read back from JSON) stays as it is."""
+    if isinstance(x, str) and x in ("inf", "-inf", "nan"):
+        return x
     return x if math.isfinite(x) else ("-inf" if x < 0 else ("inf" if x > 0 else "nan"))
 
 

@@ -160,3 +160,15 @@ def test_a_model_mistralrs_cannot_load_is_one_line(tmp_path):
     p = dryz("--subject", "engine:mistralrs", "check", str(case(tmp_path, "aa")), env={"DRYZ_CACHE": tmp_path / "cache"})
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert "mistral.rs 0.9.5 cannot load" in p.stderr and "tiny.gguf: GGUF tensor" in p.stderr
+
+
+def test_a_differing_property_of_libllama_is_written_and_replays(tmp_path):
+    """llama.cpp itself differs on finite penalties (its clamp ignores the multiplier: the penalty is inf): the
+    property's first probe is written as a corpus entry (its expected logits -inf, kept as JSON strings) and
+    `dryz check` on it gives the class again, exit 1."""
+    p = dryz("properties", "--property", "finite-penalties", "--corpus", str(tmp_path / "w"))
+    assert p.returncode == 1 and "finite penalties                       DIFFERS" in p.stdout, p.stdout + p.stderr
+    (entry,) = (tmp_path / "w").glob("*.json")
+    assert entry.name.startswith("promise-finite-penalty-")
+    c = dryz("check", str(entry))
+    assert c.returncode == 1 and verdict(c)["class"] == "promise-finite-penalty", c.stdout[-2000:] + c.stderr
