@@ -336,3 +336,21 @@ def test_chromium_renders_the_site(site, page, tmp_path):
         assert "The gate in CI" in dom and "dryz-gate.yml" in dom
     else:
         assert "Is llama.cpp's DRY sampler correct" in dom
+
+
+def test_a_record_bench_writes_is_on_the_benchmarks_page(tmp_path, monkeypatch):
+    """bench/record.py writes what the page needs, and bench/engines.py writes through it."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    import engines
+    import record
+    assert engines.write_record is record.write_record
+    p = record.write_record("demo", "python bench/demo.py --n 3", {"cases/s": 10.5}, records=tmp_path, rows=[1])
+    d = json.loads(p.read_text())
+    assert p == tmp_path / "demo.json" and d["rows"] == [1] and d["figures"] == {"cases/s": 10.5}
+    assert {"name", "command", "commit", "cpu", "cores", "python", "load", "date", "figures"} <= set(d)
+    assert len(d["load"]) == 3 and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", d["date"])
+    page = docs.benchmarks_page(tmp_path)
+    assert f"**{d['cpu']}, {d['cores']} cores**" in page and "| cases/s | 10.5 |" in page
+    assert f"`{d['commit']}`" in page and "`python bench/demo.py --n 3`" in page
+    with pytest.raises(ValueError):
+        record.write_record("../x", "c", {}, records=tmp_path)
