@@ -1,6 +1,7 @@
 """Each engine's figures beside libllama's: the certificate space it can express (cases judged per second) and a
 fuzz campaign (execs per second, findings by class), one subject after another on one core each, written as a
-benchmark record (command, commit, machine, load) to bench/records/engines.json.
+benchmark record to bench/records/engines.json (bench/record.py: command, commit, machine, load, date, the
+figures; the per-subject rows beside them).
 
 Usage: python bench/engines.py [--time SECONDS] [--max-length N] [SUBJECT[@N] ...]
   default subjects: libllama: engine:mistralrs@8 engine:exllamav2 engine:aphrodite; --time 300 (a 5-minute
@@ -14,12 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from record import machine, write_record
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBJECTS = ("libllama:", "engine:mistralrs@8", "engine:exllamav2", "engine:aphrodite")
@@ -32,20 +34,12 @@ def dryz(spec: str, *args: str) -> tuple[float, int]:
     return time.monotonic() - t, p.returncode
 
 
-def machine() -> dict:
-    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                  if ln.startswith("model name")), platform.processor())
-    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version()}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--time", type=int, default=300)
     ap.add_argument("--max-length", type=int, default=11)
     ap.add_argument("subjects", nargs="*", default=list(SUBJECTS))
     a = ap.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for given in a.subjects:
@@ -73,13 +67,14 @@ def main() -> None:
                                       "execs_per_second": round(s["execs"] / max(s["seconds"], 1e-9), 1),
                                       "findings": classes, "exit": frc}})
             print(json.dumps(rows[-1]), flush=True)
-    record = {"bench": "engines", "command": "python bench/engines.py " + " ".join(sys.argv[1:]),
-              "commit": commit, "machine": machine(), "load_after": round(os.getloadavg()[0], 2),
-              "certificate_command": "dryz --subject SUBJECT exhaustive -j 1 -n MAX_LENGTH",
-              "campaign_command": f"dryz --subject SUBJECT fuzz --time {a.time} --jobs 1", "rows": rows}
-    out = ROOT / "bench" / "records" / "engines.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
+    figures = {}
+    for r in rows:
+        figures[f"{r['subject']} certificate cases/s"] = r["certificate"]["cases_per_second"]
+        figures[f"{r['subject']} campaign execs/s"] = r["campaign"]["execs_per_second"]
+    out = write_record("engines", "python bench/engines.py " + " ".join(sys.argv[1:]), figures,
+                       bench="engines", machine=machine(), load_after=round(os.getloadavg()[0], 2),
+                       certificate_command="dryz --subject SUBJECT exhaustive -j 1 -n MAX_LENGTH",
+                       campaign_command=f"dryz --subject SUBJECT fuzz --time {a.time} --jobs 1", rows=rows)
     print(f"written: {out}")
 
 

@@ -46,6 +46,7 @@ LAYERS = (
     ("dryz.matrix", "dryz.mutate", "dryz.conformance"),
     ("dryz.report",),
     ("dryz.cli", "dryz.options", "dryz.__main__"),  # the command line
+    ("dryz.docs",),  # the documentation generated from the command line and the registries
 )
 
 
