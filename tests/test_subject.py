@@ -186,3 +186,12 @@ def test_a_declared_abi_the_probes_contradict_is_refused(tmp_path):
     p = subprocess.run([sys.executable, "-m", "dryz", "subject", "show"], capture_output=True, text=True,
                        env=dict(env, DRYZ_INIT_DRY_ABI="7"), timeout=120)
     assert p.returncode == 0 and '"init_dry_abi": 7' in p.stdout
+
+
+def test_the_binding_subject_clones_and_frees_as_its_own_sampler_does(tmp_path):
+    """llama-cpp-python's own binding as the subject (`--subject llama-cpp-python:`): a clone is a LlamaSampler
+    that closes like one (it had no exit stack: every trace with a clone ended in 'internal error'), and the
+    reset / clone property conforms."""
+    from conftest import dryz
+    p = dryz("--subject", "llama-cpp-python:", "properties", "--property", "reset-clone", cwd=tmp_path)
+    assert p.returncode == 0 and "reset / clone                          conforms" in p.stdout, p.stdout + p.stderr

@@ -15,6 +15,7 @@ ARG: empty (the installed llama-cpp-python).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 from functools import cached_property
@@ -113,6 +114,13 @@ class LlamaCppPython(Subject):
         c = self.internals.LlamaSampler.__new__(self.internals.LlamaSampler)
         c.sampler = self.lc.llama_sampler_clone(s.sampler)
         c.custom_samplers = []
+        c._exit_stack = contextlib.ExitStack()  # as LlamaSampler.__init__ makes it: close() frees the clone once
+
+        def free_clone(lc=self.lc, c=c):
+            if c.sampler is not None:
+                lc.llama_sampler_free(c.sampler)
+                c.sampler = None
+        c._exit_stack.callback(free_clone)
         return c
 
     def free(self, s) -> None:
