@@ -360,6 +360,37 @@ def benchmarks_page(records_dir: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------------------------------------ conformance
+
+CONFORMANCE = DOCS / "results" / "conformance.json"
+
+
+def conformance_page(path: Path | None = None) -> str:
+    """docs/results/conformance.md: the checked-in `dryz conformance` result (docs/results/conformance.json, its
+    minimized witnesses under docs/results/conformance/), rendered as the command renders it."""
+    from .conformance.matrix import markdown
+    path = path or CONFORMANCE
+    lines = ["# Every DRY in the field\n", MARK]
+    if not path.exists():
+        lines.append("No `dryz conformance` result is checked in yet (`docs/results/conformance.json`).\n")
+        return "\n".join(lines)
+    r = json.loads(path.read_text())
+    lines.append(f"`{r.get('command', 'dryz conformance')}`: every subject a row, every semantic property of "
+                 "llama.cpp's DRY a column (`dryz properties`), then each row's campaigns (the certificate space "
+                 f"to length {r['max_length']} over 3 symbols, the restart sweep, a {r['fuzz_seconds']}-s fuzz "
+                 "campaign). A cell conforms (the probes judged), is a deviation the engine declares (cited from "
+                 "its own documentation), **differs** (the class, how many probes, and the llama.cpp deviation "
+                 "that reproduces it bit for bit when one does) or is not expressible (why). Each differing "
+                 "cell's witness is minimized on its subject and checked in under `docs/results/conformance/`; "
+                 "the last table's command replays it. Per engine, what the differences mean and how to "
+                 "reproduce them with the engine alone: [mistral.rs](../engines/mistralrs.md), "
+                 "[exllamav2](../engines/exllamav2.md), [Aphrodite](../engines/aphrodite.md).\n")
+    if r.get("note"):
+        lines.append(r["note"] + "\n")
+    lines.append(markdown(r))
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------------------------- all of them
 
 def pages() -> dict[str, str]:
@@ -369,6 +400,7 @@ def pages() -> dict[str, str]:
     out["reference/environment.md"] = environment_page()
     out["corpus-findings.md"] = findings_page()
     out["benchmarks.md"] = benchmarks_page()
+    out["results/conformance.md"] = conformance_page()
     return out
 
 

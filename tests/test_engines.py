@@ -172,3 +172,27 @@ def test_a_differing_property_of_libllama_is_written_and_replays(tmp_path):
     assert entry.name.startswith("promise-finite-penalty-")
     c = dryz("check", str(entry))
     assert c.returncode == 1 and verdict(c)["class"] == "promise-finite-penalty", c.stdout[-2000:] + c.stderr
+
+
+def test_the_checked_in_conformance_witnesses_replay(tmp_path):
+    """docs/results/conformance.json (rendered into docs/results/conformance.md): every differing cell names a
+    minimized witness that is checked in, and each row's witnesses replay on that row's subject as recorded
+    (llama-server's row: tests/test_server.py replays the served-* witnesses)."""
+    r = json.loads((ROOT / "docs" / "results" / "conformance.json").read_text())
+    assert [row["spec"].split(":")[0] for row in r["rows"]] == ["libllama", "server", "llama-cpp-python", "engine",
+                                                                 "engine", "engine"]
+    for row in r["rows"]:
+        folders = set()
+        for key, c in row["cells"].items():
+            if c["status"] == "differs":
+                w = c["witness"]
+                assert (ROOT / w["minimized"]).is_file() and w["shortest"] in ("proven", "1-minimal"), (row, key)
+                folders.add((ROOT / w["minimized"]).parent)
+        if row["spec"].startswith("server:"):
+            continue
+        if row["spec"].startswith("engine:"):
+            engine(row["spec"].split(":", 1)[1])
+        for folder in folders:
+            p = dryz("--subject", row["spec"], "replay", str(folder), cwd=tmp_path)
+            assert p.returncode == 0 and " 0 changed, 0 invalid" in p.stdout, (row["spec"], p.stdout[-2000:],
+                                                                               p.stderr[-1000:])
