@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from record import machine, write_record
+from record import command_line, machine, write_record
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBJECTS = ("libllama:", "engine:mistralrs@8", "engine:exllamav2", "engine:aphrodite")
@@ -71,7 +71,7 @@ def main() -> None:
     for r in rows:
         figures[f"{r['subject']} certificate cases/s"] = r["certificate"]["cases_per_second"]
         figures[f"{r['subject']} campaign execs/s"] = r["campaign"]["execs_per_second"]
-    out = write_record("engines", "python bench/engines.py " + " ".join(sys.argv[1:]), figures,
+    out = write_record("engines", command_line(), figures,
                        bench="engines", machine=machine(), load_after=round(os.getloadavg()[0], 2),
                        certificate_command="dryz --subject SUBJECT exhaustive -j 1 -n MAX_LENGTH",
                        campaign_command=f"dryz --subject SUBJECT fuzz --time {a.time} --jobs 1", rows=rows)
