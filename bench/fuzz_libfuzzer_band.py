@@ -7,10 +7,12 @@ the rate a campaign gets for such inputs before fork-mode bookkeeping, without c
 
 Usage: python bench/fuzz_libfuzzer_band.py [N] [LO HI] [--uninstrumented]
   --uninstrumented: the same run with dryz not instrumented (what libFuzzer and atheris cost without it).
+Writes the record bench/records/fuzz_libfuzzer_band.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere).
 """
 
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -18,6 +20,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from record import command_line, write_record
 
 REPO = Path(__file__).resolve().parent.parent
 HARNESS = REPO / "fuzz" / "dry_fuzz.py"
@@ -63,11 +67,19 @@ def main():
         finally:
             shutil.rmtree(out)
 
+    rows = []
     for _ in range(2):
         start, total = run(empty), run(seeds)
         print(f"{n} inputs, histories {lo}..{hi - 1}{' (dryz uninstrumented)' if plain else ''}: "
               f"{total:.2f} s, start-up {start:.2f} s -> {n / (total - start):.0f} exec/s")
+        rows.append({"seconds": round(total, 3), "start_up_seconds": round(start, 3),
+                     "exec_per_second": round(n / (total - start), 1)})
     shutil.rmtree(work)
+    out = write_record("fuzz_libfuzzer_band", command_line(),
+                       {f"exec/s (best of {len(rows)})": max(r["exec_per_second"] for r in rows),
+                        f"start-up s (median of {len(rows)})": round(statistics.median(r["start_up_seconds"] for r in rows), 3)},
+                       inputs=n, band=[lo, hi - 1], instrumented=not plain, rows=rows)
+    print(f"record: {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

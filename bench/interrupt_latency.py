@@ -5,6 +5,7 @@ tests/test_interrupt.py asserts the behaviour (ends, exit 130, a partial result)
 latency is a figure, measured here, on whatever else the machine is doing.
 
 Usage: python bench/interrupt_latency.py [REPEATS]   (workers 1, 2 and 8, alternating; the median per count)
+Writes the record bench/records/interrupt_latency.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere).
 """
 
 import os
@@ -14,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from record import command_line, write_record
 
 
 def _default_sigint():
@@ -46,6 +49,11 @@ def main(argv):
     for w, xs in seen.items():
         print(f"workers {w}: SIGINT to exit {statistics.median(xs):.3f} s median of {len(xs)} "
               f"({', '.join(f'{x:.3f}' for x in xs)})")
+    out = write_record("interrupt_latency", command_line(),
+                       {f"workers {w}: SIGINT to exit s (median of {len(xs)})": round(statistics.median(xs), 3)
+                        for w, xs in seen.items()},
+                       rows=[{"workers": int(w), "seconds": [round(x, 3) for x in xs]} for w, xs in seen.items()])
+    print(f"record: {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ does, by 15-30 % between spells) affects both alike; the ratio is taken pair by 
 Each command is split as a shell splits words and run without a shell, its output discarded. Per run: wall
 seconds (monotonic clock) and CPU seconds (user + sys of the process and its children, from wait4). Prints
 min, median and max of each, and of the ratios A/B per pair. Exit 1 when a run exits non-zero (its figures are
-not comparable), 2 on bad arguments.
+not comparable: no record is written), 2 on bad arguments. Writes the record bench/records/paired.json
+(bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere): the medians as figures, every counted pair as a row.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from record import command_line, write_record
 
 
 def run(argv: list[str]) -> tuple[float, float, int]:
@@ -59,8 +62,12 @@ def main(argv=None) -> int:
     for k, xs in rows.items():
         print(row(k, xs))
     if bad:
-        print(f"{bad} run(s) exited non-zero: the figures are not comparable", file=sys.stderr)
+        print(f"{bad} run(s) exited non-zero: the figures are not comparable (no record written)", file=sys.stderr)
         return 1
+    figures = {f"{k} median": round(statistics.median(xs), 4) for k, xs in rows.items()}
+    pairs = [{k: round(xs[i], 4) for k, xs in rows.items()} for i in range(a.n)]
+    out = write_record("paired", command_line(), figures, a=a.a, b=a.b, pairs=a.n, warmup=a.warmup, rows=pairs)
+    print(f"record: {out}", file=sys.stderr)
     return 0
 
 
