@@ -10,7 +10,7 @@ compiled with setuptools, as pip builds it) and run with PYTHONPATH set to it, i
 interpreter. Prints per campaign the summary's execs and seconds, exec/s over the whole run (set-up included)
 and over libFuzzer's own time (what the summary says, for builds that say it)
 and the campaign's CPU seconds (user + system of every process it waited for); then per build the median
-exec/s and per pair the ratio X/Y.
+exec/s and per pair the ratio X/Y. Writes the record bench/records/campaign_ab.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere).
 """
 
 import argparse
@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzz_ab import build_drive  # noqa: E402
+from record import command_line, write_record  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SUMMARY = re.compile(r"summary: (?:traces: )?([\d,]+) execs in ([\d.]+) s")
@@ -98,6 +99,14 @@ def main():
     ratios = [x["rate"] / y["rate"] for x, y in zip(runs["x"], runs["y"])]
     print(f"{'ratio X/Y per pair':>24}: " + ", ".join(f"{r:.2f}" for r in ratios) +
           f"  (median {statistics.median(ratios):.2f})")
+    figures = {f"{k.upper()}: {spec} median exec/s": round(statistics.median(r["rate"] for r in runs[k]), 1)
+               for k, spec in (("x", a.x), ("y", a.y))}
+    figures["ratio X/Y (median of pairs)"] = round(statistics.median(ratios), 3)
+    rows = [{"pair": i + 1, "build": spec, **{f: (round(v, 3) if isinstance(v, float) else v) for f, v in r.items()}}
+            for k, spec in (("x", a.x), ("y", a.y)) for i, r in enumerate(runs[k])]
+    out = write_record("campaign_ab", command_line(), figures, x=a.x, y=a.y, time=a.time, fuzz_options=extra,
+                       ratios=[round(r, 3) for r in ratios], rows=rows)
+    print(f"record: {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ Usage: python bench/fuzz_ab.py X Y [--instrumented] [--band LO HI] [--traces [--
   (e.g. what a campaign kept: its work directory's corpus/).
 Each build's call sequencer (dryz/subject/_drive.c, or dryz/_drive.c before 2026-12-02) is compiled for it with
 setuptools (as pip builds it).
+Writes the record bench/records/fuzz_ab.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere).
 """
 
 import argparse
@@ -27,6 +28,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from record import command_line, write_record
 
 REPO = Path(__file__).resolve().parent.parent
 OLD_HARNESS = "fuzz/dry_fuzz.py"  # where builds before dryz/fuzz/harness.py kept the harness
@@ -150,10 +153,18 @@ def main():
                     f(d)
                 best[k][ci] = min(best[k][ci], time.perf_counter() - t)
     shutil.rmtree(work)
+    rows = []
     for k, spec in (("x", a.x), ("y", a.y)):
         total = sum(best[k])
         print(f"{spec:>24}: {len(datas) / total:6.0f} exec/s  {total / len(datas) * 1e6:6.1f} us/input  "
               f"({len(datas)} {what}{', instrumented' if a.instrumented else ''})")
+        rows.append({"build": spec, "exec_per_second": round(len(datas) / total, 1),
+                     "us_per_input": round(total / len(datas) * 1e6, 2)})
+    figures = {f"{xy}: {r['build']} exec/s": r["exec_per_second"] for xy, r in zip("XY", rows)}
+    figures["ratio X/Y exec/s"] = round(rows[0]["exec_per_second"] / rows[1]["exec_per_second"], 3)
+    out = write_record("fuzz_ab", command_line(), figures, inputs=len(datas), what=what,
+                       instrumented=a.instrumented, x=a.x, y=a.y, rows=rows)
+    print(f"record: {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ Usage: python bench/fuzz_instructions.py --python /tmp/cg/bin/python [--band LO 
   each build's dryz/_drive.c is compiled for --python. (--uninstrumented needs a harness that honours
   DRYZ_INSTRUMENT=0, from commit 2c9eafe on.)
   --inputs DIR: count over the files of DIR (e.g. inputs recorded from a campaign) instead of random inputs.
+Writes the record bench/records/fuzz_instructions.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere).
 """
 
 import argparse
@@ -31,6 +32,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from record import command_line, write_record
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL, LARGE = 100, 600
@@ -120,13 +123,19 @@ def main():
         (large / f"{i:06d}").write_bytes(data)
         if i < cut:
             (small / f"{i:06d}").write_bytes(data)
+    rows = []
     for spec in a.builds:
         build = materialize(spec, work / "builds", a.python)
         per_input = ((instructions(a.python, build, large, not a.uninstrumented)
                       - instructions(a.python, build, small, not a.uninstrumented)) / (len(datas) - cut))
         print(f"{spec:>24}: {per_input:10,.0f} instructions/input  ({what}"
               f"{', dryz uninstrumented' if a.uninstrumented else ''})", flush=True)
+        rows.append({"build": spec, "instructions_per_input": round(per_input)})
     shutil.rmtree(work)
+    out = write_record("fuzz_instructions", command_line(),
+                       {f"{r['build']} instructions/input": r["instructions_per_input"] for r in rows},
+                       inputs=what, counted=len(datas) - cut, instrumented=not a.uninstrumented, rows=rows)
+    print(f"record: {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ Reports exec/s per core over the inputs whose history is LO..HI-1 tokens (defaul
 over the same inputs (which initializes one sampler per configuration met: init_dry is not what is measured,
 its count is reported), best of --rounds passes; then one pass with the library's calls (run_clone) timed apart,
 and the decoder alone (best of --rounds passes).
+Writes the record bench/records/fuzz_vocab.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere).
 """
 
 import argparse
@@ -19,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from record import command_line, write_record  # noqa: E402
 
 
 def main():
@@ -98,13 +101,22 @@ def main():
         libllama._DRIVE = drive
         share = (f"; in that pass the library's clone, accepts and apply took {inside[0] / len(datas) * 1e6:.0f} of "
                  f"{total / len(datas) * 1e6:.0f} us/input")
+        library = {"library us/input (timed pass)": round(inside[0] / len(datas) * 1e6, 1),
+                   "timed pass us/input": round(total / len(datas) * 1e6, 1)}
     else:
-        share = ""
+        share, library = "", {}
     lens = [len(decode(d).history) for d in datas]
     print(f"{a.vocab} breakers={a.breakers} sampler={a.sampler}{' instrumented' if a.instrumented else ''}: "
           f"{len(datas) / best:,.0f} exec/s  {best / len(datas) * 1e6:.0f} us/input  ({len(datas)} inputs, "
           f"histories {lo}..{hi - 1}, mean {np.mean(lens):.0f} tokens; warm-up {warm:.1f} s initializing "
           f"{protos} samplers; {found} findings{share}; decoding alone {decoding:.0f} us/input)")
+    out = write_record("fuzz_vocab", command_line(),
+                       {"exec/s": round(len(datas) / best, 1), "us/input": round(best / len(datas) * 1e6, 1),
+                        "decoding alone us/input": round(decoding, 1), **library},
+                       vocab=a.vocab, breakers=a.breakers, sampler=a.sampler, instrumented=a.instrumented,
+                       inputs=len(datas), band=[lo, hi - 1], mean_tokens=round(float(np.mean(lens)), 1),
+                       warmup_seconds=round(warm, 2), samplers_initialized=protos, findings=found)
+    print(f"record: {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":
