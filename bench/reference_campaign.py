@@ -5,6 +5,7 @@ random cases (long repeats included); count cases per divergence class and keep 
 
 Every case also checks the bridge: R(all shipped features) must equal the library bit for bit
 (a miss is reported as ref-unexplained).
+Writes the record bench/records/reference_campaign.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere). The shortest case per class stays in --out.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from dryz.case import Case, f32
 from dryz.subject import open_subject, selected_spec
 from dryz.oracle.reference import divergences
+from record import command_line, write_record
 
 BREAKER_SETS = [(), ("a",), ("b",), ("ab",), ("ba",), ("",), ("ab", "b"), ("abc",), ("b", "a")]
 
@@ -88,6 +90,16 @@ def main(argv=None):
               {"exhaustive": round(t1 - t0, 1), "random": round(t2 - t1, 1)}, "shortest_seen": first}
     json.dump(report, open(a.out, "w"), indent=1)
     print(json.dumps({k: report[k] for k in ("totals", "counts", "seconds")}, indent=1))
+    seconds = (t2 - t0) or 1e-9
+    out = write_record("reference_campaign", command_line(),
+                       {"exhaustive cases": totals["exhaustive"], "random cases": totals["random"],
+                        "diverging cases": totals["diverging"], "divergence classes": len(counts),
+                        "ref-unexplained": counts.get("ref-unexplained", 0),
+                        "exhaustive s": report["seconds"]["exhaustive"], "random s": report["seconds"]["random"],
+                        "cases/s": round((totals["exhaustive"] + totals["random"]) / seconds, 1)},
+                       counts=report["counts"], max_len=a.max_len, alphabet=a.alphabet, seed=a.seed,
+                       rows=[{"class": c, "cases": n} for c, n in report["counts"].items()])
+    print(f"record: {out}", file=sys.stderr)
     return 1 if "ref-unexplained" in counts else 0
 
 

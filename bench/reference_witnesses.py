@@ -6,6 +6,7 @@ Each seed below triggers one class (found by bench/reference_campaign.py); minim
 with the predicate "check() agrees with the as-shipped model and the class is the only divergence", then
 proves it shortest (brute force over every shorter history, or the match-length bound for the threshold
 classes). Entries: expect = the check() class ("agree"), reference_divergence = the class.
+Writes the record bench/records/reference_witnesses.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dryz.oracle.reference import divergences
 from dryz.subject import open_subject, selected_spec
 from dryz.shrink import minimize_divergence
 from dryz.symbols import from_symbols
+from record import command_line, write_record
 
 
 def seed(symbols: str, alphabet: int | None = None, **kw) -> Case:
@@ -50,6 +52,7 @@ def main(argv=None):
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args(argv)
     rows = []
+    records = []
     subject = open_subject(selected_spec())
     for klass, case in SEEDS.items():
         if a.only and klass not in a.only:
@@ -69,10 +72,20 @@ def main(argv=None):
                                   f"as-shipped model) differs from text-generation-webui's DRY design")
         path = write_entry(a.corpus, data)
         rows.append((klass, w.symbols, len(w.history), shortest, path.name))
+        records.append({"class": klass, "witness": w.symbols, "tokens": len(w.history),
+                        "original_tokens": len(case.history), "shortest": str(shortest),
+                        "predicate_calls": calls, "seconds": round(secs, 2), "entry": path.name})
         print(f"{klass}: {w.symbols!r} ({len(w.history)} tokens) {shortest}, calls {calls}, {secs:.1f}s -> {path}")
     print()
     for r in rows:
         print(" | ".join(map(str, r)))
+    out = write_record("reference_witnesses", command_line(),
+                       {"classes minimized": len(records),
+                        "predicate calls": sum(r["predicate_calls"] for r in records),
+                        "seconds": round(sum(r["seconds"] for r in records), 2),
+                        "longest witness (tokens)": max((r["tokens"] for r in records), default=0)},
+                       rows=records)
+    print(f"record: {out}", file=sys.stderr)
     return 0
 
 

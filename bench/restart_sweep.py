@@ -7,6 +7,7 @@ allowed_length 1, no window cut; the configurations of dryz.enumerate.restarts.C
 contained in another, overlapping ones), and with --all-pairs every set of one or two 1-3-character breakers over
 the first three symbols. `predicted` is the PREREG derivation's prediction (admits_difference); `rep_only` counts
 histories whose rep_limits differ without any change in the output.
+Writes the record bench/records/restart_sweep.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import sys
 import time
 
 from dryz.subject import open_subject, selected_spec
-from dryz.enumerate.restarts import (CLASS_ORDER, CONFIGS, MERGES_BREAKERS, merges_compare, merges_promise_sweep, sweep)
+from dryz.enumerate.restarts import CONFIGS, MERGES_BREAKERS, merges_compare, merges_promise_sweep, sweep
+from dryz.verdict import CLASSES as CLASS_ORDER
+from record import command_line, write_record
 
 
 def merges_report(max_len: int = 5) -> dict:
@@ -90,6 +93,15 @@ def main(argv=None) -> int:
                        "prediction_wrong": wrong_prediction, "configs": [r.to_json() for r in results],
                        "merges": merges}, f,
                       indent=1)
+    out = write_record("restart_sweep", command_line(),
+                       {"configurations": len(results), "histories per configuration": results[0].histories,
+                        "seconds": round(seconds, 2), **{f"{c} histories": n for c, n in totals.items()},
+                        "prediction wrong": len(wrong_prediction)},
+                       k=a.k, max_len=a.n, all_pairs=a.all_pairs, prediction_wrong=wrong_prediction,
+                       merges=merges,
+                       rows=[{"config": r.name, "breakers": list(r.breakers), "predicted": r.predicted,
+                              "counts": dict(r.counts), "rep_only": r.rep_only} for r in results])
+    print(f"record: {out}", file=sys.stderr)
     bad = set(totals) - {"agree", "documented-contained-restart"}
     return 1 if bad or wrong_prediction else 0
 

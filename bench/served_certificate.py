@@ -7,6 +7,7 @@ ServerSubject (dryz/subject/server.py) and tallied by the same run_slice / check
 
 Prints per configuration: canonical histories and cases run, concrete cases covered, mismatches, wall seconds,
 HTTP requests and their rate, restarts, and what was not answered with logits (by kind).
+Writes the record bench/records/served_certificate.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dryz.config import space_config  # noqa: E402
 from dryz.enumerate.run import run_slice  # noqa: E402
 from dryz.subject.build import build  # noqa: E402
 from dryz.subject.server import ServerSubject  # noqa: E402
+from record import command_line, write_record  # noqa: E402
 
 
 def main() -> None:
@@ -40,6 +42,7 @@ def main() -> None:
     server = a.server or str(build(server=True, log=lambda m: None) / "llama-server")
     others: Counter = Counter()
     total = time.perf_counter()
+    rows = []
     with ServerSubject(server, parallel=a.parallel, batch=a.batch, threads=a.threads, ctx_per_slot=a.ctx) as s:
         print(f"{s.label()}  parallel {a.parallel}  batch {a.batch}  threads {a.threads}")
         for name in a.config or ["base", "window4", "breaker"]:
@@ -62,8 +65,21 @@ def main() -> None:
                   f"oracle disagreements {res.oracle_disagreements}  max L {res.max_L}  {dt:.1f} s  "
                   f"({res.canonical_histories / dt:,.0f} histories/s; {req:,} requests, "
                   f"{req / http if http else 0:,.1f} requests/s of HTTP time {http:.1f} s)", flush=True)
-        print(f"total {time.perf_counter() - total:.1f} s; restarts {s.stats['restarts']}, crashes "
+            rows.append({"config": name, "canonical_histories": res.canonical_histories,
+                         "canonical_cases": res.canonical_cases, "cases": res.cases, "mismatches": res.mismatches,
+                         "oracle_disagreements": res.oracle_disagreements, "max_L": res.max_L,
+                         "seconds": round(dt, 2), "histories_per_second": round(res.canonical_histories / dt, 1),
+                         "requests": req, "http_seconds": round(http, 2)})
+        seconds = time.perf_counter() - total
+        print(f"total {seconds:.1f} s; restarts {s.stats['restarts']}, crashes "
               f"{s.stats['crashes']}; not answered with logits: {dict(others) or 'none'}")
+        restarts, crashes, label = s.stats["restarts"], s.stats["crashes"], s.label()
+    figures = {f"{r['config']} histories/s": r["histories_per_second"] for r in rows}
+    figures.update({"mismatches": sum(r["mismatches"] for r in rows), "total s": round(seconds, 1),
+                    "restarts": restarts, "crashes": crashes})
+    out = write_record("served_certificate", command_line(), figures, server=label, k=a.k, max_len=a.n,
+                       parallel=a.parallel, batch=a.batch, threads=a.threads, not_answered=dict(others), rows=rows)
+    print(f"record: {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ median request.
   python bench/served_cost.py [--server PATH] [--requests N] [VOCAB...]
 
 PATH defaults to `dryz subject build --server`'s cached build; VOCAB defaults to every vendored vocabulary.
-Prints a Markdown table.
+Prints a Markdown table. Writes the record bench/records/served_cost.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from dryz.subject.build import build  # noqa: E402
 from dryz.subject.server import ServerProcess, check_binary  # noqa: E402
 from dryz.subject.tinymodel import tiny_model  # noqa: E402
 from dryz.subject.vendored_vocabs import resolve_vocab, vendored_names  # noqa: E402
+from record import command_line, write_record  # noqa: E402
 
 MODES = {"off": {"dry_multiplier": 0.0},
          "one": {"dry_multiplier": 0.8, "dry_sequence_breakers": ["\n"]},
@@ -62,6 +63,7 @@ def main() -> None:
     print(f"llama-server {server}; {a.requests} sequential requests per mode, median (ms)\n")
     print("| vocabulary | tokens | off | one breaker | default breakers | DRY's share (defaults) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    rows = []
     for name in names:
         ref = resolve_vocab(name)
         model = tiny_model(ref.path, ref.sha256)
@@ -82,6 +84,12 @@ def main() -> None:
         share = (med["defaults"] - med["off"]) / med["defaults"] * 100
         print(f"| {name} | {n:,} | {med['off']:.1f} | {med['one']:.1f} | {med['defaults']:.1f} | {share:.0f} % |",
               flush=True)
+        rows.append({"vocab": name, "tokens": n, **{f"{m}_ms": round(v, 2) for m, v in med.items()},
+                     "dry_share_percent": round(share, 1)})
+    out = write_record("served_cost", command_line(),
+                       {f"{r['vocab']} DRY's share %": r["dry_share_percent"] for r in rows},
+                       server=server, requests=a.requests, rows=rows)
+    print(f"record: {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":
