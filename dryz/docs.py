@@ -220,6 +220,9 @@ TEST_ENV = {
     "DRYZ_BASE": "In `docs/ci/dryz-gate.yml`: the base release the gate compares with.",
     "DRYZ_SPEC": "In `docs/ci/dryz-gate.yml`: where the workflow installs dryz from (a git URL or a wheel).",
     "DRYZ_TIME": "In `docs/ci/dryz-gate.yml`: the gate's `--time`.",
+    "DRYZ_BENCH_RECORDS": "Read by `bench/record.py`: the folder the `bench/` scripts write their records to "
+                          "instead of `bench/records/` (tests/test_bench_records.py runs them into a temporary "
+                          "one, so a trial run never replaces a checked-in record).",
 }
 # The cache's folders (under DRYZ_CACHE) by what the code names them.
 CACHE = {
@@ -368,7 +371,7 @@ CONFORMANCE = DOCS / "results" / "conformance.json"
 def conformance_page(path: Path | None = None) -> str:
     """docs/results/conformance.md: the checked-in `dryz conformance` result (docs/results/conformance.json, its
     minimized witnesses under docs/results/conformance/), rendered as the command renders it."""
-    from .conformance.matrix import markdown
+    from .conformance.matrix import markdown  # on use
     path = path or CONFORMANCE
     lines = ["# Every DRY in the field\n", MARK]
     if not path.exists():
