@@ -23,7 +23,8 @@ if [ "${1:-}" = "all" ]; then
   cfgs=()
   for c in "${@:-base}"; do cfgs+=(-c "$c"); done
   /usr/bin/time -f "all-alphabets n=$n ${*:-base}  %e s wall  %M KB peak RSS" "$DRYZ" exhaustive --all-alphabets \
-    -n "$n" "${cfgs[@]}" --no-progress --json "/tmp/dryz-bench-all$n.json" 2>&1 | grep -E "all-alphabets|canonical|CERTIFIED|MISMATCH|VOID" | tee "$lines"
+    -n "$n" "${cfgs[@]}" --no-progress --json "/tmp/dryz-bench-all$n.json" 2>&1 \
+    | grep -E "all-alphabets|canonical|CERTIFIED|MISMATCH|VOID" | tee "$lines"
   record canonical-all
   exit 0
 fi
@@ -35,7 +36,8 @@ if [ "${1:-}" = "shards" ]; then
   [ ${#which[@]} -gt 0 ] || which=($(seq "$S"))
   for i in "${which[@]}"; do
     /usr/bin/time -f "shard $i/$S n=$n  %e s wall  %M KB peak RSS" "$DRYZ" exhaustive --all-alphabets -n "$n" -c base \
-      --shard "$i/$S" --no-progress --json "/tmp/dryz-shard$n-$i-of-$S.json" 2>&1 | grep -E "^shard|canonical" | tee -a "$lines"
+      --shard "$i/$S" --no-progress --json "/tmp/dryz-shard$n-$i-of-$S.json" 2>&1 | grep -E "^shard|canonical" \
+      | tee -a "$lines"
   done
   if [ ${#which[@]} -eq "$S" ]; then
     "$DRYZ" merge $(for i in $(seq "$S"); do echo "/tmp/dryz-shard$n-$i-of-$S.json"; done) \

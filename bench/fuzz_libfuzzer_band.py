@@ -77,7 +77,8 @@ def main():
     shutil.rmtree(work)
     out = write_record("fuzz_libfuzzer_band", command_line(),
                        {f"exec/s (best of {len(rows)})": max(r["exec_per_second"] for r in rows),
-                        f"start-up s (median of {len(rows)})": round(statistics.median(r["start_up_seconds"] for r in rows), 3)},
+                        f"start-up s (median of {len(rows)})":
+                            round(statistics.median(r["start_up_seconds"] for r in rows), 3)},
                        inputs=n, band=[lo, hi - 1], instrumented=not plain, rows=rows)
     print(f"record: {out}", file=sys.stderr)
 

@@ -70,8 +70,9 @@ def commit() -> str:
 
 
 def write_record(name: str, command: str, figures: dict, records: Path | None = None, **fields) -> Path:
-    """Write NAME.json to RECORDS, else $DRYZ_BENCH_RECORDS, else bench/records/: name, command, commit, cpu, cores, python, load (1, 5 and 15 minutes), date,
-    the figures (a flat dict: figure -> value) and any further fields the script keeps. Returns its path."""
+    """Write NAME.json to RECORDS, else $DRYZ_BENCH_RECORDS, else bench/records/: name, command, commit, cpu,
+    cores, python, load (1, 5 and 15 minutes), date, the figures (a flat dict: figure -> value) and any further
+    fields the script keeps (its per-run rows). Returns its path."""
     if not name or "/" in name or name.startswith("."):
         raise ValueError(f"a record's name is a file name, got {name!r}")
     record = {"name": name, "command": command, "commit": commit(), **machine(),

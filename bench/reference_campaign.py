@@ -5,7 +5,8 @@ random cases (long repeats included); count cases per divergence class and keep 
 
 Every case also checks the bridge: R(all shipped features) must equal the library bit for bit
 (a miss is reported as ref-unexplained).
-Writes the record bench/records/reference_campaign.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere). The shortest case per class stays in --out.
+Writes the record bench/records/reference_campaign.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere); the
+shortest case per class stays in --out.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ median request.
   python bench/served_cost.py [--server PATH] [--requests N] [VOCAB...]
 
 PATH defaults to `dryz subject build --server`'s cached build; VOCAB defaults to every vendored vocabulary.
-Prints a Markdown table. Writes the record bench/records/served_cost.json (bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere).
+Prints a Markdown table. Writes the record bench/records/served_cost.json (bench/record.py; $DRYZ_BENCH_RECORDS:
+elsewhere).
 """
 
 from __future__ import annotations
