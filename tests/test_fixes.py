@@ -51,7 +51,8 @@ def test_the_fixes_apply_to_the_sdist_they_name():
     """Every .diff in fixes/ is one patch against the 0.3.36 sdist's vendor/llama.cpp with a rationale above it."""
     diffs = sorted(FIXES.glob("*.diff"))
     assert [d.name for d in diffs] == ["finite-penalty-clamp.diff", "served-base-below-one.diff",
-                                       "served-cost-words-once.diff", "spm-breaker-matching.diff"]
+                                       "served-cost-vocab-cache.diff", "served-cost-words-once.diff",
+                                       "spm-breaker-matching.diff"]
     for d in diffs:
         head = d.read_text().split("\n--- a/", 1)[0]
         assert head.startswith("dryz fix proposal") and "0.3.36" in head, d.name
@@ -136,19 +137,26 @@ def test_served_base_below_one():
     assert lib["class"] == "agree" and lib["observed_logits"] == v["observed_logits"]
 
 
+COST = ["served-cost-words-once.diff", "served-cost-vocab-cache.diff"]
+
+
+@pytest.mark.parametrize("patch", COST)
 @pytest.mark.parametrize("entry", [s[0] for s in SPM])
-def test_served_cost_fix_changes_no_output(entry):
-    """The vocabulary detokenized once per init_dry call, not once per breaker: the breaker witnesses (real
-    vocabularies, where init_dry processes breakers) give the plain build's verdict and logits, bit for bit."""
+def test_served_cost_fix_changes_no_output(entry, patch):
+    """The vocabulary detokenized once per init_dry call, not once per breaker (words-once), or once per
+    vocabulary (vocab-cache): the breaker witnesses (real vocabularies, where init_dry processes breakers) give the
+    plain build's verdict and logits, bit for bit."""
     plain = verdict(build("0.3.36"), entry)
-    new = verdict(fixed("served-cost-words-once.diff"), entry)
+    new = verdict(fixed(patch), entry)
     assert (new["class"], new["observed_logits"]) == (plain["class"], plain["observed_logits"])
     assert new["class"] == entry.rsplit("-", 1)[0]
 
 
-def test_served_cost_fix_keeps_the_construction():
-    """init_dry's restart sequences on llama-spm and gpt-2 against dryz's independent construction model: no
-    disagreement on the fixed build (the shipped construction, unchanged)."""
+@pytest.mark.parametrize("patch", COST)
+def test_served_cost_fix_keeps_the_construction(patch):
+    """init_dry's restart sequences on llama-spm and gpt-2, one after the other in one process, against dryz's
+    independent construction model: no disagreement on the fixed build (the shipped construction, unchanged;
+    for vocab-cache, no vocabulary's texts serve another's)."""
     p = dryz("restarts", "--vocab", "llama-spm", "--vocab", "gpt-2", "--check", "construction", "--time", "20",
-             lib=fixed("served-cost-words-once.diff"))
+             lib=fixed(patch))
     assert p.returncode == 0 and "0 disagreements" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
