@@ -196,3 +196,15 @@ def test_the_checked_in_conformance_witnesses_replay(tmp_path):
             p = dryz("--subject", row["spec"], "replay", str(folder), cwd=tmp_path)
             assert p.returncode == 0 and " 0 changed, 0 invalid" in p.stdout, (row["spec"], p.stdout[-2000:],
                                                                                p.stderr[-1000:])
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--row", "bogus:x"], "dryz: error: --row 'bogus:x': unknown kind 'bogus' (kinds: libllama, llama-cpp-python, "
+                           "cmd, server, engine)"),
+    (["--property", "nope"], "dryz: error: --property 'nope': not a property (properties: repeats, "),
+    (["--time-per-subject", "0"], "dryz: error: --time-per-subject must be in 1..86400 seconds, got 0"),
+])
+def test_conformance_bad_input_is_one_line(args, line, tmp_path):
+    p = dryz("conformance", *args, cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.startswith(line) and p.stderr.count("\n") == 1, p.stderr
+    assert not (tmp_path / "conformance-work").exists()

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from ..children import run as run_child
+from ..errors import DryzError
 from ..files import fail
 from ..gate.witnesses import minimized
 from ..matrix import cell as campaign_cell
@@ -235,7 +236,10 @@ def command(rows, seconds: int, max_length: int, names, workdir, json_path, md_p
     specs = list(rows) or list(DEFAULT_ROWS)
     for s in specs:
         if s != "server":
-            parse(s)
+            try:
+                parse(s)
+            except DryzError as e:  # the same refusal, named by the option it came from
+                fail(str(e).replace(f"--subject {s!r}", f"--row {s!r}", 1))
     unknown = [n for n in names if n not in BY_NAME]
     if unknown:
         fail(f"--property {unknown[0]!r}: not a property (properties: {', '.join(BY_NAME)})")
