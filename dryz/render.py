@@ -56,14 +56,20 @@ def certificate_text(r: dict) -> str:
         lines.append(f"  {c['name']:<9} last_n={c['penalty_last_n']:<3}{brk}  cases {c['cases']:>11,}  "
                      f"mismatches {c['mismatches']:,}  oracle disagreements {c['oracle_disagreements']:,}  "
                      f"penalized {c['penalized_cases']:,}  max L {c['max_L']}"
-                     + (f"  NOT JUDGED {c['not_judged_cases']:,}" if c.get("not_judged_cases") else ""))
+                     + (f"  NOT JUDGED {c['not_judged_cases']:,}" if c.get("not_judged_cases") else "")
+                     + (f"  RAISED ON {c['raised_cases']:,}" if c.get("raised_cases") else ""))
     t = r["totals"]
     lines.append(f"  {'total':<9} {'':<10} cases {t['cases']:>11,}  mismatches {t['mismatches']:,}  "
                  f"oracle disagreements {t['oracle_disagreements']}"
-                 + (f"  NOT JUDGED {t['not_judged_cases']:,}" if t.get("not_judged_cases") else ""))
+                 + (f"  NOT JUDGED {t['not_judged_cases']:,}" if t.get("not_judged_cases") else "")
+                 + (f"  RAISED ON {t['raised_cases']:,}" if t.get("raised_cases") else ""))
     for c in r["configs"]:
         for why, n in c.get("not_judged_why", {}).items():
             lines.append(f"  not judged ({c['name']}): {n:,} histories the subject cannot express: {why}")
+    for c in r["configs"]:
+        for why, n in c.get("raised_why", {}).items():
+            lines.append(f"crash     ({c['name']}) {n:,} histories the subject raised on (class crash; the rest "
+                         f"judged): {why}")
     c = r["controls"]
     per = c["periodic"]
     lines.append(f"controls  periodic {'passed' if per['passed'] else 'MISSED BY THE LIBRARY'} "

@@ -208,3 +208,21 @@ def test_conformance_bad_input_is_one_line(args, line, tmp_path):
     p = dryz("conformance", *args, cwd=tmp_path)
     assert p.returncode == 2 and p.stderr.startswith(line) and p.stderr.count("\n") == 1, p.stderr
     assert not (tmp_path / "conformance-work").exists()
+
+
+def test_an_engine_that_raises_on_some_histories_is_judged_on_the_rest(tmp_path):
+    """exllamav2 0.3.2 raises on every history at window 4 (an assertion in its apply_dry) and on the one-token
+    histories (an IndexError): those histories are class crash, counted as covered with what the engine raised,
+    and every other history of the space is judged (a crash on one case never voids the slice)."""
+    engine("exllamav2")
+    p = dryz("--subject", "engine:exllamav2", "exhaustive", "-n", "4", "-j", "1", "--no-progress", "--json",
+             str(tmp_path / "r.json"), cwd=tmp_path)
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert p.returncode == 1 and r["verdict"] == "crash", p.stdout[-2000:] + p.stderr[-2000:]
+    assert all(r["checks"].values()) and r["checks"]["covered_cases"]
+    base, window4, breaker = r["configs"]
+    assert window4["cases"] == 0 and window4["raised_histories"] == 120  # 3 + 9 + 27 + 81 histories
+    assert base["raised_histories"] == 3 and base["cases"] + base["raised_cases"] == 3 * 120
+    assert base["mismatches"] > 0 and breaker["cases"] > 0
+    assert "histories the subject raised on (class crash; the rest judged): the engine raised: AssertionError" \
+        in p.stdout

@@ -64,8 +64,9 @@ def judge(r: dict) -> tuple[str, dict]:
     off_by_one = flagged > 0 or mism > 0 or (penalized == 0 and periodic.get("off_by_one_flagged", 0) > 0)
     mz = controls["multiplier_zero"]
     checks = {"periodic_oracles": periodic.get("oracles_passed", periodic["passed"])}
-    crashes = sum(len(c.get("crashes", [])) for c in configs) + ("crash" in mz) + sum(
-        1 for f in periodic.get("findings", []) if f.get("kind") == "crash")
+    lost = sum(len(c.get("crashes", [])) for c in configs)  # slices the subject did not survive: not counted
+    crashes = lost + ("crash" in mz) + sum(1 for f in periodic.get("findings", []) if f.get("kind") == "crash") \
+        + sum(1 for c in configs if c.get("raised_cases"))  # histories it raised on: counted, the rest judged
     if off_by_one or not crashes:  # a crashed slice's cases are not counted: on a subject that crashes on every
         checks["off_by_one"] = off_by_one  # slice none is left to flag; its crash is the finding, not void
     if "crash" not in mz:  # a control the subject crashed on is the subject's finding, not the harness's doubt
@@ -74,14 +75,15 @@ def judge(r: dict) -> tuple[str, dict]:
     if confirmation is not None:
         checks["abi_confirmation_oracles"] = confirmation["oracles_passed"]
     crashes += confirmation is not None and confirmation["class"] in ("crash", "memory")
-    if shard is None and not crashes:
+    if shard is None and not lost:
         if space["expected_cases"] is not None:
-            checks["covered_cases"] = sum(c["cases"] + c.get("not_judged_cases", 0)
+            checks["covered_cases"] = sum(c["cases"] + c.get("not_judged_cases", 0) + c.get("raised_cases", 0)
                                           for c in configs) == space["expected_cases"]
         for c, e in zip(configs, space.get("canonical") or []):
             checks[f"canonical_{c['name']}"] = (
                 c["canonical_histories_by_length"] == e["expected_histories_by_length"]
-                and c["canonical_cases"] + c.get("canonical_not_judged_cases", 0) == e["expected_canonical_cases"])
+                and c["canonical_cases"] + c.get("canonical_not_judged_cases", 0)
+                + c.get("canonical_raised_cases", 0) == e["expected_canonical_cases"])
     if configs and not any(c["cases"] for c in configs) and any(c.get("not_judged_cases") for c in configs):
         checks["something_judged"] = False  # the subject can express none of the space: nothing is certified
     dis = sum(c["oracle_disagreements"] for c in configs)
@@ -125,6 +127,9 @@ def totals(configs: list[dict]) -> dict:
     nj = sum(c.get("not_judged_cases", 0) for c in configs)
     if nj:
         t["not_judged_cases"] = nj
+    raised = sum(c.get("raised_cases", 0) for c in configs)
+    if raised:
+        t["raised_cases"] = raised
     return t
 
 

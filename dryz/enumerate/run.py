@@ -81,6 +81,12 @@ class ConfigResult:
     not_judged_histories: int = 0
     canonical_not_judged_cases: int = 0
     not_judged_why: dict = field(default_factory=dict)  # why -> histories
+    # Histories the subject raised on and survived (an engine's exception: class crash, a finding), counted as
+    # covered like the judged ones (cases weighted), with what it raised; the rest of the slice is judged.
+    raised_cases: int = 0
+    raised_histories: int = 0
+    canonical_raised_cases: int = 0
+    raised_why: dict = field(default_factory=dict)  # what the subject raised -> histories
 
     @classmethod
     def crashed(cls, spec: SpaceConfig, canonical: bool, slice_: dict, crash: Crash) -> "ConfigResult":
@@ -151,6 +157,22 @@ class ConfigResult:
             self.canonical_not_judged_cases += nh * len(weights)
             self.canonical_by_length[n] = self.canonical_by_length.get(n, 0) + nh
 
+    def tally_raised(self, n: int, H: np.ndarray, weights: np.ndarray, why: str, history_weight: int = 1,
+                     alphabet: int | None = None) -> None:
+        """Histories of length n the subject raised on (and survived): class crash, covered, each an example
+        until MAX_EXAMPLES."""
+        nh = len(H)
+        self.raised_cases += nh * int(weights.sum())
+        self.raised_histories += nh * history_weight
+        self.raised_why[why] = self.raised_why.get(why, 0) + nh * history_weight
+        self.history_classes["crash"] = self.history_classes.get("crash", 0) + nh * history_weight
+        if self.mode == "canonical":
+            self.canonical_raised_cases += nh * len(weights)
+            self.canonical_by_length[n] = self.canonical_by_length.get(n, 0) + nh
+        k = alphabet if alphabet is not None else int(H.max(initial=0)) + 1
+        for h in H[:max(0, MAX_EXAMPLES - len(self.examples))]:
+            self.examples.append(("crash", self.config.case(k, tuple(int(x) for x in h))))
+
     def to_json(self) -> dict:
         d = self.config.to_json()
         d.update(cases=self.cases, histories=self.histories, mismatches=self.mismatches,
@@ -163,6 +185,11 @@ class ConfigResult:
                  seconds=round(self.seconds, 3))
         if self.crashes:
             d["crashes"] = self.crashes
+        if self.raised_histories:
+            d.update(raised_cases=self.raised_cases, raised_histories=self.raised_histories,
+                     raised_why=dict(sorted(self.raised_why.items())))
+            if self.mode == "canonical":
+                d["canonical_raised_cases"] = self.canonical_raised_cases
         if self.not_judged_histories:
             d.update(not_judged_cases=self.not_judged_cases, not_judged_histories=self.not_judged_histories,
                      not_judged_why=dict(sorted(self.not_judged_why.items())))
@@ -185,9 +212,11 @@ class ConfigResult:
         r = cls(spec, mode=d.get("mode", "plain"))
         for key in ("cases", "histories", "mismatches", "oracle_disagreements", "off_by_one_flagged",
                     "penalized_cases", "max_L", "canonical_cases", "canonical_histories", "canonical_mismatches",
-                    "fresh_violations", "not_judged_cases", "not_judged_histories", "canonical_not_judged_cases"):
+                    "fresh_violations", "not_judged_cases", "not_judged_histories", "canonical_not_judged_cases",
+                    "raised_cases", "raised_histories", "canonical_raised_cases"):
             setattr(r, key, int(d.get(key, 0)))
         r.not_judged_why = dict(d.get("not_judged_why", {}))
+        r.raised_why = dict(d.get("raised_why", {}))
         r.seconds = float(d.get("seconds", 0.0))
         r.by_length = {int(n): c for n, c in d.get("cases_by_length", {}).items()}
         r.L_histogram = {int(n): c for n, c in d.get("L_histogram", {}).items()}
@@ -201,10 +230,12 @@ class ConfigResult:
     def merge(self, other: "ConfigResult") -> None:
         for key in ("cases", "histories", "mismatches", "oracle_disagreements", "off_by_one_flagged",
                     "penalized_cases", "canonical_cases", "canonical_histories", "canonical_mismatches",
-                    "fresh_violations", "not_judged_cases", "not_judged_histories", "canonical_not_judged_cases"):
+                    "fresh_violations", "not_judged_cases", "not_judged_histories", "canonical_not_judged_cases",
+                    "raised_cases", "raised_histories", "canonical_raised_cases"):
             setattr(self, key, getattr(self, key) + getattr(other, key))
-        for why, c in other.not_judged_why.items():
-            self.not_judged_why[why] = self.not_judged_why.get(why, 0) + c
+        for mine, theirs in ((self.not_judged_why, other.not_judged_why), (self.raised_why, other.raised_why)):
+            for why, c in theirs.items():
+                mine[why] = mine.get(why, 0) + c
         self.max_L = max(self.max_L, other.max_L)
         self.mode = other.mode
         for mine, theirs in ((self.by_length, other.by_length), (self.L_histogram, other.L_histogram),
@@ -247,7 +278,13 @@ def run_slice(lib, k, max_len: int, spec: SpaceConfig, canonical: bool = False, 
             weights[m] = np.array(space.weights(m), dtype=object)
         res.tally_not_judged(n, len(H), weights[m], why, space.history_weight(m))
 
+    def raised(n, m, H, why):
+        if m not in weights:
+            weights[m] = np.array(space.weights(m), dtype=object)
+        res.tally_raised(n, H, weights[m], why, space.history_weight(m), k)
+
     sink.not_judged = not_judged
+    sink.raised = raised
 
     lib.walk(space, top if top is not None else max_len, spec.sampler_args(), sink,
          [()] if top is not None else [tuple(p) for p in (prefixes if prefixes is not None else [prefix])])

@@ -178,9 +178,19 @@ def walk_by_batches(subject, tree, max_len, params, sink, prefixes=((),), top=No
             step = max(1, subject.caps.batch)
             for i in range(0, len(cases), step):
                 outs.extend(subject.run_batch(cases[i:i + step]))
+            raised = getattr(sink, "raised", None)
             for c, o in zip(cases, outs):
-                if isinstance(o, Crash):
-                    raise SubjectCrashed(o, c)
+                if isinstance(o, Crash) and not (raised is not None and o.signal == "exception"):
+                    raise SubjectCrashed(o, c)  # the subject's process did not survive it: the slice ends here
+            if raised is not None and any(isinstance(o, Crash) for o in outs):
+                # an engine that raised on some histories and survived: each is class crash, the rest judged
+                for w in sorted({o.detail for o in outs if isinstance(o, Crash)}):
+                    raised(n, m, np.array([h for h, o in zip(hs, outs) if isinstance(o, Crash) and o.detail == w],
+                                          dtype=np.int64).reshape(-1, n), w)
+                kept = [i for i, o in enumerate(outs) if not isinstance(o, Crash)]
+                hs, outs = [hs[i] for i in kept], [outs[i] for i in kept]
+                if not hs:
+                    continue
             skip = getattr(sink, "not_judged", None)
             if skip is None:
                 _expressed(outs)
