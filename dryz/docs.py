@@ -363,6 +363,26 @@ def benchmarks_page(records_dir: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+def engines_sentence(record: Path | None = None) -> str:
+    """README's one sentence of engine speeds, made from bench/records/engines.json (a docs test holds README to
+    it): per subject, the certificate's cases judged per second and the campaign's execs per second."""
+    r = json.loads((record or ROOT / "bench" / "records" / "engines.json").read_text())
+    names = {"libllama:": "libllama", "engine:mistralrs": "mistral.rs", "engine:exllamav2": "exllamav2",
+             "engine:aphrodite": "Aphrodite"}
+
+    def n(x: float) -> str:
+        return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+    parts = []
+    for row in r["rows"]:
+        c, f = row["certificate"], row["campaign"]
+        upto = f" (to length {c['max_length']})" if c["max_length"] != 11 else ""
+        parts.append(f"{names.get(row['subject'], row['subject'])} {n(c['cases_per_second'])}{upto} and "
+                     f"{n(f['execs_per_second'])}")
+    return ("One core each, cases judged per second in the certificate space and execs per second in a "
+            f"{r['rows'][0]['campaign']['seconds'] // 60:.0f}-minute campaign: " + "; ".join(parts)
+            + " ([record](bench/records/engines.json)).")
+
+
 # ------------------------------------------------------------------------------------------------ conformance
 
 CONFORMANCE = DOCS / "results" / "conformance.json"

@@ -354,3 +354,10 @@ def test_a_record_bench_writes_is_on_the_benchmarks_page(tmp_path, monkeypatch):
     assert f"`{d['commit']}`" in page and "`python bench/demo.py --n 3`" in page
     with pytest.raises(ValueError):
         record.write_record("../x", "c", {}, records=tmp_path)
+
+
+def test_readme_engine_speeds_are_the_record():
+    """README's sentence of engine speeds is made from bench/records/engines.json (dryz.docs.engines_sentence):
+    a figure typed by hand, or a record re-measured without README following, fails here."""
+    from dryz.docs import engines_sentence
+    assert engines_sentence() in " ".join(README.read_text().split())

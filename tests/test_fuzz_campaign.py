@@ -272,3 +272,22 @@ def test_only_a_slow_unit_that_is_no_new_finding_is_a_slow_input():
     findings, slow = split_slow(rows)
     assert [x["file"][-2:] for x in slow] == ["aa", "bb"]
     assert [x["file"][-2:] for x in findings] == ["cc", "dd", "ee", "ff", "00", "11"]
+
+
+def test_rechecks_stop_when_their_share_of_time_is_spent(tmp_path, lib, monkeypatch):
+    """A campaign with many crash files (the off-by-one fault: a mismatch at once in every job) re-checks the
+    smallest first, each in a clean process, until its share of --time is spent; the rest are kept and listed
+    as not re-checked (--time spent), never silently dropped."""
+    from dryz.fuzz import campaign
+    monkeypatch.setattr(campaign, "RECHECK_MIN", 0.0)
+    monkeypatch.setattr(campaign, "RECHECK_SHARE", 0.0)
+    c = campaign.Campaign(seconds=6, jobs=1, workdir=tmp_path / "w", artifacts=tmp_path / "w" / "a",
+                          fault="off-by-one", subject=lib, extra=["-fork=1", "-ignore_crashes=1"])
+    c.log = lambda m: None
+    s = c.run()
+    files = sorted(p.name for p in (tmp_path / "w" / "a").glob("crash-*"))
+    assert len(files) >= 2, files
+    first, *rest = s["findings"]
+    assert first["reproduces"] is True and first["klass"] in ("mismatch", "mismatch-multi-token")
+    assert rest and all(f["klass"] == "not re-checked (--time spent)" and f["reproduces"] is None for f in rest)
+    assert sorted(Path(f["file"]).name for f in s["findings"]) == files

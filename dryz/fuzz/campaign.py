@@ -59,6 +59,9 @@ SLOW_UNIT_SECONDS = 10  # libFuzzer's default -report_slow_units: a run this lon
 _STAT = re.compile(r"(cov|ft|corp|exec/s|rss):? ?(\d+)")
 _EXECS = re.compile(r"^#(\d+)")
 
+RECHECK_SHARE = 0.25  # of --time: what the re-checks of a campaign's crash files may take after it
+RECHECK_MIN = 60.0  # seconds, at the least
+
 
 class CampaignError(RuntimeError, DryzError):
     pass
@@ -367,9 +370,18 @@ class Campaign:
         else:
             order = sorted(new, key=lambda p: (p.stat().st_size, p.name))
             limit = len(order) if self.recheck_limit is None else self.recheck_limit
-            findings = [self.recheck(p) for p in order[:limit]] + [
-                {"file": str(p), "klass": "not re-checked (--recheck limit)", "reproduces": None}
-                for p in order[limit:]]
+            # The re-checks share --time's grace: the smallest files first, each in a clean process, until
+            # RECHECK_SHARE of --time (at least RECHECK_MIN seconds) is spent; the rest kept, said so (a slow
+            # subject with hundreds of crash files took many times its --time).
+            budget, t_re = max(RECHECK_MIN, RECHECK_SHARE * self.seconds), time.monotonic()
+            findings = []
+            for p in order[:limit]:
+                if findings and time.monotonic() - t_re > budget:
+                    findings.append({"file": str(p), "klass": "not re-checked (--time spent)", "reproduces": None})
+                else:
+                    findings.append(self.recheck(p))
+            findings += [{"file": str(p), "klass": "not re-checked (--recheck limit)", "reproduces": None}
+                         for p in order[limit:]]
         findings, slow = split_slow(findings)
         # exec/s over the time libFuzzer ran (its --time, and any job it waits for after it); what came before
         # it once per campaign (the fork server's preparation: a real vocabulary's samplers; with --native the
