@@ -378,8 +378,9 @@ def engines_sentence(record: Path | None = None) -> str:
         upto = f" (to length {c['max_length']})" if c["max_length"] != 11 else ""
         parts.append(f"{names.get(row['subject'], row['subject'])} {n(c['cases_per_second'])}{upto} and "
                      f"{n(f['execs_per_second'])}")
-    return ("One core each, cases judged per second in the certificate space and execs per second in a "
-            f"{r['rows'][0]['campaign']['seconds'] // 60:.0f}-minute campaign: " + "; ".join(parts)
+    return ("One core each, the certificate's cases per second (one history run per equality pattern, weighted by "
+            "the cases it stands for) and a "
+            f"{r['rows'][0]['campaign']['seconds'] // 60:.0f}-minute campaign's execs per second: " + "; ".join(parts)
             + " ([record](bench/records/engines.json)).")
 
 
