@@ -291,3 +291,4 @@ def test_rechecks_stop_when_their_share_of_time_is_spent(tmp_path, lib, monkeypa
     assert first["reproduces"] is True and first["klass"] in ("mismatch", "mismatch-multi-token")
     assert rest and all(f["klass"] == "not re-checked (--time spent)" and f["reproduces"] is None for f in rest)
     assert sorted(Path(f["file"]).name for f in s["findings"]) == files
+    assert {f["subject"] for f in s["findings"]} == {c.subject.spec}  # every row names the subject

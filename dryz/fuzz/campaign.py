@@ -366,7 +366,7 @@ class Campaign:
                                 f"(log: {log_path})")
         new = sorted(p for p in set(self.artifacts.glob("*")) - before if p.is_file())
         if interrupted:  # Ctrl-C: keep every crash file, re-check none (the user asked to stop)
-            findings = [{"file": str(p), "klass": "not re-checked (interrupted)", "reproduces": None} for p in new]
+            findings = [self.kept(p, "interrupted") for p in new]
         else:
             order = sorted(new, key=lambda p: (p.stat().st_size, p.name))
             limit = len(order) if self.recheck_limit is None else self.recheck_limit
@@ -377,11 +377,10 @@ class Campaign:
             findings = []
             for p in order[:limit]:
                 if findings and time.monotonic() - t_re > budget:
-                    findings.append({"file": str(p), "klass": "not re-checked (--time spent)", "reproduces": None})
+                    findings.append(self.kept(p, "--time spent"))
                 else:
                     findings.append(self.recheck(p))
-            findings += [{"file": str(p), "klass": "not re-checked (--recheck limit)", "reproduces": None}
-                         for p in order[limit:]]
+            findings += [self.kept(p, "--recheck limit") for p in order[limit:]]
         findings, slow = split_slow(findings)
         # exec/s over the time libFuzzer ran (its --time, and any job it waits for after it); what came before
         # it once per campaign (the fork server's preparation: a real vocabulary's samplers; with --native the
@@ -473,6 +472,12 @@ class Campaign:
             if m:
                 return f"{m.group(2)} inline 8-bit counters in {m.group(1)} native modules"
         return ""
+
+    def kept(self, artifact: Path, why: str) -> dict:
+        """A crash file kept without a re-check (why: interrupted, --time spent, --recheck limit); like every
+        finding row it names the subject it was found on."""
+        return {"file": str(artifact), "subject": self.subject.spec, "klass": f"not re-checked ({why})",
+                "reproduces": None}
 
     def recheck(self, artifact: Path) -> dict:
         """Re-judge a crash file in a clean process on the audited subject (an isolation worker spawned from its
