@@ -456,6 +456,10 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
 @click.option("--lanes", type=click.IntRange(1, 2), default=2, show_default=True, help=meaning("--lanes"))
 @click.option("--first-kill", is_flag=True,
               help="Cancel a mutant's other modes at its first kill (faster; the kill matrix shows the first killer).")
+@click.option("--kill-order", default=None, metavar="FILE|gate",
+              help="Run each lane's modes kill-first, in the order this kill matrix gives (dryz.kill-matrix/1, or "
+                   "an earlier run's --json without --first-kill), or `gate` for the gate's own order. [default: "
+                   "the release's, shipped, when there is one]")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help=meaning("--scheduler", "The mutants as tasks (each worker builds its mutants)."))
 @click.option("--no-upstream", is_flag=True, help="Do not run llama.cpp's test-sampling (the baseline).")
@@ -470,8 +474,8 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
 @click.option("--sanitize", "sanitize", multiple=True, metavar="NAME", callback=_sanitizers,
               help=meaning("--sanitize", "Every mutant and the pristine control; a report kills as memory."))
 @with_old_spellings
-def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, first_kill, scheduler, no_upstream,
-           keep_builds, triage_path, json_path, md_path, list_only, sanitize):
+def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, first_kill, kill_order, scheduler,
+           no_upstream, keep_builds, triage_path, json_path, md_path, list_only, sanitize):
     """The audit's own mutation score: mechanical mutants of DRY's source, each built and run through the gate's
     modes and llama.cpp's test-sampling; the kill matrix, the survivors and the score (exit 1 when a survivor is
     not shown equivalent)."""
@@ -485,7 +489,7 @@ def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, firs
     sys.exit(run_mutate(version or PINNED_VERSION, Path(workdir), n, split(operators), split(ids), split(mode_names),
                         seconds, scheduler, not no_upstream, keep_builds, triage_path, json_path, md_path,
                         list_only, echo=click.echo, log=lambda m: None if quiet_mode() else click.echo(m, err=True),
-                        sanitize=sanitize, lanes=lanes, first_kill=first_kill))
+                        sanitize=sanitize, lanes=lanes, first_kill=first_kill, kill_order=kill_order))
 
 
 @cli.command("gate")

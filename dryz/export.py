@@ -252,7 +252,6 @@ def test_sampling(p: Plan) -> str:
     if a.expected.finite.any():
         raise _refuse(p, "the promise finite-penalty (a logit that must stay finite: probabilities after softmax "
                          "are 0 either way)")
-    initial = np.asarray(c.logits, dtype=np.float64)
     expected = np.asarray(a.expected.logits, dtype=np.float32)
     if not np.isfinite(expected).any():
         raise _refuse(p, "an output whose every logit is -inf (no distribution to compare)")
@@ -271,22 +270,38 @@ def test_sampling(p: Plan) -> str:
             raise _refuse(p, f"this finding: after softmax its probabilities differ by {shown:.2g}, not the "
                              f"{MARGIN:g} its 1e-5 tolerance needs to show" + (" (one candidate: probability 1)"
                                                                                  if len(expected) == 1 else ""))
+    return test_dry_call(c, _header_lines(p), expected)
+
+
+def tester_probabilities(c: Case, logits: np.ndarray) -> np.ndarray:
+    """The probabilities test_dry's tester reads when DRY leaves `logits` for the case (its candidate array,
+    logits 0): the tester starts every id at logf(1/n), so the same penalties are taken from there, then the
+    dist sampler's softmax."""
     n = len(c.ids)
-    prob = np.float32(1.0 / n)
-    start = np.float32(np.log(prob))  # logf(p): the tester's initial logit
-    penalty = initial - expected.astype(np.float64)  # what apply subtracts (inf where it overflows)
+    start = np.float32(np.log(np.float32(1.0 / n)))  # logf(p): the tester's initial logit
+    initial = np.asarray(c.logits, dtype=np.float64)
+    penalty = initial - np.asarray(logits, dtype=np.float32).astype(np.float64)  # what apply subtracted
     with np.errstate(invalid="ignore"):
         after = np.where(np.isinf(penalty), -np.inf, (start - penalty.astype(np.float32)).astype(np.float32))
-    want = _softmax(after.astype(np.float32))
-    seqs = restart_sequences_of(tuple(p.params.breakers))
+    return _softmax(after.astype(np.float32))
+
+
+def test_dry_call(c: Case, notes, expected: np.ndarray | None = None) -> str:
+    """One test_dry(...) call for a case test_dry expresses (the caller checked), asserting `expected` (the
+    output logits; default: the oracles' expected output), with `notes` (lines, or one line) as its comment."""
+    if expected is None:
+        expected = expected_output(c).logits
+    want = tester_probabilities(c, expected)
+    n = len(c.ids)
+    seqs = restart_sequences_of(tuple(c.breakers))
     brk = "{" + ", ".join("{" + ", ".join(str(t) for t in (h, *tail)) + "}" for h, tail in seqs) + "}"
     fl = lambda v: ", ".join(_f32(float(x)) for x in v)  # noqa: E731
     hist = ", ".join(map(str, c.history))
-    notes = _header_lines(p) + _wrap([f"history {c.symbols!r} (token i is symbol i: a, b, c, ...), window "
-                                      f"{c.penalty_last_n}, breakers {list(c.breakers)} as restart sequences "
-                                      "(init_dry's construction, as dryz models it)"])
+    notes = ([notes] if isinstance(notes, str) else list(notes)) + _wrap([
+        f"history {c.symbols!r} (token i is symbol i: a, b, c, ...), window {c.penalty_last_n}, breakers "
+        f"{list(c.breakers)} as restart sequences (init_dry's construction, as dryz models it)"])
     lines = [f"    // {ln}" for ln in notes]
-    lines.append(f"    test_dry({{{fl([prob] * n)}}}, {{{hist}}}, {{{fl(want)}}}, {_f32(c.multiplier)}, "
+    lines.append(f"    test_dry({{{fl([np.float32(1.0 / n)] * n)}}}, {{{hist}}}, {{{fl(want)}}}, {_f32(c.multiplier)}, "
                  f"{_f32(c.base)}, {c.allowed_length}, {c.penalty_last_n}, {brk});")
     return "\n".join(lines) + "\n"
 

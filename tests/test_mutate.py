@@ -222,3 +222,101 @@ def test_cli_lists_mutants(tmp_path, source):
     assert p.returncode == 0, p.stderr
     rows = [json.loads(x) for x in p.stdout.splitlines()]
     assert len(rows) == 5 and all(r["diff"].startswith(f"--- a/{SOURCE}\n+++ b/{SOURCE}\n@@ ") for r in rows)
+
+
+def _fake_run_one(mutant, **kw):
+    return {"schema": "dryz.mutant/1", "id": mutant["id"], "operator": mutant["operator"],
+            "function": mutant["function"], "line": mutant["line"], "description": mutant["description"],
+            "status": "killed", "killed_by": ["restarts"], "modes": [], "seconds": 0.0}
+
+
+def test_mutants_as_dask_tasks_by_address(tmp_path, mutants, monkeypatch):
+    """--scheduler ADDRESS: each mutant a task on that cluster, each result written as it finishes. dryz's client
+    is not the process's default one (a run on a scheduler given by address had died at its first result:
+    'No clients found')."""
+    distributed = pytest.importorskip("distributed")
+    from dryz.mutate import runner
+    monkeypatch.setattr(runner, "run_one", _fake_run_one)
+    chosen = mutants[:3]
+    plan = {"version": "0.3.36", "control": {"object_code": {}, "upstream_exe": None}}
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                                  dashboard_address=None) as c:
+        (tmp_path / "results").mkdir()
+        out = runner.run(plan, chosen, Killer(("restarts",)), tmp_path, scheduler=c.scheduler_address,
+                         log=lambda m: None)
+    assert [r["id"] for r in out] == [m.id for m in chosen]
+    assert sorted(p.stem for p in (tmp_path / "results").glob("*.json")) == sorted(m.id for m in chosen)
+
+
+def test_kill_first_order():
+    """Each lane's modes ordered by new kills per median second (greedy), the rest by their median; unknown
+    modes keep their place at the end; the shipped matrix of 0.3.36 starts lane 0 with the restart sweep."""
+    from dryz.mutate.order import default_matrix, kill_first, load_matrix
+    m = {"median_seconds_to_kill": {"a": 1.0, "b": 0.6, "c": 2.0}, "killed_by": {"x": ["a", "c"], "y": ["a"],
+                                                                                    "z": ["c"], "w": ["b"]}}
+    assert kill_first([["a", "b", "c", "d"]], m) == ["a", "b", "c", "d"]  # a: 2 kills/1 s; b: 1/0.6 s
+    m["median_seconds_to_kill"]["b"] = 0.5
+    assert kill_first([["a", "b", "c", "d"]], m) == ["b", "a", "c", "d"]  # a tie of kills per second: the quicker
+    m["killed_by"]["z"] = ["a"]
+    assert kill_first([["c", "a"], ["b"]], m) == ["a", "c", "b"]  # c kills nothing new: after, by median
+    shipped = load_matrix(default_matrix("0.3.36"))
+    lanes = [[n.name for n in modes_for(30, None) if n.lane == i] for i in (0, 1)]
+    order = kill_first(lanes, shipped)
+    assert sorted(order) == sorted(sum(lanes, [])) and order[0] == "restarts"
+
+
+def test_a_committed_run_resumes_on_another_machine(tmp_path, monkeypatch):
+    """A workdir whose control's builds are not on this machine (committed elsewhere): the control is built and
+    run again here and the results kept; a pristine build of other DRY object code is refused (exit 2)."""
+    from dryz.mutate import runner
+    from dryz.mutate.operators import Mutant  # noqa: F401
+    lib = tmp_path / "pristine"
+    lib.mkdir()
+    (lib / "libllama.so").write_bytes(b"x")
+    code = {"sha256": "a" * 64}
+    monkeypatch.setattr(runner, "build", lambda *a, **k: lib)
+    monkeypatch.setattr(runner, "fingerprint", lambda p: code)
+    monkeypatch.setattr(runner, "run_killer", lambda *a, **k: [])
+    killer, work = Killer(("restarts",)), tmp_path / "w"
+    plan = runner.prepare("0.3.36", killer, work, [], "s", {}, with_upstream=False, log=lambda m: None)
+    saved = json.loads((work / "plan.json").read_text())
+    saved["control"]["pristine"] = "/elsewhere/pristine"
+    (work / "plan.json").write_text(json.dumps(saved))
+    (work / "results" / "m.json").write_text('{"status": "killed"}')
+    said = []
+    again = runner.prepare("0.3.36", killer, work, [], "s", {}, with_upstream=False, log=said.append)
+    assert again["control"]["pristine"] == str(lib) and any("the control again" in m for m in said)
+    assert (work / "results" / "m.json").exists()
+    saved["control"]["pristine"] = "/elsewhere/pristine"
+    saved["control"]["object_code"] = {"sha256": "b" * 64}
+    (work / "plan.json").write_text(json.dumps(saved))
+    with pytest.raises(runner.MutateError, match="another compiler"):
+        runner.prepare("0.3.36", killer, work, [], "s", {}, with_upstream=False, log=lambda m: None)
+    assert plan["control"]["pristine"] == str(lib)
+
+
+def test_a_plan_in_kill_first_order_keeps_its_budget():
+    """gate.plan's order reorders each lane and changes no mode's planned seconds or lane."""
+    from dryz.gate import plan
+    a = plan("libllama:LIB", 60)
+    order = ["restarts", "fuzz-traces", "fuzz"]
+    b = plan("libllama:LIB", 60, order=order)
+    assert {(m.name, m.lane, m.seconds) for m in a} == {(m.name, m.lane, m.seconds) for m in b}
+    assert [m.name for m in b if m.lane == 0][:2] == ["restarts", "fuzz-traces"]
+    assert [m.name for m in b if m.lane == 1][0] == "fuzz"
+
+
+def test_a_campaign_planned_first_leaves_the_fixed_modes_their_time(tmp_path):
+    """A timed mode that runs before its lane's fixed modes is given its share, not the time they need."""
+    from dryz.gate import plan
+    from dryz.gate.run import _Lanes
+    modes = plan("libllama:LIB", 120, order=["fuzz-traces"])
+    lanes = _Lanes(modes, tmp_path, 120, lambda m: None, False)
+    first = next(m for m in modes if m.lane == 0)
+    assert first.name == "fuzz-traces"
+    natural = _Lanes(plan("libllama:LIB", 120), tmp_path, 120, lambda m: None, False)
+    fixed = [m for m in natural.modes if m.lane == 0 and not m.timed]
+    for m in fixed:  # as when its fixed modes have run, for their planned seconds
+        natural.results[m.name] = None
+    natural.t0 -= sum(m.seconds for m in fixed)
+    assert abs(lanes.given(first) - natural.given(next(m for m in natural.modes if m.name == "fuzz-traces"))) < 1

@@ -52,11 +52,13 @@ class Mode:
         return [re.sub(r"\{(work|time|name|base)\}", lambda m: sub[m.group(1)], a) for a in args]
 
 
-def plan(spec: str, budget: float, base=None, modes=None, lanes: int = LANES, caps: dict | None = None) -> list[Mode]:
+def plan(spec: str, budget: float, base=None, modes=None, lanes: int = LANES, caps: dict | None = None,
+         order: list[str] | None = None) -> list[Mode]:
     """The modes for a gate of `budget` seconds on the subject `spec`; with `base` (a subject spec) the
     differential too. modes: only these names (in the registry's order); lanes: 1 or 2. caps: the subject's
     capabilities (subject show): a mode it cannot express is planned as not expressible (not run, its time given to
-    the others)."""
+    the others). order: mode names; each lane runs its modes in this order (unlisted ones after, in the
+    registry's order; dryz mutate's kill-first order), its budget unchanged."""
     if lanes not in (1, 2):
         raise GateError(f"lanes must be 1 or 2, got {lanes}")
     wanted = set(NAMES if modes is None else modes)
@@ -68,6 +70,9 @@ def plan(spec: str, budget: float, base=None, modes=None, lanes: int = LANES, ca
     layout = [[m for m in MODES if m.lane == i and m.name in wanted] for i in range(LANES)]
     if lanes == 1:
         layout = [layout[0] + layout[1]]
+    if order:
+        rank = {name: i for i, name in enumerate(order)}
+        layout = [sorted(lane, key=lambda m: rank.get(m.name, len(rank))) for lane in layout]
     why = {m.name: (m.needs(caps) if m.needs and caps is not None else None) or "" for lane in layout for m in lane}
     out = []
     for i, lane in enumerate(layout):

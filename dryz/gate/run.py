@@ -100,10 +100,13 @@ class _Lanes:
         self.results: dict[str, ModeResult] = {}
 
     def given(self, mode: Mode) -> float:
-        """A timed mode's seconds: its planned share rescaled to what its lane has left of the budget."""
-        lane = [m for m in self.modes if m.lane == mode.lane and m.timed and m.name not in self.results
-                and not m.not_expressible]
-        left = self.budget - (time.monotonic() - self.t0) - sum(m.overhead for m in lane)
+        """A timed mode's seconds: its planned share rescaled to what its lane has left of the budget (after the
+        estimates of the fixed modes still to run in it: a plan may put a campaign first)."""
+        waiting = [m for m in self.modes if m.lane == mode.lane and m.name not in self.results
+                   and not m.not_expressible]
+        lane = [m for m in waiting if m.timed]
+        left = self.budget - (time.monotonic() - self.t0) - sum(m.overhead for m in lane) \
+            - sum(m.seconds for m in waiting if not m.timed)
         planned = sum(m.seconds for m in lane)
         return max(MIN_SECONDS, mode.seconds * left / planned if planned > 0 else left)
 

@@ -6,7 +6,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from .modes import mode_names as gate_modes
+from .modes import lanes_of, mode_names as gate_modes
+from .order import default_matrix, kill_first, kill_matrix, load_matrix
 from .operators import OPERATORS, generate, sdist_source
 from .report import TriageError, default_triage, load_triage, markdown, summarize
 from .runner import Killer, MutateError, prepare, run, sample
@@ -33,16 +34,35 @@ def select(version: str, operators: list[str] | None, ids: list[str] | None, n: 
     return every, sample(chosen, n), hashlib.sha256(source.encode()).hexdigest()
 
 
+def order_of(version: str, kill_order: str | None, budget: float, mode_names, lanes: int) -> tuple[str, ...]:
+    """The modes' order (Killer.order): kill-first from the given kill matrix, or the release's shipped one when
+    there is one; `gate` (or no matrix): the gate's own order (empty)."""
+    if kill_order == "gate":
+        return ()
+    path = Path(kill_order) if kill_order else default_matrix(version)
+    if not kill_order and not path.exists():
+        return ()
+    if kill_order and not path.is_file():
+        raise MutateError(f"--kill-order: no file {kill_order} (a kill matrix, an earlier run's --json, or gate)")
+    try:
+        matrix = load_matrix(path)
+    except TriageError as e:
+        raise MutateError(f"--kill-order: {e}") from None
+    return tuple(kill_first(lanes_of(budget, mode_names, lanes), matrix))
+
+
 def main(version: str, workdir: Path, n: int | None, operators, ids, mode_names, budget: float,
          scheduler, upstream: bool, keep_builds: bool, triage_path, json_path, md_path, list_only: bool,
-         echo=print, log=print, sanitize: tuple = (), lanes: int = 2, first_kill: bool = False) -> int:
+         echo=print, log=print, sanitize: tuple = (), lanes: int = 2, first_kill: bool = False,
+         kill_order: str | None = None) -> int:
     """`dryz mutate`: select the mutants, build and kill each with the gate's modes on `budget` seconds, report
     the score; exit 1 when a survivor is not shown equivalent (untriaged, or triaged as a gap)."""
     try:
         names = gate_modes(budget, mode_names, lanes)
     except ValueError as e:
         raise MutateError(str(e)) from None
-    killer = Killer(tuple(names), float(budget), lanes, first_kill)
+    killer = Killer(tuple(names), float(budget), lanes, first_kill, order_of(version, kill_order, budget,
+                                                                             mode_names, lanes))
     every, chosen, source_sha = select(version, operators, ids, n, log)
     if list_only:
         for m in chosen:
@@ -67,6 +87,9 @@ def main(version: str, workdir: Path, n: int | None, operators, ids, mode_names,
     summary.update(version=version, all_generated=len(every), workdir=str(workdir),
                    control=plan["control"]["results"])
     summary["killer"] = killer.to_json()
+    if not first_kill:  # every mode on every mutant: the next run's kill-first order (--kill-order)
+        summary["kill_matrix"] = kill_matrix(results, version, f"dryz mutate ({len(results)} mutants, every mode "
+                                                               f"on each, {budget:g} s)")
     md = markdown(summary, results, {m.id: m for m in chosen}, names)
     if json_path:
         Path(json_path).write_text(json.dumps({"summary": summary, "results": results}, indent=2) + "\n")

@@ -51,16 +51,24 @@ def subject_spec(lib) -> str:
 
 
 def modes_for(budget: float = DEFAULT_BUDGET, only: list[str] | None = None, lanes: int = gate.LANES,
-              lib: str | Path = "LIB") -> list[gate.Mode]:
-    """The gate's plan for one mutant's library (no base: no differential); ValueError for an unknown mode."""
+              lib: str | Path = "LIB", order: list[str] | None = None) -> list[gate.Mode]:
+    """The gate's plan for one mutant's library (no base: no differential), its lanes in `order`; ValueError for
+    an unknown mode."""
     try:
-        return gate.plan(subject_spec(lib), budget, modes=only, lanes=lanes)
+        return gate.plan(subject_spec(lib), budget, modes=only, lanes=lanes, order=order)
     except gate.GateError as e:
         raise ValueError(str(e)) from None
 
 
 def mode_names(budget: float = DEFAULT_BUDGET, only: list[str] | None = None, lanes: int = gate.LANES) -> list[str]:
     return [m.name for m in modes_for(budget, only, lanes)]
+
+
+def lanes_of(budget: float = DEFAULT_BUDGET, only: list[str] | None = None, lanes: int = gate.LANES) \
+        -> list[list[str]]:
+    """The plan's mode names, lane by lane (what dryz.mutate.order orders)."""
+    plan = modes_for(budget, only, lanes)
+    return [[m.name for m in plan if m.lane == i] for i in sorted({m.lane for m in plan})]
 
 
 def classify(rc: int | None, stderr: str, timed_out: bool) -> tuple[str, str, list[str]]:
@@ -97,11 +105,11 @@ def from_gate(r: gate.ModeResult) -> ModeResult:
 
 
 def run_gate(lib: str | Path, budget: float, only: list[str] | None, work: Path, lanes: int = gate.LANES,
-             stop_on_finding: bool = False, log=lambda m: None) -> list[ModeResult]:
+             stop_on_finding: bool = False, log=lambda m: None, order: list[str] | None = None) -> list[ModeResult]:
     """The gate's modes on one library (gate.plan, gate.run; no witnesses minimized: a kill is all a mutant
     needs). stop_on_finding: the other modes are cancelled at the first kill (faster; the kill matrix then
     shows the first killer only). Ctrl-C: KeyboardInterrupt (the mutant is not recorded)."""
-    modes = modes_for(budget, only, lanes, lib)
+    modes = modes_for(budget, only, lanes, lib, order)
     res = gate.run(modes, work, budget, log=log, stop_on_finding=stop_on_finding, minimize=False)
     if res.verdict == "interrupted":
         raise KeyboardInterrupt

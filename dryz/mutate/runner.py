@@ -43,14 +43,19 @@ class MutateError(RuntimeError, DryzError):
 @dataclass(frozen=True)
 class Killer:
     """What kills a mutant: the gate's modes (names, in the gate's plan; modes.modes_for) on a budget of
-    `budget` seconds per library, in `lanes` lanes; stop_on_finding: the rest cancelled at the first kill."""
+    `budget` seconds per library, in `lanes` lanes; stop_on_finding: the rest cancelled at the first kill;
+    order: the order the modes run in, lane by lane (dryz.mutate.order; empty: the gate's)."""
     modes: tuple[str, ...]
     budget: float = DEFAULT_BUDGET
     lanes: int = 2
     stop_on_finding: bool = False
+    order: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return dict(asdict(self), modes=list(self.modes))
+        d = dict(asdict(self), modes=list(self.modes), order=list(self.order))
+        if not self.order:  # a plan written before modes had an order reads the same
+            del d["order"]
+        return d
 
 
 def _rank(m: Mutant) -> str:
@@ -100,7 +105,8 @@ def run_killer(lib: Path, killer: Killer, work: Path, upstream_exe: Path | None,
         r = run_test_sampling(upstream_exe, lib, runtime_env(lib))
         log(f"    upstream {r.status} {r.seconds:.1f} s")
         out.append(r)
-    for r in run_gate(lib, killer.budget, list(killer.modes), work, killer.lanes, killer.stop_on_finding):
+    for r in run_gate(lib, killer.budget, list(killer.modes), work, killer.lanes, killer.stop_on_finding,
+                      order=list(killer.order)):
         log(f"    {r.mode} {r.status} {r.seconds:.1f} s{(': ' + r.detail) if r.detail else ''}")
         out.append(r)
     return out
@@ -168,16 +174,19 @@ def prepare(version: str, killer: Killer, workdir: Path, mutants: list[Mutant], 
     plan = {"schema": PLAN_SCHEMA, "version": version, "source_sha256": source_sha,
             "killer": killer.to_json(), "upstream": with_upstream, "settings": settings,
             "mutants": [m.id for m in mutants]}
-    plan_path = workdir / "plan.json"
+    plan_path, old_control = workdir / "plan.json", None
     if plan_path.exists():
         old = json.loads(plan_path.read_text())
         old_control = old.pop("control", None)
         if old != plan:
             raise MutateError(f"{workdir} holds another run (other mutants, modes, version or settings): give "
                               "another --workdir, or the same options to resume it")
-        if old_control is not None:
+        if old_control is not None and _here(old_control):
             log(f"resuming {workdir}: {len(done_ids(workdir))} of {len(mutants)} mutants done")
             return dict(plan, control=old_control)
+        if old_control is not None:  # committed elsewhere: this machine builds and runs its own control
+            log(f"resuming {workdir} ({len(done_ids(workdir))} of {len(mutants)} mutants done) on a machine "
+                "without its control's builds: the control again")
     log(f"the pristine {version} build, its DRY object code and the control run of the gate's modes")
     try:
         pristine = build(version, None, log=lambda m: log(f"  {m}"), tree=tree, sanitize=tuple(sanitize))
@@ -185,6 +194,10 @@ def prepare(version: str, killer: Killer, workdir: Path, mutants: list[Mutant], 
     except BuildError as e:
         raise MutateError(f"the pristine build: {e}") from None
     code = fingerprint(pristine / "libllama.so")
+    if old_control is not None and old_control["object_code"]["sha256"] != code["sha256"]:
+        raise MutateError(f"{workdir} was run where the pristine DRY object code was "
+                          f"{old_control['object_code']['sha256'][:12]}, here it is {code['sha256'][:12]} (another "
+                          "compiler): its 'equivalent by object code' would not hold here; give another --workdir")
     with tempfile.TemporaryDirectory(prefix="dryz-mutate-control-") as tmp:
         results = run_killer(pristine, killer, Path(tmp), exe, log)
     bad = [r for r in results if r.status != "survived"]
@@ -197,6 +210,12 @@ def prepare(version: str, killer: Killer, workdir: Path, mutants: list[Mutant], 
     plan["control"] = control
     _write(plan_path, plan)
     return plan
+
+
+def _here(control: dict) -> bool:
+    """Whether a recorded control's builds (the pristine library, test-sampling) are on this machine."""
+    return (Path(control["pristine"]) / "libllama.so").exists() and \
+        (not control.get("upstream_exe") or Path(control["upstream_exe"]).exists())
 
 
 def done_ids(workdir: Path) -> set[str]:
@@ -239,7 +258,8 @@ def run(plan: dict, mutants: list[Mutant], killer: Killer, workdir: Path, schedu
             from distributed import as_completed
             futures = {client.submit(one, m.to_json(), key=f"dryz-mutant-{m.id}", pure=False): m
                        for m in todo}
-            for i, fut in enumerate(as_completed(futures), 1):
+            # the client's own loop: dryz's client is not the default one (dask_exec.connect)
+            for i, fut in enumerate(as_completed(list(futures), loop=client.loop), 1):
                 record(i, fut.result())
         finally:
             if own:
