@@ -473,9 +473,14 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
 @click.option("--list", "list_only", is_flag=True, help="Print the selected mutants as JSON lines and exit.")
 @click.option("--sanitize", "sanitize", multiple=True, metavar="NAME", callback=_sanitizers,
               help=meaning("--sanitize", "Every mutant and the pristine control; a report kills as memory."))
+@click.option("--test-set", "test_set", default=None, metavar="DIR",
+              help="After the run: the fewest test_dry vectors (greedy set cover) that kill what dryz killed and "
+                   "llama.cpp's test-sampling does not, written to DIR as a patch to tests/test-sampling.cpp "
+                   "(test-sampling-dryz.diff) with test-set.json; test-sampling's score with them, measured on "
+                   "every mutant.")
 @with_old_spellings
 def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, first_kill, kill_order, scheduler,
-           no_upstream, keep_builds, triage_path, json_path, md_path, list_only, sanitize):
+           no_upstream, keep_builds, triage_path, json_path, md_path, list_only, sanitize, test_set):
     """The audit's own mutation score: mechanical mutants of DRY's source, each built and run through the gate's
     modes and llama.cpp's test-sampling; the kill matrix, the survivors and the score (exit 1 when a survivor is
     not shown equivalent)."""
@@ -489,7 +494,8 @@ def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, firs
     sys.exit(run_mutate(version or PINNED_VERSION, Path(workdir), n, split(operators), split(ids), split(mode_names),
                         seconds, scheduler, not no_upstream, keep_builds, triage_path, json_path, md_path,
                         list_only, echo=click.echo, log=lambda m: None if quiet_mode() else click.echo(m, err=True),
-                        sanitize=sanitize, lanes=lanes, first_kill=first_kill, kill_order=kill_order))
+                        sanitize=sanitize, lanes=lanes, first_kill=first_kill, kill_order=kill_order,
+                        test_set=Path(test_set) if test_set else None))
 
 
 @cli.command("gate")

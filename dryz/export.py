@@ -233,22 +233,14 @@ def _recorded(p: Plan) -> np.ndarray | None:
 def test_sampling(p: Plan) -> str:
     if p.trace:
         raise _refuse(p, "a trace (calls on one sampler: its tester makes one sampler, accepts, applies once)")
-    if p.vocab is not None:
-        raise _refuse(p, f"a real vocabulary ({p.vocab}: its tester has none, and its array is ids 0..n-1)")
     if p.abi != 7:
         raise _refuse(p, "the 8-argument init_dry (n_ctx_train): llama_sampler_init_dry_testing takes the 7-argument "
                          "parameters")
     a = p.applies[0]
     c = a.case
-    if not (c.multiplier != 0.0 and c.base >= 1.0 and c.penalty_last_n > 0):
-        raise _refuse(p, "a configuration that turns DRY off (multiplier 0, base below 1, or penalty_last_n <= 0): "
-                         "llama_sampler_init_dry_testing then takes init_dry's empty sampler for a DRY one and "
-                         "crashes")
-    if c.candidates is not None and (list(c.ids) != list(range(len(c.ids))) or len(set(c.logits)) != 1):
-        raise _refuse(p, "an explicit candidate array (its tester's array is ids 0..n-1 in id order, equal "
-                         "probabilities)")
-    if c.sorted:
-        raise _refuse(p, "a sorted candidate array (its tester's array is unsorted)")
+    why = refusal_of_test_dry(c)
+    if why:
+        raise _refuse(p, why)
     if a.expected.finite.any():
         raise _refuse(p, "the promise finite-penalty (a logit that must stay finite: probabilities after softmax "
                          "are 0 either way)")
@@ -270,7 +262,21 @@ def test_sampling(p: Plan) -> str:
             raise _refuse(p, f"this finding: after softmax its probabilities differ by {shown:.2g}, not the "
                              f"{MARGIN:g} its 1e-5 tolerance needs to show" + (" (one candidate: probability 1)"
                                                                                  if len(expected) == 1 else ""))
-    return test_dry_call(c, _header_lines(p), expected)
+    return call_of_test_dry(c, _header_lines(p), expected)
+
+
+def refusal_of_test_dry(c: Case) -> str | None:
+    """Why test_dry cannot express the case itself (its vocabulary, configuration or candidate array), or None."""
+    if c.vocab is not None:
+        return f"a real vocabulary ({c.vocab}: its tester has none, and its array is ids 0..n-1)"
+    if not (c.multiplier != 0.0 and c.base >= 1.0 and c.penalty_last_n > 0):
+        return ("a configuration that turns DRY off (multiplier 0, base below 1, or penalty_last_n <= 0): "
+                "llama_sampler_init_dry_testing then takes init_dry's empty sampler for a DRY one and crashes")
+    if c.candidates is not None and (list(c.ids) != list(range(len(c.ids))) or len(set(c.logits)) != 1):
+        return "an explicit candidate array (its tester's array is ids 0..n-1 in id order, equal probabilities)"
+    if c.sorted:
+        return "a sorted candidate array (its tester's array is unsorted)"
+    return None
 
 
 def tester_probabilities(c: Case, logits: np.ndarray) -> np.ndarray:
@@ -286,7 +292,7 @@ def tester_probabilities(c: Case, logits: np.ndarray) -> np.ndarray:
     return _softmax(after.astype(np.float32))
 
 
-def test_dry_call(c: Case, notes, expected: np.ndarray | None = None) -> str:
+def call_of_test_dry(c: Case, notes, expected: np.ndarray | None = None) -> str:
     """One test_dry(...) call for a case test_dry expresses (the caller checked), asserting `expected` (the
     output logits; default: the oracles' expected output), with `notes` (lines, or one line) as its comment."""
     if expected is None:

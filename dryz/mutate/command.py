@@ -54,13 +54,17 @@ def order_of(version: str, kill_order: str | None, budget: float, mode_names, la
 def main(version: str, workdir: Path, n: int | None, operators, ids, mode_names, budget: float,
          scheduler, upstream: bool, keep_builds: bool, triage_path, json_path, md_path, list_only: bool,
          echo=print, log=print, sanitize: tuple = (), lanes: int = 2, first_kill: bool = False,
-         kill_order: str | None = None) -> int:
+         kill_order: str | None = None, test_set: Path | None = None) -> int:
     """`dryz mutate`: select the mutants, build and kill each with the gate's modes on `budget` seconds, report
     the score; exit 1 when a survivor is not shown equivalent (untriaged, or triaged as a gap)."""
     try:
         names = gate_modes(budget, mode_names, lanes)
     except ValueError as e:
         raise MutateError(str(e)) from None
+    if test_set is not None and not upstream:
+        raise MutateError("--test-set measures test-sampling with and without the vectors: drop --no-upstream")
+    if test_set is not None and sanitize:
+        raise MutateError("--test-set runs on the plain builds: drop --sanitize")
     killer = Killer(tuple(names), float(budget), lanes, first_kill, order_of(version, kill_order, budget,
                                                                              mode_names, lanes))
     every, chosen, source_sha = select(version, operators, ids, n, log)
@@ -96,6 +100,17 @@ def main(version: str, workdir: Path, n: int | None, operators, ids, mode_names,
     if md_path:
         Path(md_path).write_text(md)
     echo(md)
+    if test_set is not None:
+        from .testset import TestSetError, select_and_measure, sentence
+        if len(results) < len(chosen):
+            raise MutateError(f"--test-set: {len(chosen) - len(results)} mutants not done yet (run again to resume)")
+        try:
+            ts = select_and_measure(version, results, plan["control"], {m.id: m.diff for m in chosen},
+                                    plan["control"].get("tree") or "mutate", test_set, summary["denominator"],
+                                    log)
+        except TestSetError as e:
+            raise MutateError(f"--test-set: {e}") from None
+        echo(sentence(ts))
     untriaged = [s for s in summary["survivors"] if not s["triage"]]
     gaps = [s for s in summary["survivors"] if s["triage"] and s["triage"]["verdict"] == "gap"]
     echo(f"dryz mutate: score {summary['score']}, {summary['killed']} killed, {len(summary['survivors'])} "
