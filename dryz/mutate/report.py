@@ -126,11 +126,12 @@ def markdown(summary: dict, results: list[dict], mutants_by_id: dict, mode_names
         lines.append(f"| {m['mode']} | {m['killed']} | {_pct(m['score'])} | {m['only_killer']} | "
                      f"{m['median_seconds_to_kill'] if m['median_seconds_to_kill'] is not None else '-'} |")
     lines.append(f"| **any dryz mode** | **{s['killed']}** | **{_pct(s['score'])}** | | |")
-    lines += ["", "Per mutant (K killed, . survived, C crash, M memory, T timeout, E harness error; "
-              "U: upstream test-sampling):", "",
+    lines += ["", "Per mutant (K killed, . survived, C crash, M memory, T timeout, E harness error, - not run: "
+              "cancelled at the first kill; U: upstream test-sampling):", "",
               "| mutant | status | U | " + " | ".join(mode_names) + " | s |",
               "|---|---|---|" + "---|" * len(mode_names) + "---|"]
-    mark = {"killed": "K", "survived": ".", "crash": "C", "memory": "M", "timeout": "T", "error": "E"}
+    mark = {"killed": "K", "survived": ".", "crash": "C", "memory": "M", "timeout": "T", "error": "E",
+            "not run": "-"}
     for r in results:
         if r["status"] not in ("killed", "survived"):
             lines.append(f"| `{r['id']}` | {r['status']} | | " + " | ".join("" for _ in mode_names) +

@@ -116,8 +116,12 @@ ABI_PROBES = (  # (name, A, B, C)
     ("off_both", 1, 0, 0),    # 7: allowed 1, window 0         | 8: n_ctx 1, allowed 0, window 0
 )
 # (multiplier, base) of the probes, tried in turn until one decides: a library whose init_dry mistakes one
-# strength for DRY off (a mutant reading `multiplier != 1.0f`) is still read off the next, and driven.
-ABI_STRENGTHS = ((1.0, 2.0), (2.0, 1.5), (0.5, 3.0))
+# strength for DRY off (a mutant reading `multiplier != 1.0f`) is still read off the next, and driven. The last
+# two turn DRY off by the multiplier (0) and by the base (below 1): a library whose enabling condition is
+# inverted on that term (`dry_multiplier == 0.0f` enabling DRY) names its samplers by the window there, so its
+# ABI is read off the names and it is driven; its DRY, never on where it must be, is then a finding of every
+# case, not a library that cannot load.
+ABI_STRENGTHS = ((1.0, 2.0), (2.0, 1.5), (0.5, 3.0), (0.0, 2.0), (1.0, 0.5))
 # The fallback, for libraries whose init_dry makes a "dry" sampler even when DRY is off (llama.cpp before the
 # empty sampler, e.g. llama-cpp-python 0.3.16): accept these tokens, apply once to these candidates.
 ABI_APPLY_HISTORY = (0, 0, 1, 0, 0)
