@@ -187,6 +187,17 @@ def test_the_score():
     assert (by["a"]["killed"], by["a"]["score"], by["a"]["only_killer"]) == (2, 0.5, 1)
     assert by["a"]["median_seconds_to_kill"] == 1.5
     assert [(x["id"], x["triage"]) for x in s["survivors"]] == [("m3", triage["m3"]), ("m4", None)]
+    # a mutant no mode killed and some mode could not judge: status error, counted nowhere, named
+    s = summarize(results + [_result(7, "error")], 8, ["a", "b"], triage)
+    assert (s["denominator"], s["score"], s["errors"]) == (4, 0.75, ["m7"])
+
+
+def test_an_unjudged_mutant_is_not_done(tmp_path):
+    from dryz.mutate.runner import done_ids
+    (tmp_path / "results").mkdir()
+    for i, status in enumerate(("killed", "error", "survived")):
+        (tmp_path / "results" / f"m{i}.json").write_text(json.dumps({"status": status}))
+    assert done_ids(tmp_path) == {"m0", "m2"}
 
 
 def test_triage_file(tmp_path):

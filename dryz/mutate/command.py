@@ -116,4 +116,8 @@ def main(version: str, workdir: Path, n: int | None, operators, ids, mode_names,
     echo(f"dryz mutate: score {summary['score']}, {summary['killed']} killed, {len(summary['survivors'])} "
          f"survived ({len(untriaged)} not triaged, {len(gaps)} triaged as gaps), {summary['stillborn']} "
          f"stillborn, {summary['equivalent_proven']} equivalent by object code")
+    if summary["errors"]:  # the score leaves them out: say so, and that the harness was in doubt
+        echo(f"dryz mutate: {len(summary['errors'])} mutant(s) not judged (a mode could not judge and none "
+             f"killed: the harness in doubt): {', '.join(summary['errors'])}; run again to retry them")
+        return EXIT_ERROR
     return EXIT_FINDING if untriaged or gaps else EXIT_OK

@@ -52,7 +52,7 @@ def summarize(results: list[dict], generated: int, mode_names: list[str], triage
     argued = [r["id"] for r in results if r["status"] == "survived"
               and triage.get(r["id"], {}).get("verdict") == "equivalent"]
     run = [r for r in results if r["status"] in ("killed", "survived")]
-    denominator = len(results) - stillborn - proven - len(argued)
+    denominator = len(run) - len(argued)  # a result of status error (the harness in doubt) counts nowhere
     killed = by_status.get("killed", 0)
 
     def score(k: int) -> float | None:
@@ -74,6 +74,7 @@ def summarize(results: list[dict], generated: int, mode_names: list[str], triage
     return {
         "generated": generated, "done": len(results), "statuses": by_status, "stillborn": stillborn,
         "equivalent_proven": proven, "equivalent_argued": len(argued), "denominator": denominator,
+        "errors": sorted(r["id"] for r in results if r["status"] == "error"),
         "killed": killed, "score": score(killed),
         "upstream": {"killed": len(up_kills), "score": score(len(up_kills)) if up else None,
                      "run": len(up)},

@@ -152,7 +152,9 @@ def run_one(mutant: dict, version: str, killer: Killer, pristine_code: dict, ups
     res["upstream"] = upstream[0].to_json() if upstream else None
     res["modes"] = [r.to_json() for r in dryz]
     res["killed_by"] = [r.mode for r in dryz if r.kills]
-    res["status"] = "killed" if res["killed_by"] else "survived"
+    # not killed, and some mode could not judge (the harness in doubt): not a survivor; a resumed run tries again
+    res["status"] = "killed" if res["killed_by"] else "error" if any(r.status == "error" for r in dryz) \
+        else "survived"
     res["seconds"] = round(time.monotonic() - t0, 1)
     return res
 
@@ -219,10 +221,11 @@ def _here(control: dict) -> bool:
 
 
 def done_ids(workdir: Path) -> set[str]:
+    """The mutants whose result is written (status error: not done, a resumed run tries them again)."""
     out = set()
     for p in (workdir / "results").glob("*.json"):
         try:
-            if json.loads(p.read_text()).get("status"):
+            if json.loads(p.read_text()).get("status") not in (None, "error"):
                 out.add(p.stem)
         except (OSError, ValueError):
             continue
