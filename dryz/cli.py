@@ -456,10 +456,8 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
 @click.option("--lanes", type=click.IntRange(1, 2), default=2, show_default=True, help=meaning("--lanes"))
 @click.option("--first-kill", is_flag=True,
               help="Cancel a mutant's other modes at its first kill (faster; the kill matrix shows the first killer).")
-@click.option("--kill-order", default=None, metavar="FILE|gate",
-              help="Run each lane's modes kill-first, in the order this kill matrix gives (dryz.kill-matrix/1, or "
-                   "an earlier run's --json without --first-kill), or `gate` for the gate's own order. [default: "
-                   "the release's, shipped, when there is one]")
+@click.option("--kill-order", default=None, metavar="FILE|gate", help="Each lane's modes kill-first, as this kill "
+              "matrix orders them (or an earlier run's --json), or `gate`. [default: the release's, if shipped]")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help=meaning("--scheduler", "The mutants as tasks (each worker builds its mutants)."))
 @click.option("--no-upstream", is_flag=True, help="Do not run llama.cpp's test-sampling (the baseline).")
@@ -473,11 +471,8 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
 @click.option("--list", "list_only", is_flag=True, help="Print the selected mutants as JSON lines and exit.")
 @click.option("--sanitize", "sanitize", multiple=True, metavar="NAME", callback=_sanitizers,
               help=meaning("--sanitize", "Every mutant and the pristine control; a report kills as memory."))
-@click.option("--test-set", "test_set", default=None, metavar="DIR",
-              help="After the run: the fewest test_dry vectors (greedy set cover) that kill what dryz killed and "
-                   "llama.cpp's test-sampling does not, written to DIR as a patch to tests/test-sampling.cpp "
-                   "(test-sampling-dryz.diff) with test-set.json; test-sampling's score with them, measured on "
-                   "every mutant.")
+@click.option("--test-set", "test_set", default=None, metavar="DIR", help="Then the fewest test_dry vectors that "
+              "kill what dryz kills and test-sampling misses: a patch to tests/test-sampling.cpp in DIR, scored.")
 @with_old_spellings
 def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, first_kill, kill_order, scheduler,
            no_upstream, keep_builds, triage_path, json_path, md_path, list_only, sanitize, test_set):

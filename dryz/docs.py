@@ -415,6 +415,152 @@ def conformance_page(path: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+MUTATION = DOCS / "results" / "mutation-0.3.36"
+TEST_SET = DOCS / "results" / "upstream-test-set" / "test-set.json"
+SAMPLE_MATRIX = ROOT / "dryz" / "mutate" / "kill-matrix-0.3.36.json"
+MUTATE_RECORD = ROOT / "bench" / "records" / "mutate-0.3.36.json"
+
+
+def _pct(k, d) -> str:
+    return f"{100 * k / d:.1f}%" if d else "-"
+
+
+def mutation_page(workdir: Path | None = None, test_set: Path | None = None) -> str:
+    """docs/results/mutation.md: the checked-in `dryz mutate` run over every mutant of 0.3.36 (one JSON per
+    mutant under docs/results/mutation-0.3.36/results/), its survivors' triage, the upstream test set
+    (docs/results/upstream-test-set/) and the wall time (bench/records/mutate-0.3.36.json); then the sample of 60
+    whose every mode ran on every mutant (the kill-first order comes from it)."""
+    from .mutate.operators import generate, sdist_source  # on use: the mutate package only for this page
+    from .mutate.report import default_triage, load_triage, summarize  # on use: the same
+    workdir, test_set = workdir or MUTATION, test_set or TEST_SET
+    lines = ["# Mutation score\n", MARK,
+             "How strong is the audit? `dryz mutate` plants mechanical bugs in DRY's own source (the DRY functions "
+             "of the sdist's `src/llama-sampler.cpp`: relational and arithmetic operators, constants and bounds "
+             "±1, deleted statements, negated conditions, early returns), builds each with `dryz subject build "
+             "--patch` and runs the gate's modes on it: a finding, a crash, a sanitizer report or a timeout "
+             "kills. A mutant that does not compile is *stillborn*; one whose DRY object code is the pristine "
+             "build's is *equivalent* (proven); a survivor is either argued equivalent in "
+             "`dryz/mutate/triage-0.3.36.json` or a gap of the audit. llama.cpp's own `tests/test-sampling.cpp` "
+             "runs on every mutant as the baseline.\n"]
+    plan_path = workdir / "plan.json"
+    if not plan_path.exists():
+        lines.append("No full run is checked in yet (`docs/results/mutation-0.3.36/plan.json`).\n")
+        return "\n".join(lines)
+    plan = json.loads(plan_path.read_text())
+    results = [json.loads((workdir / "results" / f"{i}.json").read_text()) for i in plan["mutants"]
+               if (workdir / "results" / f"{i}.json").exists()]
+    names = plan["killer"]["modes"]
+    triage = load_triage(default_triage(plan["version"]))
+    s = summarize(results, len(plan["mutants"]), names, triage)
+    d = s["denominator"]
+    k = plan["killer"]
+    lines += ["## Every mutant of 0.3.36\n", "```sh",
+              f"dryz mutate --first-kill --time-per-mutant {k['budget']:g} --keep-builds "
+              f"--workdir docs/results/mutation-0.3.36 --test-set docs/results/upstream-test-set", "```\n",
+              f"{s['done']} of the {s['generated']} mutants are done: {s['killed']} killed, "
+              f"{s['statuses'].get('survived', 0)} survived, {s['stillborn']} stillborn, "
+              f"{s['equivalent_proven']} equivalent by object code.\n",
+              f"**Mutation score: {_pct(s['killed'], d)}** ({s['killed']} killed of {d} = {s['done']} run "
+              f"- {s['stillborn']} stillborn - {s['equivalent_proven']} equivalent by object code - "
+              f"{s['equivalent_argued']} equivalent by argument"
+              + (f" - {len(s['errors'])} not judged (a mode could not judge: {', '.join(s['errors'])})"
+                 if s["errors"] else "") + "). llama.cpp's test-sampling as shipped: "
+              f"**{_pct(s['upstream']['killed'], d)}** ({s['upstream']['killed']} killed"
+              + (f"; {len(s['killed_by_upstream_only'])} that no dryz mode kills" if s["killed_by_upstream_only"]
+                 else ", none that no dryz mode kills") + ").\n"]
+    if test_set.exists():
+        t = json.loads(test_set.read_text())
+        lines.append(f"With the {t['vectors']} `test_dry` vectors dryz exports (below), test-sampling kills "
+                     f"**{_pct(t['upstream_killed_after'], d)}** ({t['upstream_killed_after']}).\n")
+    lines.append(f"Each mutant's modes ran kill-first ({', '.join(k.get('order') or names)}; the order comes "
+                 "from the sample's kill matrix below, `--kill-order`), two lanes at a time, and the rest were "
+                 "cancelled at the first kill: the table counts each mutant's first killer (two when both lanes "
+                 "killed at once). Every result is one JSON file per mutant under "
+                 "`docs/results/mutation-0.3.36/results/`; the same command resumes from them on any machine "
+                 "(its control is rebuilt there).\n")
+    first: dict[str, int] = {}
+    for r in results:
+        for m in r.get("killed_by") or []:
+            first[m] = first.get(m, 0) + 1
+    lines += ["| first killer | mutants |", "|---|---|"]
+    lines += [f"| {m} | {first[m]} |" for m in (k.get("order") or names) if m in first]
+    lines.append("")
+    lines += ["| function | generated | killed | survived | stillborn | equivalent |", "|---|---|---|---|---|---|"]
+    for fn, c in sorted(s["by_function"].items()):
+        lines.append(f"| {fn} | {c['generated']} | {c['killed']} | {c['survived']} | {c['stillborn']} | "
+                     f"{c['equivalent']} |")
+    lines.append("")
+    if MUTATE_RECORD.exists():
+        rec = json.loads(MUTATE_RECORD.read_text())
+        f = rec["figures"]
+        lines.append(f"Wall time: **{f['wall minutes']:g} minutes** on this project's machine ({rec['cores']} "
+                     f"cores) with a local Dask cluster of {f['dask workers']} workers (`--scheduler`, one thread "
+                     f"each); the mutants' own times sum to {f['task minutes']:g} minutes (each timed in its "
+                     f"worker, two workers sharing two cores), so a cluster of N such workers with a core pair each "
+                     f"would take about {f['task minutes']:g}/N minutes (record: "
+                     "[benchmarks](../benchmarks.md#mutate-0336)).\n")
+    lines.append("### The survivors\n")
+    by_id = {m.id: m for m in generate(sdist_source(plan["version"], lambda m: None))}
+    for sv in s["survivors"]:
+        t = sv["triage"]
+        lines.append(f"- `{sv['id']}` {sv['description']}: " +
+                     (f"**{t['verdict']}**: {t['reason']}" if t else "**not triaged**"))
+        m = by_id.get(sv["id"])
+        if m is not None:
+            lines += ["", "    ```diff"] + [f"    {ln}" for ln in m.diff.rstrip("\n").splitlines()] + ["    ```", ""]
+    lines.append("")
+    if test_set.exists():
+        t = json.loads(test_set.read_text())
+        lines += ["## A test set llama.cpp can merge\n",
+                  f"`--test-set` chooses, from a pool of {t['pool']:,} cases `test_dry` expresses (every history "
+                  f"up to length {t['pool_length']} over a b c, one per equality pattern, under the certificate's "
+                  "configurations, the window caps, the parameter axis and the restart sweep's multi-token "
+                  "breakers, plus the corpus's expressible entries), the fewest vectors that kill the mutants dryz "
+                  "kills and test-sampling misses: each mutant's library runs the whole pool (a vector kills when "
+                  "the probabilities test_dry's tester reads differ by its 1e-5 tolerance, or the library dies), "
+                  "then a greedy set cover (not proven minimal). The vectors are exported as `test_dry(...)` calls "
+                  "(their expected values from dryz's oracles), compiled into the sdist's test-sampling, checked "
+                  "to pass on the pristine build and run on every mutant.\n",
+                  f"- dryz kills {t['dryz_killed']}; {t['expressible']} of them through some pool vector (the rest "
+                  "only through what test_dry cannot express: a real vocabulary, a trace, a sorted flag or "
+                  "candidate array, DRY turned off).",
+                  f"- test-sampling as shipped kills {t['upstream_killed_before']} ({_pct(t['upstream_killed_before'], d)}); "
+                  f"with the {t['vectors']} vectors, {t['upstream_killed_after']} "
+                  f"({_pct(t['upstream_killed_after'], d)}).",
+                  f"- Of the {t['expressible']} kills test_dry can express, test-sampling with the vectors makes "
+                  f"{t['expressible_killed_after']} ({_pct(t['expressible_killed_after'], t['expressible'])}).",
+                  "", "The patch: [`test-sampling-dryz.diff`](upstream-test-set/test-sampling-dryz.diff) (apply it in "
+                  "the sdist's `vendor/llama.cpp`); each vector's kills: `upstream-test-set/test-set.json`.\n",
+                  "| vector | history | window | allowed | multiplier | base | breakers | kills |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for i, v in enumerate(t["chosen"], 1):
+            c = v["case"]
+            lines.append(f"| {i} | `{c.get('history_symbols', '')}` | {c['penalty_last_n']} | {c['allowed_length']} | "
+                         f"{c['multiplier']:g} | {c['base']:g} | {_cell(', '.join(repr(b) for b in c['breakers']))} | "
+                         f"{len(v['kills'])} |")
+        lines.append("")
+    if SAMPLE_MATRIX.exists():
+        m = json.loads(SAMPLE_MATRIX.read_text())
+        kills: dict[str, int] = {}
+        for modes in m["killed_by"].values():
+            for x in modes:
+                kills[x] = kills.get(x, 0) + 1
+        n = sum(1 for v in m["killed_by"].values() if v)
+        lines += ["## The sample of 60: every mode on every mutant\n",
+                  "```sh", "dryz mutate --sample 60 --time-per-mutant 30 --workdir mw --json mutate60.json "
+                  "--markdown mutate60.md", "```\n",
+                  f"A stratified sample of 60, every mode run on every mutant (no --first-kill): {n} of the "
+                  f"{len(m['killed_by'])} that ran were killed. Its kill matrix "
+                  "(`dryz/mutate/kill-matrix-0.3.36.json`) gives the full run its kill-first order; the whole "
+                  "report, mutant by mode: [mutate-0.3.36-sample60.md](../mutate-0.3.36-sample60.md).\n",
+                  "| mode | killed | median s to kill |", "|---|---|---|"]
+        for x, sec in m["median_seconds_to_kill"].items():
+            lines.append(f"| {x} | {kills.get(x, 0)} | {sec if sec is not None else '-'} |")
+        lines.append("")
+    lines.append("Reference: [`dryz mutate`](../reference/cli/mutate.md)\n")
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------------------------- all of them
 
 def pages() -> dict[str, str]:
@@ -425,6 +571,7 @@ def pages() -> dict[str, str]:
     out["corpus-findings.md"] = findings_page()
     out["benchmarks.md"] = benchmarks_page()
     out["results/conformance.md"] = conformance_page()
+    out["results/mutation.md"] = mutation_page()
     return out
 
 

@@ -287,9 +287,9 @@ def tester_probabilities(c: Case, logits: np.ndarray) -> np.ndarray:
     start = np.float32(np.log(np.float32(1.0 / n)))  # logf(p): the tester's initial logit
     initial = np.asarray(c.logits, dtype=np.float64)
     penalty = initial - np.asarray(logits, dtype=np.float32).astype(np.float64)  # what apply subtracted
-    with np.errstate(invalid="ignore"):
-        after = np.where(np.isinf(penalty), -np.inf, (start - penalty.astype(np.float32)).astype(np.float32))
-    return _softmax(after.astype(np.float32))
+    with np.errstate(invalid="ignore", over="ignore"):  # an infinite output keeps its sign; NaN stays NaN
+        after = (start - penalty.astype(np.float32)).astype(np.float32)
+    return _softmax(after)
 
 
 def call_of_test_dry(c: Case, notes, expected: np.ndarray | None = None) -> str:

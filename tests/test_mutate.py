@@ -331,3 +331,21 @@ def test_a_campaign_planned_first_leaves_the_fixed_modes_their_time(tmp_path):
         natural.results[m.name] = None
     natural.t0 -= sum(m.seconds for m in fixed)
     assert abs(lanes.given(first) - natural.given(next(m for m in natural.modes if m.name == "fuzz-traces"))) < 1
+
+
+def test_what_test_dry_never_runs(source, mutants):
+    """test_dry's sampler comes from llama_sampler_init_dry_testing (init_dry with no breaker strings, the token
+    sequences handed over): every mutant of get_overlapping_token_sequences and of init's loop over the breaker
+    strings is out of its reach, and no other."""
+    from dryz.mutate.testset import unreachable_by_test_dry
+    out = {m.id for m in mutants if unreachable_by_test_dry(m.to_json(), source)}
+    assert {m.id for m in mutants if m.function == "overlap"} <= out
+    init = [m for m in mutants if m.function == "init" and m.id in out]
+    assert init and all("breaker" in m.description or "continue" in m.description or "sequence_break" in
+                        m.description or "MAX_" in m.description or "strlen" in m.description or
+                        "num_breakers" in m.description for m in init), [m.description for m in init]
+    assert not any(unreachable_by_test_dry(m.to_json(), source) for m in mutants if m.function in
+                   ("apply", "accept", "reset", "clone"))
+    assert "init-15519ca0" not in " ".join(out)  # init's enabling condition: test_dry runs it
+    assert {"const-init-bdec7db8", "const-init-54614e06"} <= out  # MAX_CHAR_LEN, MAX_SEQ_LEN: used only there
+    assert not out & {"const-init-a5daed88", "delete-init-96719e35"}  # the window's clamp: test_dry runs it

@@ -101,13 +101,13 @@ def main(version: str, workdir: Path, n: int | None, operators, ids, mode_names,
         Path(md_path).write_text(md)
     echo(md)
     if test_set is not None:
-        from .testset import TestSetError, select_and_measure, sentence
+        from .testset import TestSetError, select_and_measure, sentence  # on use: only --test-set needs it
         if len(results) < len(chosen):
             raise MutateError(f"--test-set: {len(chosen) - len(results)} mutants not done yet (run again to resume)")
         try:
             ts = select_and_measure(version, results, plan["control"], {m.id: m.diff for m in chosen},
                                     plan["control"].get("tree") or "mutate", test_set, summary["denominator"],
-                                    log)
+                                    sdist_source(version, log), log)
         except TestSetError as e:
             raise MutateError(f"--test-set: {e}") from None
         echo(sentence(ts))

@@ -180,6 +180,12 @@ def prepare(version: str, killer: Killer, workdir: Path, mutants: list[Mutant], 
     if plan_path.exists():
         old = json.loads(plan_path.read_text())
         old_control = old.pop("control", None)
+        unordered = lambda k: {x: v for x, v in k.items() if x != "order"}  # noqa: E731
+        if old.get("killer", {}).get("order") != plan["killer"].get("order") and \
+                unordered(old.get("killer", {})) == unordered(plan["killer"]) and \
+                {**old, "killer": plan["killer"]} == plan:  # only the order: who is credited, not the verdicts
+            log(f"{workdir}: the modes' order differs from its run's; resuming in the new order")
+            old["killer"] = plan["killer"]
         if old != plan:
             raise MutateError(f"{workdir} holds another run (other mutants, modes, version or settings): give "
                               "another --workdir, or the same options to resume it")
@@ -225,7 +231,10 @@ def done_ids(workdir: Path) -> set[str]:
     out = set()
     for p in (workdir / "results").glob("*.json"):
         try:
-            if json.loads(p.read_text()).get("status") not in (None, "error"):
+            r = json.loads(p.read_text())
+            # a survivor some mode could not judge, written before such a result became status error: not done
+            unjudged = r.get("status") == "survived" and any(m.get("status") == "error" for m in r.get("modes", []))
+            if r.get("status") not in (None, "error") and not unjudged:
                 out.add(p.stem)
         except (OSError, ValueError):
             continue

@@ -19,8 +19,11 @@ tests/test-sampling.cpp, kill what dryz kills among the mutants that form can ex
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
+import re
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -34,16 +37,16 @@ from ..corpus import PROJECT_DIR, entries, load_entry
 from ..enumerate.restarts import CONFIGS as RESTART_CONFIGS
 from ..export import TOLERANCE, call_of_test_dry, refusal_of_test_dry, tester_probabilities
 from ..subject.answers import Crash
-from ..subject.build import build
+from ..subject.build import build, runtime_env
 from ..subject.isolation import Worker
 from ..errors import DryzError
-from .upstream import build_test_sampling, run_test_sampling
+from .upstream import build_test_sampling, run_test_sampling, with_calls
 
 POOL_LENGTH = 6   # the pool's longest history
 MAX_VECTORS = 25  # the issue's budget of added vectors
 CHUNK = 400       # pool cases per call of the isolation worker
 CHUNK_TIMEOUT = 10.0  # seconds; a chunk takes milliseconds on a working library
-CRASH_CHUNKS = 3
+MAX_RESTARTS = 64  # deaths of the worker per library before the rest of the pool is left unrun
 SCHEMA = "dryz.upstream-test-set/1"
 KILLING = ("killed", "crash", "memory", "timeout")
 
@@ -107,31 +110,25 @@ def expectations(cases: list[Case]) -> list[np.ndarray]:
 
 
 def kills(spec: str, cases: list[Case], want: list[np.ndarray]) -> set[int]:
-    """The pool indices whose test_dry would fail on the subject `spec` (module docstring, 2). Chunks the
-    library dies (or hangs) on are halved to the first case it dies on, in the first CRASH_CHUNKS such chunks
-    only (a library that dies on much of the pool is killed by any of them; test-sampling dies with it)."""
+    """The pool indices whose test_dry would fail on the subject `spec` (module docstring, 2). A chunk the library
+    dies (or hangs) on is halved, the left half first, until the case it dies on is alone (a kill); every other
+    case is still run. After MAX_RESTARTS deaths the chunks left are not run (a library that dies on so much of
+    the pool is killed by any of those found; test-sampling dies with it)."""
     out: set[int] = set()
-    chunks = [list(range(i, min(i + CHUNK, len(cases)))) for i in range(0, len(cases), CHUNK)]
-    crashed = []
-    with Worker(spec, timeout=CHUNK_TIMEOUT) as w:  # started again after a crash
-        run = lambda idx: w.call(_run_cases, [cases[i] for i in idx])  # noqa: E731
-        for idx in chunks:
-            got = run(idx)
-            if isinstance(got, Crash):
-                crashed.append(idx)
-            else:
+    queue = [list(range(i, min(i + CHUNK, len(cases)))) for i in range(0, len(cases), CHUNK)]
+    deaths = 0
+    with Worker(spec, timeout=CHUNK_TIMEOUT) as w:  # started again after a death
+        while queue and deaths <= MAX_RESTARTS:
+            idx = queue.pop(0)
+            got = w.call(_run_cases, [cases[i] for i in idx])
+            if not isinstance(got, Crash):
                 _tally(cases, want, idx, got, out)
-        for idx in crashed[:CRASH_CHUNKS]:
-            while len(idx) > 1:  # the first case it dies on: halve, the left half first
-                left, right = idx[:len(idx) // 2], idx[len(idx) // 2:]
-                got = run(left)
-                if isinstance(got, Crash):
-                    idx = left
-                else:
-                    _tally(cases, want, left, got, out)
-                    idx = right
-            if isinstance(run(idx), Crash):
+            elif len(idx) == 1:
+                deaths += 1
                 out.add(idx[0])  # it dies (or hangs) on this vector: test-sampling would too
+            else:
+                deaths += 1
+                queue[:0] = [idx[:len(idx) // 2], idx[len(idx) // 2:]]
     return out
 
 
@@ -156,46 +153,89 @@ def cover(universe: set[str], kill_sets: dict[int, set[str]], cases: list[Case],
     return chosen
 
 
+def unreachable_by_test_dry(mutant: dict, source: str) -> bool:
+    """Whether test_dry never runs the mutated line: its sampler comes from llama_sampler_init_dry_testing, which
+    calls init_dry with no breaker strings (NULL, 0) and hands over the token sequences itself, so neither
+    get_overlapping_token_sequences nor init's loop over the breaker strings runs. (The pool's cases run through
+    init_dry with the strings, which do run them: a kill there says nothing of test_dry.)"""
+    if mutant["function"] == "overlap":
+        return True
+    if mutant["function"] != "init":
+        return False
+    lines = source.splitlines()
+    head = next((i for i, ln in enumerate(lines) if "seq_breakers != nullptr" in ln and ln.strip().startswith("if")),
+                None)
+    if head is None:
+        return False
+    depth, end = 0, head
+    for end in range(head, len(lines)):
+        depth += lines[end].count("{") - lines[end].count("}")
+        if depth == 0 and end > head:
+            break
+    if head + 1 <= mutant["line"] <= end + 1:
+        return True
+    # a constant of init used only inside that loop (MAX_CHAR_LEN, MAX_SEQ_LEN): its line runs to no effect
+    m = re.search(r"\bconst\s+\w+\s+(\w+)\s*=", lines[mutant["line"] - 1])
+    if m is None:
+        return False
+    start = next(i for i in range(mutant["line"] - 1, -1, -1) if lines[i].startswith("struct llama_sampler * "
+                                                                                         "llama_sampler_init_dry("))
+    stop = next((i for i in range(end + 1, len(lines)) if lines[i].startswith("}")), len(lines))  # init's end
+    uses = [i for i in [*range(start, head), *range(end + 1, stop)]
+            if re.search(rf"\b{m.group(1)}\b", lines[i]) and i != mutant["line"] - 1]
+    return not uses
+
+
 def calls(cases: list[Case]) -> str:
     return "".join(call_of_test_dry(c, f"dryz vector {i + 1} of {len(cases)}") for i, c in enumerate(cases))
 
 
 def select_and_measure(version: str, results: list[dict], control: dict, mutant_diffs: dict[str, str],
-                       tree: str, out_dir: Path, denominator: int, log=print) -> dict:
+                       tree: str, out_dir: Path, denominator: int, source: str, log=print) -> dict:
     """The whole of it (module docstring): the test set, its patch and the scores, written to out_dir
     (test-sampling-dryz.diff, test-set.json); returns the summary. denominator: the mutation score's (the
     mutants run, less those argued equivalent)."""
-    import difflib
-    import tempfile
-
-    from ..subject.build import runtime_env
-
     t0 = time.monotonic()
     cases = pool()
-    log(f"the pool: {len(cases)} vectors test_dry can express (histories up to {POOL_LENGTH} over a b c)")
     want = expectations(cases)
+    pristine = Path(control["pristine"])
+    doubt = kills(f"libllama:{pristine}", cases, want)  # the control: none should fail on the pristine build
+    if doubt:
+        log(f"{len(doubt)} pool vectors fail on the pristine build: left out")
+        keep = [i for i in range(len(cases)) if i not in doubt]
+        cases, want = [cases[i] for i in keep], [want[i] for i in keep]
+    log(f"the pool: {len(cases)} vectors test_dry can express (histories up to {POOL_LENGTH} over a b c, and "
+        "the corpus's)")
     ran = [r for r in results if r["status"] in ("killed", "survived")]
     kill_sets: dict[int, set[str]] = {}
-    per_mutant: dict[str, int] = {}
-    killed_ids = [r["id"] for r in ran if r["status"] == "killed"]
+    per_mutant: dict[str, int | str] = {}
+    killed = [r for r in ran if r["status"] == "killed"]
     with tempfile.TemporaryDirectory(prefix="dryz-testset-") as tmp:
-        for j, mid in enumerate(killed_ids, 1):
+        for j, r in enumerate(killed, 1):
+            mid = r["id"]
+            if unreachable_by_test_dry(r, source):
+                per_mutant[mid] = "unreachable"  # test_dry never runs the mutated line
+                continue
             patch = Path(tmp) / f"{mid}.diff"
             patch.write_text(mutant_diffs[mid])
-            lib = build(version, patch, tree=tree, log=lambda m: None)
-            ks = kills(f"libllama:{lib}", cases, want)
+            try:
+                lib = build(version, patch, tree=tree, log=lambda m: None)
+                ks = kills(f"libllama:{lib}", cases, want)
+            except DryzError as e:  # this mutant only: said, not guessed
+                per_mutant[mid] = f"error: {str(e).splitlines()[0][:200]}"
+                log(f"[{j}/{len(killed)}] {mid}: {per_mutant[mid]}")
+                continue
             per_mutant[mid] = len(ks)
             for i in ks:
                 kill_sets.setdefault(i, set()).add(mid)
-            log(f"[{j}/{len(killed_ids)}] {mid}: {len(ks)} of the pool's vectors kill it")
+            log(f"[{j}/{len(killed)}] {mid}: {len(ks)} of the pool's vectors kill it")
     upstream_killed = {r["id"] for r in ran if (r.get("upstream") or {}).get("status") in KILLING}
-    expressible = {m for m, n in per_mutant.items() if n}
+    expressible = {m for m, n in per_mutant.items() if isinstance(n, int) and n}
     universe = expressible - upstream_killed
     chosen = cover(universe, kill_sets, cases)
     covered = set().union(*(kill_sets[i] for i in chosen)) if chosen else set()
     chosen_cases = [cases[i] for i in chosen]
     added = calls(chosen_cases)
-    pristine = Path(control["pristine"])
     exe_before = Path(control["upstream_exe"])
     exe_after = build_test_sampling(version, pristine, log, calls=added)
     ok = run_test_sampling(exe_after, pristine, runtime_env(pristine))
@@ -206,14 +246,17 @@ def select_and_measure(version: str, results: list[dict], control: dict, mutant_
         for j, r in enumerate(ran, 1):
             patch = Path(tmp) / f"{r['id']}.diff"
             patch.write_text(mutant_diffs[r["id"]])
-            lib = build(version, patch, tree=tree, log=lambda m: None)
+            try:
+                lib = build(version, patch, tree=tree, log=lambda m: None)
+            except DryzError as e:
+                after[r["id"]] = f"error: {str(e).splitlines()[0][:200]}"
+                continue
             after[r["id"]] = run_test_sampling(exe_after, lib, runtime_env(lib)).status
     before_k = {r["id"] for r in ran if (r.get("upstream") or {}).get("status") in KILLING}
     after_k = {m for m, s in after.items() if s in KILLING}
     dryz_k = {r["id"] for r in ran if r["status"] == "killed"}
     src = exe_before.parent / "src"
     original = next(src.glob("*/vendor/llama.cpp/tests/test-sampling.cpp")).read_text()
-    from .upstream import with_calls
     patched = with_calls(original, added)
     diff = "".join(difflib.unified_diff(original.splitlines(True), patched.splitlines(True),
                                         "a/tests/test-sampling.cpp", "b/tests/test-sampling.cpp"))
@@ -221,6 +264,9 @@ def select_and_measure(version: str, results: list[dict], control: dict, mutant_
     (out_dir / "test-sampling-dryz.diff").write_text(diff)
     summary = {
         "schema": SCHEMA, "version": version, "pool": len(cases), "pool_length": POOL_LENGTH,
+        "pool_failing_on_pristine": len(doubt),
+        "unreachable": sorted(m for m, n in per_mutant.items() if n == "unreachable"),
+        "errors": {m: n for m, n in per_mutant.items() if isinstance(n, str) and n.startswith("error")},
         "mutants_ran": len(ran), "dryz_killed": len(dryz_k), "expressible": len(expressible),
         "upstream_killed_before": len(before_k), "upstream_killed_after": len(after_k),
         "target": len(universe), "covered_by_choice": len(covered & universe), "vectors": len(chosen),

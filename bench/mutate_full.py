@@ -1,0 +1,71 @@
+"""The whole mutation run's wall time on a local Dask cluster: `dryz mutate` over every mutant of a release with
+--scheduler (a distributed.LocalCluster of N workers, one thread each, on this machine), timed from start to end,
+written as a benchmark record to bench/records/mutate-VERSION.json (bench/record.py): the wall minutes, the
+mutants' own minutes summed (each timed in its worker), the workers, and the counts by status.
+
+Usage: python bench/mutate_full.py [--workers N] [--workdir DIR] [-- MUTATE-OPTIONS...]
+  default: --workers 2, --workdir docs/results/mutation-0.3.36, and the options of docs/results/mutation.md's
+  command (--first-kill --time-per-mutant 30 --keep-builds); a workdir that holds finished mutants resumes, and
+  the record then times only what was left (its rows say how many were done before).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from record import write_record
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT = ["--first-kill", "--time-per-mutant", "30", "--keep-builds"]
+
+
+def record_run(workdir: Path, wall_seconds: float, workers: int, command: str, since: float,
+               done_before: int = 0) -> Path:
+    """The record of a run in `workdir` that took `wall_seconds` with `workers` Dask workers: the mutants whose
+    result was written after `since` (a time.time()), i.e. by this run."""
+    plan = json.loads((workdir / "plan.json").read_text())
+    results = [json.loads(p.read_text()) for p in (workdir / "results").glob("*.json") if p.stat().st_mtime >= since]
+    statuses: dict[str, int] = {}
+    for r in results:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    task = sum(r.get("seconds", 0.0) for r in results)
+    figures = {"mutants": len(plan["mutants"]), "mutants this run": len(results), "wall minutes": round(wall_seconds / 60, 1),
+               "task minutes": round(task / 60, 1), "dask workers": workers,
+               "median seconds per mutant": sorted(r.get("seconds", 0.0) for r in results)[len(results) // 2]
+               if results else None, **{f"status {k}": v for k, v in sorted(statuses.items())}}
+    return write_record(f"mutate-{plan['version']}", command, figures, done_before=done_before,
+                        cluster=f"distributed.LocalCluster(n_workers={workers}, threads_per_worker=1)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workdir", default="docs/results/mutation-0.3.36")
+    ap.add_argument("rest", nargs="*")
+    a = ap.parse_args()
+    import distributed
+
+    from dryz.mutate.runner import done_ids
+    workdir = (ROOT / a.workdir).resolve()
+    before = len(done_ids(workdir)) if (workdir / "results").is_dir() else 0
+    with distributed.LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        cmd = [sys.executable, "-m", "dryz", "mutate", *(a.rest or DEFAULT), "--workdir", str(workdir),
+               "--scheduler", cluster.scheduler_address]
+        t, since = time.monotonic(), time.time()
+        rc = subprocess.run(cmd, cwd=ROOT).returncode
+        wall = time.monotonic() - t
+    print(f"dryz mutate exited {rc} after {wall / 60:.1f} min", file=sys.stderr)
+    if rc not in (0, 1):  # the harness in doubt (or interrupted): no figure
+        sys.exit(rc)
+    shown = " ".join(["dryz", "mutate", *(a.rest or DEFAULT), "--workdir", a.workdir, "--scheduler", "ADDRESS"])
+    print(f"record: {record_run(workdir, wall, a.workers, shown, since, before)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
