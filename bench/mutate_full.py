@@ -18,28 +18,26 @@ import sys
 import time
 from pathlib import Path
 
-from record import write_record
+from record import command_line, write_record
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ["--first-kill", "--time-per-mutant", "30", "--keep-builds"]
 
 
-def record_run(workdir: Path, wall_seconds: float, workers: int, command: str, since: float,
-               done_before: int = 0) -> Path:
-    """The record of a run in `workdir` that took `wall_seconds` with `workers` Dask workers: the mutants whose
-    result was written after `since` (a time.time()), i.e. by this run."""
+def figures_of_run(workdir: Path, wall_seconds: float, workers: int, since: float) -> tuple[str, dict]:
+    """(the record's name, its figures) for a run in `workdir` that took `wall_seconds` with `workers` Dask
+    workers: the mutants whose result was written after `since` (a time.time()), i.e. by this run."""
     plan = json.loads((workdir / "plan.json").read_text())
     results = [json.loads(p.read_text()) for p in (workdir / "results").glob("*.json") if p.stat().st_mtime >= since]
     statuses: dict[str, int] = {}
     for r in results:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     task = sum(r.get("seconds", 0.0) for r in results)
-    figures = {"mutants": len(plan["mutants"]), "mutants this run": len(results), "wall minutes": round(wall_seconds / 60, 1),
-               "task minutes": round(task / 60, 1), "dask workers": workers,
+    figures = {"mutants": len(plan["mutants"]), "mutants this run": len(results), "wall minutes":
+               round(wall_seconds / 60, 1), "task minutes": round(task / 60, 1), "dask workers": workers,
                "median seconds per mutant": sorted(r.get("seconds", 0.0) for r in results)[len(results) // 2]
                if results else None, **{f"status {k}": v for k, v in sorted(statuses.items())}}
-    return write_record(f"mutate-{plan['version']}", command, figures, done_before=done_before,
-                        cluster=f"distributed.LocalCluster(n_workers={workers}, threads_per_worker=1)")
+    return f"mutate-{plan['version']}", figures
 
 
 def main() -> None:
@@ -48,6 +46,7 @@ def main() -> None:
     ap.add_argument("--workdir", default="docs/results/mutation-0.3.36")
     ap.add_argument("rest", nargs="*")
     a = ap.parse_args()
+    cmd_line = command_line()  # before anything else runs
     import distributed
 
     from dryz.mutate.runner import done_ids
@@ -63,8 +62,10 @@ def main() -> None:
     print(f"dryz mutate exited {rc} after {wall / 60:.1f} min", file=sys.stderr)
     if rc not in (0, 1):  # the harness in doubt (or interrupted): no figure
         sys.exit(rc)
-    shown = " ".join(["dryz", "mutate", *(a.rest or DEFAULT), "--workdir", a.workdir, "--scheduler", "ADDRESS"])
-    print(f"record: {record_run(workdir, wall, a.workers, shown, since, before)}", file=sys.stderr)
+    name, figures = figures_of_run(workdir, wall, a.workers, since)
+    out = write_record(name, cmd_line, figures, done_before=before,
+                       cluster=f"distributed.LocalCluster(n_workers={a.workers}, threads_per_worker=1)")
+    print(f"record: {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

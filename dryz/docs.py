@@ -490,15 +490,19 @@ def mutation_page(workdir: Path | None = None, test_set: Path | None = None) -> 
         lines.append(f"| {fn} | {c['generated']} | {c['killed']} | {c['survived']} | {c['stillborn']} | "
                      f"{c['equivalent']} |")
     lines.append("")
+    task = sum(r.get("seconds", 0.0) for r in results) / 60
+    lines.append(f"Time: the mutants' own times (each from its build to its last mode, as its result records it) "
+                 f"sum to **{task:.0f} minutes**, a median of {s['seconds_per_mutant']['median']} s for a mutant "
+                 "that ran. They were measured with two Dask workers sharing this "
+                 "project's two-core machine; the mutants are independent tasks, so N workers (`--scheduler`) "
+                 f"with a core pair each take at most about {task:.0f}/N minutes.\n")
     if MUTATE_RECORD.exists():
         rec = json.loads(MUTATE_RECORD.read_text())
         f = rec["figures"]
-        lines.append(f"Wall time: **{f['wall minutes']:g} minutes** on this project's machine ({rec['cores']} "
-                     f"cores) with a local Dask cluster of {f['dask workers']} workers (`--scheduler`, one thread "
-                     f"each); the mutants' own times sum to {f['task minutes']:g} minutes (each timed in its "
-                     f"worker, two workers sharing two cores), so a cluster of N such workers with a core pair each "
-                     f"would take about {f['task minutes']:g}/N minutes (record: "
-                     "[benchmarks](../benchmarks.md#mutate-0336)).\n")
+        lines.append(f"Measured wall time of {f['mutants this run']} mutants with a local Dask cluster of "
+                     f"{f['dask workers']} workers on this project's {rec['cores']}-core machine: "
+                     f"{f['wall minutes']:g} minutes against {f['task minutes']:g} minutes of their own times "
+                     "(record: [benchmarks](../benchmarks.md)).\n")
     lines.append("### The survivors\n")
     by_id = {m.id: m for m in generate(sdist_source(plan["version"], lambda m: None))}
     for sv in s["survivors"]:

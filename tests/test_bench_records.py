@@ -66,6 +66,7 @@ def test_every_bench_script_writes_its_record_through_record_py():
     assert {p.suffix for p in scripts} == {".py", ".sh"}, [p.name for p in scripts]
     known = {"campaign_ab.py", "canonical.sh", "engines.py", "exhaustive.sh", "fuzz_ab.py", "fuzz_instructions.py",
              "fuzz_libfuzzer_band.py", "fuzz_throughput.py", "fuzz_vocab.py", "interrupt_latency.py", "minimizer.py",
+             "mutate_full.py",
              "paired.py", "reference_campaign.py", "reference_witnesses.py", "restart_sweep.py",
              "served_certificate.py", "served_cost.py", "vocab_breakers.py", "walker.py"}
     assert known <= {p.name for p in scripts}  # (the check sees them all)
