@@ -431,7 +431,7 @@ def mutation_page(workdir: Path | None = None, test_set: Path | None = None) -> 
     (docs/results/upstream-test-set/) and the wall time (bench/records/mutate-0.3.36.json); then the sample of 60
     whose every mode ran on every mutant (the kill-first order comes from it)."""
     from .mutate.operators import generate, sdist_source  # on use: the mutate package only for this page
-    from .mutate.report import default_triage, load_triage, summarize  # on use: the same
+    from .mutate.report import default_triage, load_triage, summarize, survivor_lines  # on use: the same
     workdir, test_set = workdir or MUTATION, test_set or TEST_SET
     lines = ["# Mutation score\n", MARK,
              "How strong is the audit? `dryz mutate` plants mechanical bugs in DRY's own source (the DRY functions "
@@ -505,13 +505,7 @@ def mutation_page(workdir: Path | None = None, test_set: Path | None = None) -> 
                      "(record: [benchmarks](../benchmarks.md)).\n")
     lines.append("### The survivors\n")
     by_id = {m.id: m for m in generate(sdist_source(plan["version"], lambda m: None))}
-    for sv in s["survivors"]:
-        t = sv["triage"]
-        lines.append(f"- `{sv['id']}` {sv['description']}: " +
-                     (f"**{t['verdict']}**: {t['reason']}" if t else "**not triaged**"))
-        m = by_id.get(sv["id"])
-        if m is not None:
-            lines += ["", "    ```diff"] + [f"    {ln}" for ln in m.diff.rstrip("\n").splitlines()] + ["    ```", ""]
+    lines += survivor_lines(s["survivors"], by_id, indent="    ")
     lines.append("")
     if test_set.exists():
         t = json.loads(test_set.read_text())

@@ -143,12 +143,20 @@ def markdown(summary: dict, results: list[dict], mutants_by_id: dict, mode_names
         lines.append(f"| `{r['id']}` | {r['status']} | {up} | " +
                      " | ".join(cells.get(n, "") for n in mode_names) + f" | {r['seconds']} |")
     if s["survivors"]:
-        lines += ["", "Survivors:", ""]
-        for sv in s["survivors"]:
-            t = sv["triage"]
-            lines.append(f"- `{sv['id']}` {sv['description']}: " +
-                         (f"**{t['verdict']}**: {t['reason']}" if t else "**not triaged**"))
-            m = mutants_by_id.get(sv["id"])
-            if m is not None:
-                lines += ["", "```diff", m.diff.rstrip("\n"), "```", ""]
+        lines += ["", "Survivors:", ""] + survivor_lines(s["survivors"], mutants_by_id)
     return "\n".join(lines) + "\n"
+
+
+def survivor_lines(survivors: list[dict], mutants_by_id: dict, indent: str = "") -> list[str]:
+    """Each survivor as a Markdown item: its description, its triage (or **not triaged**) and its diff (indented
+    by `indent` inside the item, where a page's list needs it)."""
+    lines = []
+    for sv in survivors:
+        t = sv["triage"]
+        lines.append(f"- `{sv['id']}` {sv['description']}: " +
+                     (f"**{t['verdict']}**: {t['reason']}" if t else "**not triaged**"))
+        m = mutants_by_id.get(sv["id"])
+        if m is not None:
+            lines += ["", f"{indent}```diff"] + [f"{indent}{ln}" for ln in m.diff.rstrip("\n").splitlines()] + \
+                [f"{indent}```", ""]
+    return lines
