@@ -37,7 +37,7 @@ def step23(h, allowed=1, mut=None, rep_limit=None):
             if cnt[last-p] < rpl:
                 n = min(cnt[last-p], rep_limit)
                 if mut=='copy-1': n -= 1
-                cnt[last-k] = n
+                if mut != 'copy-del': cnt[last-k] = n
             else:
                 i = rt + 1
                 while i < L and rat(i) == rat(i-k): i += 1
