@@ -235,6 +235,8 @@ CACHE = {
     "models": "the tiny models dryz writes for llama-server, keyed by the vocabulary's sha256.",
     "engines": "what the engine adapters fetch or write (Aphrodite's wheel, mistral.rs's model).",
     "sanitizer": "the sanitizer runtime linked with libFuzzer, preloaded into campaigns on a sanitized subject.",
+    "testset": "`dryz mutate --test-set`'s kill sets, per release, pool and mutant (an interrupted run resumes "
+               "from them).",
     "upstream": "llama.cpp's `test-sampling`, built once per release for `dryz mutate`.",
     "native": "the instrumented libllama of `dryz fuzz --native` (under `$XDG_CACHE_HOME/dryz`, not DRYZ_CACHE).",
 }
@@ -384,6 +386,23 @@ def engines_sentence(record: Path | None = None) -> str:
             + " ([record](bench/records/engines.json)).")
 
 
+def mutation_sentence(workdir: Path | None = None, test_set: Path | None = None) -> str:
+    """README's one sentence of the mutation score, made from the committed full run and test set (a docs test
+    holds README to it)."""
+    from .mutate.report import default_triage, load_triage, summarize  # on use: the mutate package only here
+    workdir, test_set = workdir or MUTATION, test_set or TEST_SET
+    plan = json.loads((workdir / "plan.json").read_text())
+    results = [json.loads((workdir / "results" / f"{i}.json").read_text()) for i in plan["mutants"]]
+    s = summarize(results, len(plan["mutants"]), plan["killer"]["modes"], load_triage(default_triage(plan["version"])))
+    d = s["denominator"]
+    t = json.loads(test_set.read_text())
+    return (f"Over all {s['generated']} mutants of {plan['version']}'s DRY code, dryz kills {s['killed']} of the {d} "
+            f"that change it ({_pct(s['killed'], d)}); llama.cpp's own test-sampling kills {s['upstream']['killed']} "
+            f"({_pct(s['upstream']['killed'], d)}) as shipped and {t['upstream_killed_after']} "
+            f"({_pct(t['upstream_killed_after'], d)}) with the {t['vectors']} `test_dry` vectors dryz exports "
+            "([mutation score](docs/results/mutation.md)).")
+
+
 # ------------------------------------------------------------------------------------------------ conformance
 
 CONFORMANCE = DOCS / "results" / "conformance.json"
@@ -522,7 +541,8 @@ def mutation_page(workdir: Path | None = None, test_set: Path | None = None) -> 
                   f"- dryz kills {t['dryz_killed']}; {t['expressible']} of them through some pool vector (the rest "
                   "only through what test_dry cannot express: a real vocabulary, a trace, a sorted flag or "
                   "candidate array, DRY turned off).",
-                  f"- test-sampling as shipped kills {t['upstream_killed_before']} ({_pct(t['upstream_killed_before'], d)}); "
+                  f"- test-sampling as shipped kills {t['upstream_killed_before']} "
+                  f"({_pct(t['upstream_killed_before'], d)}); "
                   f"with the {t['vectors']} vectors, {t['upstream_killed_after']} "
                   f"({_pct(t['upstream_killed_after'], d)}).",
                   f"- Of the {t['expressible']} kills test_dry can express, test-sampling with the vectors makes "

@@ -28,8 +28,10 @@ def test_a_vector_kills_when_the_tester_would_fail():
              and c.allowed_length == 1 and c.multiplier == 1.0)
     good = expected_output(c).logits
     want = [export.tester_probabilities(c, good)]
-    for logits, killed in ((good, False), (good + np.float32(1e-7), False), (good - np.array([1, 0, 0], np.float32), True),
+    for logits, killed in ((good, False), (good + np.float32(1e-7), False),
+                           (good - np.array([1, 0, 0], np.float32), True),
                            (np.array([np.nan, 0, 0], np.float32), True),
+                           (np.array([0, 0], np.float32), True),  # another array size
                            (np.array([np.inf, 0, 0], np.float32), True)):  # +inf: every probability NaN
         out: set[int] = set()
         testset._tally([c], want, [0], [logits], out)
