@@ -47,8 +47,9 @@ from .upstream import build_test_sampling, run_test_sampling, with_calls
 POOL_LENGTH = 6   # the pool's longest history
 MAX_VECTORS = 25  # the issue's budget of added vectors
 CHUNK = 400       # pool cases per call of the isolation worker
-CHUNK_TIMEOUT = 10.0  # seconds; a chunk takes milliseconds on a working library
+CHUNK_TIMEOUT = 5.0  # seconds; a chunk takes milliseconds on a working library
 MAX_RESTARTS = 64  # deaths of the worker per library before the rest of the pool is left unrun
+MAX_HANGS = 12     # of them hangs (each costs CHUNK_TIMEOUT; enough to halve one chunk to its case)
 SCHEMA = "dryz.upstream-test-set/1"
 KILLING = ("killed", "crash", "memory", "timeout")
 
@@ -114,22 +115,23 @@ def expectations(cases: list[Case]) -> list[np.ndarray]:
 def kills(spec: str, cases: list[Case], want: list[np.ndarray]) -> set[int]:
     """The pool indices whose test_dry would fail on the subject `spec` (module docstring, 2). A chunk the library
     dies (or hangs) on is halved, the left half first, until the case it dies on is alone (a kill); every other
-    case is still run. After MAX_RESTARTS deaths the chunks left are not run (a library that dies on so much of
-    the pool is killed by any of those found; test-sampling dies with it)."""
+    case is still run. After MAX_RESTARTS deaths (MAX_HANGS of them hangs) the chunks left are not run (a library
+    that dies on so much of the pool is killed by any of those found; test-sampling dies with it)."""
     out: set[int] = set()
     queue = [list(range(i, min(i + CHUNK, len(cases)))) for i in range(0, len(cases), CHUNK)]
-    deaths = 0
+    deaths = hangs = 0
     with Worker(spec, timeout=CHUNK_TIMEOUT) as w:  # started again after a death
-        while queue and deaths <= MAX_RESTARTS:
+        while queue and deaths <= MAX_RESTARTS and hangs <= MAX_HANGS:
             idx = queue.pop(0)
             got = w.call(_run_cases, [cases[i] for i in idx])
             if not isinstance(got, Crash):
                 _tally(cases, want, idx, got, out)
-            elif len(idx) == 1:
-                deaths += 1
+                continue
+            deaths += 1
+            hangs += got.signal == "hang"  # each costs the whole timeout
+            if len(idx) == 1:
                 out.add(idx[0])  # it dies (or hangs) on this vector: test-sampling would too
             else:
-                deaths += 1
                 queue[:0] = [idx[:len(idx) // 2], idx[len(idx) // 2:]]
     return out
 
