@@ -50,6 +50,7 @@ CHUNK = 400       # pool cases per call of the isolation worker
 CHUNK_TIMEOUT = 5.0  # seconds; a chunk takes milliseconds on a working library
 MAX_RESTARTS = 64  # deaths of the worker per library before the rest of the pool is left unrun
 MAX_HANGS = 12     # of them hangs (each costs CHUNK_TIMEOUT; enough to halve one chunk to its case)
+AFTER_TIMEOUT = 30.0  # seconds of test-sampling with the vectors on a mutant (it takes about one): past it, a hang
 SCHEMA = "dryz.upstream-test-set/1"
 KILLING = ("killed", "crash", "memory", "timeout")
 
@@ -266,7 +267,7 @@ def select_and_measure(version: str, results: list[dict], control: dict, mutant_
             except DryzError as e:
                 after[r["id"]] = f"error: {str(e).splitlines()[0][:200]}"
                 continue
-            after[r["id"]] = run_test_sampling(exe_after, lib, runtime_env(lib)).status
+            after[r["id"]] = run_test_sampling(exe_after, lib, runtime_env(lib), timeout=AFTER_TIMEOUT).status
     before_k = {r["id"] for r in ran if (r.get("upstream") or {}).get("status") in KILLING}
     after_k = {m for m, s in after.items() if s in KILLING}
     dryz_k = {r["id"] for r in ran if r["status"] == "killed"}
