@@ -361,3 +361,10 @@ def test_readme_engine_speeds_are_the_record():
     a figure typed by hand, or a record re-measured without README following, fails here."""
     from dryz.docs import engines_sentence
     assert engines_sentence() in " ".join(README.read_text().split())
+
+
+def test_readme_states_the_mutation_score_the_committed_run_gives():
+    """README's sentence of the mutation score is made from docs/results/mutation-0.3.36/ and the test set
+    (dryz.docs.mutation_sentence): a figure typed by hand, or a run re-made without README following, fails."""
+    from dryz.docs import mutation_sentence
+    assert mutation_sentence() in " ".join(README.read_text().split())

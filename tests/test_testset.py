@@ -50,3 +50,22 @@ def test_greedy_cover():
     assert testset.cover({"m1", "m2", "m3"}, sets, cases) == [1, 2]
     assert testset.cover({"m1", "m2", "m3"}, sets, cases, limit=1) == [1]
     assert testset.cover(set(), sets, cases) == []
+
+
+def test_the_committed_test_set_is_what_the_oracles_say():
+    """docs/results/upstream-test-set/: each chosen vector's test_dry call in the committed patch is the one the
+    oracles give today (an oracle change that moves an expected probability fails here), and the vectors cover
+    the mutants the record says."""
+    import json
+    from pathlib import Path
+
+    from dryz.case import Case
+    root = Path(__file__).resolve().parent.parent / "docs" / "results" / "upstream-test-set"
+    t = json.loads((root / "test-set.json").read_text())
+    diff = (root / "test-sampling-dryz.diff").read_text().splitlines()
+    cases = [Case.from_json(c["case"]) for c in t["chosen"]]
+    assert len(cases) == t["vectors"] <= testset.MAX_VECTORS
+    for line in testset.calls(cases).splitlines():
+        assert "+" + line in diff, line
+    assert t["covered_by_choice"] == t["target"] and not t["predicted_not_after"]
+    assert t["expressible_killed_after"] >= 0.9 * t["expressible"]
