@@ -112,6 +112,8 @@ def main(version: str, workdir: Path, n: int | None, operators, ids, mode_names,
             raise MutateError(f"--test-set: {e}") from None
         echo(sentence(ts))
     untriaged = [s for s in summary["survivors"] if not s["triage"]]
+    if test_set is not None and ts["survivors_killed_after"]:  # a triage the measurement contradicts
+        untriaged += [s for s in summary["survivors"] if s["id"] in ts["survivors_killed_after"]]
     gaps = [s for s in summary["survivors"] if s["triage"] and s["triage"]["verdict"] == "gap"]
     echo(f"dryz mutate: score {summary['score']}, {summary['killed']} killed, {len(summary['survivors'])} "
          f"survived ({len(untriaged)} not triaged, {len(gaps)} triaged as gaps), {summary['stillborn']} "

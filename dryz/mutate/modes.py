@@ -17,8 +17,8 @@ from pathlib import Path
 
 from .. import gate
 from ..subject.sanitizer import report
+from .report import KILLING
 
-KILLING = ("killed", "crash", "memory", "timeout")
 DEFAULT_BUDGET = 120.0  # seconds of gate budget per mutant (the gate's --time)
 STATUS = {"pass": "survived", "finding": "killed", "crash": "crash", "timeout": "timeout", "error": "error",
           "cancelled": "not run", "interrupted": "not run", "not run": "not run", "not expressible": "not run"}

@@ -15,10 +15,9 @@ import json
 import statistics
 from pathlib import Path
 
-from .report import TRIAGE_DIR, TriageError
+from .report import KILLING, TRIAGE_DIR, TriageError
 
 SCHEMA = "dryz.kill-matrix/1"
-KILLING = ("killed", "crash", "memory", "timeout")
 
 
 def default_matrix(version: str) -> Path:

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..errors import DryzError
 
 TRIAGE_SCHEMA = "dryz.mutate-triage/1"
+KILLING = ("killed", "crash", "memory", "timeout")  # what kills a mutant (a mode's status, or test-sampling's)
 TRIAGE_DIR = Path(__file__).parent
 
 
@@ -61,14 +62,14 @@ def summarize(results: list[dict], generated: int, mode_names: list[str], triage
     modes = []
     for name in mode_names:
         kills = [m for r in run for m in r["modes"] if m["mode"] == name and m["status"] in
-                 ("killed", "crash", "memory", "timeout")]
+                 KILLING]
         only = [r["id"] for r in run if r["killed_by"] == [name]]
         modes.append({"mode": name, "killed": len(kills), "score": score(len(kills)), "only_killer": len(only),
                       "median_seconds_to_kill": round(statistics.median([m["seconds"] for m in kills]), 1)
                       if kills else None,
                       "statuses": _count(m["status"] for r in run for m in r["modes"] if m["mode"] == name)})
     up = [r["upstream"] for r in run if r.get("upstream")]
-    up_kills = [u for u in up if u["status"] in ("killed", "crash", "memory", "timeout")]
+    up_kills = [u for u in up if u["status"] in KILLING]
     seconds = [r["seconds"] for r in results if r["status"] in ("killed", "survived")]
     builds = [r["build_seconds"] for r in results if "build_seconds" in r and not r.get("cached_build")]
     return {
@@ -79,7 +80,7 @@ def summarize(results: list[dict], generated: int, mode_names: list[str], triage
         "upstream": {"killed": len(up_kills), "score": score(len(up_kills)) if up else None,
                      "run": len(up)},
         "killed_by_upstream_only": sorted(r["id"] for r in run if not r["killed_by"] and r.get("upstream")
-                                          and r["upstream"]["status"] in ("killed", "crash", "memory", "timeout")),
+                                          and r["upstream"]["status"] in KILLING),
         "modes": modes,
         "by_operator": _by(results, "operator"), "by_function": _by(results, "function"),
         "seconds_per_mutant": {"median": round(statistics.median(seconds), 1) if seconds else None,

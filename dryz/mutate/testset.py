@@ -42,6 +42,7 @@ from ..subject.build import build, runtime_env
 from ..subject.cache import cache_dir
 from ..subject.isolation import Worker
 from ..errors import DryzError
+from .report import KILLING
 from .upstream import build_test_sampling, run_test_sampling, with_calls
 
 POOL_LENGTH = 6   # the pool's longest history
@@ -52,7 +53,6 @@ MAX_RESTARTS = 64  # deaths of the worker per library before the rest of the poo
 MAX_HANGS = 12     # of them hangs (each costs CHUNK_TIMEOUT; enough to halve one chunk to its case)
 AFTER_TIMEOUT = 30.0  # seconds of test-sampling with the vectors on a mutant (it takes about one): past it, a hang
 SCHEMA = "dryz.upstream-test-set/1"
-KILLING = ("killed", "crash", "memory", "timeout")
 
 
 class TestSetError(RuntimeError, DryzError):
@@ -289,6 +289,8 @@ def select_and_measure(version: str, results: list[dict], control: dict, mutant_
         "expressible_killed_after": len(after_k & expressible), "denominator": denominator,
         "after_not_predicted": sorted(after_k - before_k - covered),
         "predicted_not_after": sorted((covered - after_k)),
+        # a mutant dryz left alive that the vectors kill: its triage (equivalent, or a gap dryz cannot see) is wrong
+        "survivors_killed_after": sorted(after_k - dryz_k),
         "chosen": [{"case": cases[i].to_json(), "kills": sorted(kill_sets[i] & universe)} for i in chosen],
         "per_mutant": {m: {"pool_vectors": per_mutant.get(m), "before": (r.get("upstream") or {}).get("status"),
                            "after": after.get(m), "dryz": r["status"]} for r in ran for m in [r["id"]]},
@@ -307,4 +309,6 @@ def sentence(s: dict) -> str:
             f"as shipped, {s['upstream_killed_after']} ({pct(s['upstream_killed_after'])}) with {s['vectors']} "
             f"vectors from dryz; dryz kills {s['dryz_killed']} ({pct(s['dryz_killed'])}); of the "
             f"{s['expressible']} dryz kills that test_dry can express, test-sampling with the vectors kills "
-            f"{s['expressible_killed_after']} ({100 * share:.1f}%)")
+            f"{s['expressible_killed_after']} ({100 * share:.1f}%)"
+            + (f"; the vectors kill {len(s['survivors_killed_after'])} mutant(s) dryz left alive, against their "
+               f"triage: {', '.join(s['survivors_killed_after'])}" if s.get("survivors_killed_after") else ""))
