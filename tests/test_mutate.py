@@ -349,3 +349,22 @@ def test_what_test_dry_never_runs(source, mutants):
     assert "init-15519ca0" not in " ".join(out)  # init's enabling condition: test_dry runs it
     assert {"const-init-bdec7db8", "const-init-54614e06"} <= out  # MAX_CHAR_LEN, MAX_SEQ_LEN: used only there
     assert not out & {"const-init-a5daed88", "delete-init-96719e35"}  # the window's clamp: test_dry runs it
+
+
+def test_a_killed_compiler_is_not_a_stillborn_mutant(tmp_path, monkeypatch, mutants):
+    """A build whose compiler died of a signal is the machine's doing: status error (tried again on resume), not
+    stillborn; one that got SIGINT is the user's Ctrl-C (KeyboardInterrupt), never a failed build."""
+    import signal
+    import sys
+
+    from dryz.mutate import runner
+    from dryz.subject import build as builder
+    from dryz.subject.cache import BuildKilled
+    m = mutants[0].to_json()
+    monkeypatch.setattr(runner, "build", lambda *a, **k: (_ for _ in ()).throw(BuildKilled("cmake was killed")))
+    res = runner.run_one(m, "0.3.36", Killer(("restarts",)), {}, None)
+    assert res["status"] == "error" and "killed" in res["build_error"]
+    log = tmp_path / "b.log"
+    for sig, raised in ((signal.SIGKILL, BuildKilled), (signal.SIGINT, KeyboardInterrupt)):
+        with pytest.raises(raised):
+            builder._run([sys.executable, "-c", f"import os, signal; os.kill(os.getpid(), {int(sig)})"], log, "x")

@@ -23,6 +23,7 @@ from pathlib import Path
 from dataclasses import asdict, dataclass
 
 from ..subject.build import BuildError, build
+from ..subject.cache import BuildKilled
 from .modes import DEFAULT_BUDGET, ModeResult, run_gate
 from .operators import Mutant
 from ..errors import DryzError
@@ -129,6 +130,9 @@ def run_one(mutant: dict, version: str, killer: Killer, pristine_code: dict, ups
         tb = time.monotonic()
         try:
             lib = build(version, patch, jobs=jobs, log=build_log.append, tree=tree, sanitize=tuple(sanitize))
+        except BuildKilled as e:  # the machine killed the compiler: not the mutant's doing; tried again on resume
+            res.update(status="error", build_error=str(e)[-300:], seconds=round(time.monotonic() - t0, 1))
+            return res
         except BuildError as e:
             res.update(status="stillborn", build_seconds=round(time.monotonic() - tb, 1),
                        build_error=str(e).splitlines()[-1][-300:] if str(e) else "",

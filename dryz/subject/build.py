@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import re
 import shutil
 import subprocess
@@ -21,7 +22,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from .cache import BuildError, cache_dir, locked, sha256_file
+from .cache import BuildError, BuildKilled, cache_dir, locked, sha256_file
 from .sanitizer import fuzzer_preload
 
 PINNED_VERSION = "0.3.36"  # llama-cpp-python, the default subject's provider (pyproject.toml)
@@ -135,6 +136,10 @@ def _run(cmd, log_file: Path, what: str, cwd: Path | None = None, stdin: bytes |
         fh.flush()
         proc = subprocess.run([str(c) for c in cmd], cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, env=env,
                               input=stdin)
+    if proc.returncode == -signal.SIGINT:  # Ctrl-C reached the compiler (this process may ignore it: a background
+        raise KeyboardInterrupt          # job's): the user's stop, never a failed build
+    if proc.returncode < 0:
+        raise BuildKilled(f"{what} was killed ({signal.Signals(-proc.returncode).name}); full log: {log_file}")
     if proc.returncode != 0:
         raise BuildError(f"{what} failed (exit {proc.returncode}); full log: {log_file}\n{_tail(log_file)}")
 

@@ -31,6 +31,11 @@ class BuildError(DryzError):
     """A step failed; the message carries the last lines of its output and where the whole log is."""
 
 
+class BuildKilled(BuildError):
+    """A step's process was killed by a signal (not SIGINT, which is the user's stop: KeyboardInterrupt): the
+    machine's doing (the OOM killer, a timeout), not the source's; a mutant built so is not stillborn."""
+
+
 @contextlib.contextmanager
 def locked(path: Path, log):
     """Serialise builders sharing one cache folder (an exclusive flock on `path`)."""
