@@ -33,15 +33,17 @@ def say_subject(lib) -> None:
                    "libllama]")
 @click.option("--lib", "lib_path", default=None, metavar="PATH", envvar="DRYZ_LIB",
               help=meaning("--lib", "Short for --subject libllama:PATH. [env: DRYZ_LIB]"))
+@click.option("--declare", "declared", multiple=True, metavar="FIX",
+              help="The subject (a patched llama.cpp) carries this fix dryz models (finite-penalty:saturate, "
+                   "base-below-one:off: dryz.oracle.deviations.FIXES): declared-FIX where its output is the fix's.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output (results and errors only), for scripts.")
 @click.pass_context
-def cli(ctx, subject_spec, lib_path, quiet):
+def cli(ctx, subject_spec, lib_path, declared, quiet):
     """Audit llama.cpp's DRY sampler against independent oracles."""
     if quiet:
         os.environ["DRYZ_QUIET"] = "1"
-    from .subject.registry import selected_spec  # on use: keeps start-up fast
     inputs.COMMAND = ctx.invoked_subcommand or ""
-    ctx.obj = selected_spec(subject_spec, lib_path)
+    ctx.obj = inputs.selected(subject_spec, lib_path, declared)
     with_runtime(ctx.obj)
 
 

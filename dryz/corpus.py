@@ -19,6 +19,7 @@ from .errors import DryzError
 from .files import wide_text
 from .judge import check_in
 from .oracle.reference import divergences, reference_output
+from .oracle.deviations import replays_as
 # A served-* witness (dryz/oracle/served.py) also holds `http`: the /completion request and llama-server's
 # response; replay checks the response against the served model without a server.
 from .oracle.served import CLASSES as SERVED_CLASSES, replay_http, validate_http, witness_cases, witness_http
@@ -319,15 +320,22 @@ class ReplayRow:
     not_judged: str = ""         # why the subject cannot express the entry (its capabilities): counted, not judged
 
     @property
+    def fixed(self) -> bool:
+        """The entry's finding is gone as a fix the subject declares says it must be: its class is that fix's
+        declared-<fix> (dryz.oracle.deviations.FIXES, replays_as), given only where the output equals the fix's
+        model."""
+        return bool(self.got) and replays_as(self.got, self.expect)
+
+    @property
     def ok(self) -> bool:
-        """As expected, or not judged (neither a failure nor a pass of the entry)."""
-        return not self.error and (self.got == self.expect or bool(self.not_judged))
+        """As expected, fixed as declared, or not judged (neither a failure nor a pass of the entry)."""
+        return not self.error and (self.got == self.expect or self.fixed or bool(self.not_judged))
 
     @property
     def status(self) -> str:
-        """as expected | changed | invalid | not judged"""
+        """as expected | fixed as declared | changed | invalid | not judged"""
         return "invalid" if self.error else "not judged" if self.not_judged else \
-            "as expected" if self.got == self.expect else "changed"
+            "as expected" if self.got == self.expect else "fixed as declared" if self.fixed else "changed"
 
     def to_json(self) -> dict:
         return {"path": str(self.path), "status": self.status, "expect": self.expect, "got": self.got,
@@ -337,12 +345,14 @@ class ReplayRow:
 
 
 def replay_totals(rows: list[ReplayRow]) -> dict:
-    """replayed, as expected, changed, invalid, not judged (with the reasons, counted)."""
+    """replayed, as expected, fixed (as the subject declares), changed, invalid, not judged (with the reasons,
+    counted)."""
     why: dict = {}
     for r in rows:
         if r.not_judged:
             why[r.not_judged] = why.get(r.not_judged, 0) + 1
     return {"replayed": len(rows), "as_expected": sum(r.status == "as expected" for r in rows),
+            "fixed": sum(r.status == "fixed as declared" for r in rows),
             "changed": sum(r.status == "changed" for r in rows), "invalid": sum(r.status == "invalid" for r in rows),
             "not_judged": sum(why.values()), "not_judged_why": why}
 

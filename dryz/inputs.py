@@ -182,6 +182,22 @@ ENTRY_ARGV = None  # main()'s arguments: set when dryz runs as a program, so it 
 COMMAND = ""  # the command that runs (cli's group sets it), for what main() prints
 
 
+def selected(subject: str | None, lib: str | None, declared=()) -> str:
+    """The spec the command line selects (--subject, --lib, the environment, the default), declaring the fixes
+    --declare names, which are checked before anything runs: one line and exit 2 for one the subject's kind may
+    not declare or dryz does not model (a subject that cannot be selected fails when it is loaded)."""
+    from .subject.binding import SubjectError  # on use: keeps start-up fast (the command line imports this module)
+    from .subject.registry import check_declared, parse, selected_spec, subject_class, with_declared  # on use (same)
+    spec = with_declared(selected_spec(subject, lib), declared)
+    if declared:
+        try:
+            kind, _ = parse(spec)
+            check_declared(kind, subject_class(kind), declared)
+        except SubjectError as e:
+            fail(str(e))
+    return spec
+
+
 def with_runtime(spec: str) -> None:
     """A subject whose code must be started with something in the process's environment (a libllama built
     with --sanitize: its sanitizer runtime preloaded; registry.runtime_env) loads only into a process started

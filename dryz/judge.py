@@ -13,11 +13,12 @@ from functools import lru_cache
 from .case import Case
 from .check import answer_verdict
 from .config import Semantics
+from .oracle.deviations import REQUEST_LAYER
 from .oracle.served import LAYERS, Refused as Predicted, class_of
 from .subject.answers import Crash, Refused, Unrecoverable, Unsupported
 from .subject.isolation import Worker
 from .symbols import symbol_bytes
-from .verdict import AGREE, Verdict, crash_verdict, refused_verdict
+from .verdict import AGREE, Verdict, crash_verdict, is_finding, refused_verdict
 from .vocab_cases import vocab_of
 
 
@@ -42,10 +43,23 @@ def judge_output(case: Case, sem: Semantics, out) -> Verdict:
     """The verdict on what the subject answered for the case (its run's Output, Crash, Refused or
     Unrecoverable), on its semantics `sem`. Where the subject has a request layer of its own (llama-server), the
     answer is judged against the case that layer makes of this one (dryz.oracle.served), and each documented
-    difference from the library's semantics is its served-* class."""
+    difference from the library's semantics is its served-* class. Where the subject declares a fix of its
+    request layer (dryz.oracle.deviations.REQUEST_LAYER) and the answer is a finding against the layer as shipped,
+    it is judged against the layer with the fix: agreeing there, it is class declared-<fix>."""
     if sem.request_layer and not isinstance(out, (Crash, Unrecoverable)):
-        outcome = LAYERS[sem.request_layer](case, None if case.vocab is not None else symbol_bytes())
-        return _judge_served(case, sem, out, outcome)
+        layer, texts = LAYERS[sem.request_layer], None if case.vocab is not None else symbol_bytes()
+        outcome = layer(case, texts)
+        v = _judge_served(case, sem, out, outcome)
+        fixes = tuple(d for d in sem.deviations if d in REQUEST_LAYER)
+        if fixes and is_finding(v.klass):
+            fixed = layer(case, texts, fixes=fixes)
+            if fixed.classes != outcome.classes:  # the fix changes what the layer makes of this case
+                w = _judge_served(case, sem, out, fixed)
+                if w.klass == AGREE:
+                    w.declared = "declared-" + "+".join(fixes)
+                    w.detail = f"the server ran the case as the fix it declares ({'+'.join(fixes)}) makes it"
+                    return w
+        return v
     return answer_verdict(case, sem, out)
 
 

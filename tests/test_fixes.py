@@ -2,10 +2,11 @@
 one-file rebuild after the version's first build; cached after) and its finding's witnesses judged on the plain
 and the fixed build: what the finding was on the plain build, and the exact output on the fixed one.
 
-dryz judges every libllama against the as-shipped model (its oracles are not changed here), so on a fixed build a
-witness whose shipped output broke a promise is a `mismatch` against that model: the fix is a deliberate
-difference from the shipped code. What each test asserts besides the class is that the fixed output is the one
-the promise asks for (fixes/README.md says what each patch does and does not cover).
+dryz judges every libllama against the as-shipped model, so on a fixed build a witness whose shipped output broke a
+promise is a `mismatch` against that model, unless the subject declares the fix (`dryz --declare FIX`, which the
+gate does for `--expect-change CLASS`; dryz.oracle.deviations.FIXES): then it is `declared-FIX` exactly where the
+output equals the fix's model. What each test asserts besides the class is that the fixed output is the one the
+promise asks for (fixes/README.md says what each patch does and does not cover).
 
 Skipped when the subjects cannot be built, unless DRYZ_REQUIRE_BUILDS=1 (CI sets it), where they fail.
 """
@@ -26,11 +27,13 @@ FINDINGS = ROOT / "corpus" / "findings"
 FLT_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
 
 
-def verdict(lib, entry: str) -> dict:
-    """`dryz --lib LIB check ENTRY`'s verdict (exit 0 agree, 1 a finding)."""
-    p = dryz("check", str(FINDINGS / entry), lib=lib)
+def verdict(lib, entry: str, *declare: str) -> dict:
+    """`dryz --lib LIB [--declare FIX] check ENTRY`'s verdict (exit 0 agree or a declared fix, 1 a finding)."""
+    p = dryz(*[a for d in declare for a in ("--declare", d)], "check", str(FINDINGS / entry), lib=lib)
     assert p.returncode in (0, 1), p.stderr[-2000:]
-    return json.loads(p.stdout)["verdict"]
+    v = json.loads(p.stdout)["verdict"]
+    assert p.returncode == (0 if v["class"] == "agree" or v["class"].startswith("declared-") else 1)
+    return v
 
 
 def fixed(name: str) -> Path:
@@ -70,6 +73,23 @@ def test_finite_penalty_clamp(entry, L):
     new = verdict(fixed("finite-penalty-clamp.diff"), entry)
     assert new["class"] == "mismatch" and new["expected_logits"] == ["-inf"]
     assert new["observed_logits"] == [-FLT_MAX] and new["broken_promises"] == []
+    # declaring the fix: its model (Step 4 saturating) gives exactly this output
+    new = verdict(fixed("finite-penalty-clamp.diff"), entry, "finite-penalty:saturate")
+    assert new["class"] == "declared-finite-penalty:saturate" and new["observed_logits"] == [-FLT_MAX]
+    # the plain build declaring it still breaks the promise (its output is the shipped model's, not the fix's)
+    assert verdict(build("0.3.36"), entry, "finite-penalty:saturate")["class"] == "promise-finite-penalty"
+
+
+def test_finite_penalty_clamp_replays_as_declared():
+    """The project corpus on the fixed build declaring the fix: the two promise-finite-penalty entries are
+    "fixed as declared", every other entry as expected (exit 0); without the declaration they changed (exit 1)."""
+    lib = fixed("finite-penalty-clamp.diff")
+    p = dryz("--declare", "finite-penalty:saturate", "replay", lib=lib)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert "2 fixed as declared, 0 changed, 0 invalid" in p.stdout
+    assert sum(ln.startswith("fixed   promise-finite-penalty-") for ln in p.stdout.splitlines()) == 2
+    p = dryz("replay", lib=lib)
+    assert p.returncode == 1 and "0 fixed" not in p.stdout and "2 changed" in p.stdout
 
 
 def test_finite_penalty_clamp_leaves_finite_results_alone(tmp_path):
@@ -133,6 +153,14 @@ def test_served_base_below_one():
     v = json.loads(p.stdout)["verdict"]
     assert v["class"] == "mismatch" and "served" not in v
     assert not np.any(np.array(v["observed_logits"], dtype=np.float64))
+    # declaring the fix of the request layer: the server ran the case as the library does
+    p = dryz("--subject", f"server:{server('served-base-below-one.diff')}", "--declare", "base-below-one:off",
+             "check", str(FINDINGS / entry))
+    w = json.loads(p.stdout)["verdict"]
+    assert p.returncode == 0 and w["class"] == "declared-base-below-one:off"
+    assert w["observed_logits"] == v["observed_logits"]
+    p = dryz("--subject", f"server:{server(None)}", "--declare", "base-below-one:off", "check", str(FINDINGS / entry))
+    assert json.loads(p.stdout)["verdict"]["class"] == "served-base-replaced" and p.returncode == 1
     lib = verdict(build("0.3.36"), entry)  # the same case on the library: DRY off, agree
     assert lib["class"] == "agree" and lib["observed_logits"] == v["observed_logits"]
 

@@ -13,14 +13,22 @@ from pathlib import Path
 from ..case import Case
 from ..corpus import known_classes
 from ..differential import where
+from ..oracle.deviations import fix_for, fixed_by
+from ..verdict import is_finding
 from .result import Change, GateError, GateResult
 
 
 def subject_broke(x: dict) -> bool:
     """A difference where the subject crashed, hung, or broke a promise no corpus entry documents: a finding,
-    not a behaviour change."""
+    not a behaviour change (a class that is no finding, such as a fix the subject declares, is none)."""
     new = x["other"]
-    return "klass" not in new or (new["klass"] != "agree" and new["klass"] not in known_classes())
+    return "klass" not in new or (is_finding(new["klass"]) and new["klass"] not in known_classes())
+
+
+def fixes_declared(declarations) -> list[str]:
+    """The fixes dryz models for the finding classes a gate declares as changes (--expect-change
+    promise-finite-penalty: the subject is judged declaring finite-penalty:saturate)."""
+    return list(dict.fromkeys(f for f in (fix_for(d.split("@", 1)[0]) for d in declarations) if f))
 
 
 def side(s: dict) -> str:
@@ -42,10 +50,14 @@ def spell(c: dict) -> str:
     return ", ".join(parts)
 
 
-def change_class(klass: str, case) -> str:
+def change_class(klass: str, case, base: str = "", new: str = "") -> str:
     """The declarable class of a behaviour change: the comparison's class (crash, semantic-change,
-    promise-broken-in-one) at where its minimized witness sits on the window's edges (dryz.differential.where):
-    CLASS@window=-1, CLASS@window<-1, CLASS@window>0,n_ctx_train<=0, ..."""
+    promise-broken-in-one), or the base's finding where the new subject's class is a fix of it it declares
+    (promise-finite-penalty where the new is declared-finite-penalty:saturate), at where its minimized witness
+    sits on the window's edges (dryz.differential.where): CLASS@window=-1, CLASS@window<-1,
+    CLASS@window>0,n_ctx_train<=0, ..."""
+    if base and fixed_by(new) == base:
+        klass = base
     window, cap = where(case)
     w = {"-1": "window=-1", "<-1": "window<-1", "0": "window=0", ">0": "window>0"}[window]
     return f"{klass}@{w}" + (f",{cap}" if cap != "-" else "")
@@ -97,7 +109,8 @@ def changes(res: GateResult, work: Path) -> None:
     for x in d["differences"]:
         if subject_broke(x):
             continue
-        k = change_class(x["class"], Case.from_json(x["case"]))
+        k = change_class(x["class"], Case.from_json(x["case"]), x["reference"].get("klass", ""),
+                         x["other"].get("klass", ""))
         res.changes.append(Change(k, declared(k, res.declared), x.get("written"), spell(x["case"]),
                                   x["shortest"], side(x["reference"]), side(x["other"])))
     res.declared_unseen = [dcl for dcl in res.declared if not any(declared(c.klass, [dcl]) for c in res.changes)]

@@ -11,8 +11,9 @@ from pathlib import Path
 from ..children import run as run_child
 from ..output import write_json
 from ..subject.binding import SubjectError, resolve
-from ..subject.registry import resolve_base
-from .changes import declared_changes
+from ..subject.registry import resolve_base, with_declared
+from ..oracle.deviations import FIXES
+from .changes import declared_changes, fixes_declared
 from .plan import LANES, plan
 from .result import GateError, GateResult
 from .run import run
@@ -40,6 +41,11 @@ def gate(spec: str, seconds: float, base: str | None = None, expect=(), work: Pa
     if expect and base is None:
         raise GateError("--expect-change and --expect-file declare changes against a base: give --base")
     base_spec = resolve_base(base, log) if base is not None else None
+    fixes = fixes_declared(expect)
+    if fixes:  # a declared change that is a fix dryz models: the subject is judged declaring it
+        spec = with_declared(spec, fixes)
+        log(f"the subject is judged declaring the fix {', '.join(fixes)} (--expect-change "
+            f"{', '.join(d for d in expect if d.split('@', 1)[0] in {FIXES[f] for f in fixes})})")
     ident = identity(spec, work)
     caps = ident.pop("capabilities", None)
     base_ident = identity(base_spec, work) if base_spec is not None else None

@@ -29,6 +29,16 @@ a mismatch. Each deviation is a change to the configuration the shipped model (d
     breakers-not-exempt         a single-token breaker is penalized like any token
     no-clamp                    Step 4 does not clamp the exponent: a penalty past the float range is inf
 
+A fix to a llama.cpp finding is declared the same way, by whoever built the fixed subject (`dryz --declare NAME`,
+or the gate from `--expect-change CLASS`): a libllama, the binding or a llama-server that keeps a promise the
+shipped code breaks, or a request layer that keeps the library's semantics (FIXES: the model, and the finding it
+fixes). The fixed output is then `declared-<name>` where it equals that model, and anything else still differs:
+
+    finite-penalty:saturate     Step 4 saturates: a finite logit the penalty would push past the float range
+                                becomes -FLT_MAX (+FLT_MAX for a negative penalty); fixes promise-finite-penalty
+    base-below-one:off          llama-server passes dry_base < 1 to the library, which switches DRY off (its
+                                request layer as shipped replaces it with 1.75); fixes served-base-replaced
+
 `variants(cfg, declared, breakers, tokenize)` gives the (class, Config) pairs check_batch tries: each deviation
 alone, and all of them together when more than one is declared. `refuses(case, declared)` names the declared
 refusal that covers a case, if any.
@@ -59,10 +69,16 @@ MODELLED = {
     "multiplier-negative:refused": "a negative multiplier is refused",
     "breakers-not-exempt": "single-token breakers are penalized",
     "no-clamp": "no exponent clamp in Step 4",
+    "finite-penalty:saturate": "Step 4 saturates a finite logit at -FLT_MAX (+FLT_MAX) instead of overflowing",
+    "base-below-one:off": "llama-server passes dry_base < 1 to the library (DRY off) instead of 1.75",
 }
+# A fix's model -> the finding class it fixes (declarable on a llama.cpp subject: --declare, the gate's
+# --expect-change); REQUEST_LAYER: the ones that change a request layer's model, not the library's.
+FIXES = {"finite-penalty:saturate": "promise-finite-penalty", "base-below-one:off": "served-base-replaced"}
+REQUEST_LAYER = ("base-below-one:off",)
 KNOWN = tuple(MODELLED)  # (kept for the adapters that read it)
 _FLAGS = ("single-token-breakers", "breaker-form:last-token", "window-zero:unlimited", "window-negative:unlimited",
-          "base-below-one:applied", "breakers-not-exempt", "no-clamp")
+          "base-below-one:applied", "breakers-not-exempt", "no-clamp", *FIXES)
 # A refusal: the case a declaration covers (its parameters), the engine refusing it instead of running.
 REFUSALS = {"base-below-one:refused": lambda c: c.base <= 1.0,
             "window-negative:refused": lambda c: c.penalty_last_n < 0,
@@ -109,7 +125,9 @@ def apply(cfg, name: str, breakers=(), tokenize=None):
         return replace(cfg, base_below_one_applied=True, variants=())
     if kind == "no-clamp":
         return replace(cfg, clamp=False, variants=())
-    if kind in REFUSALS:  # a refusal: the output model is unchanged (refuses() judges a refused answer)
+    if kind == "finite-penalty:saturate":
+        return replace(cfg, saturate=True, variants=())
+    if kind in REFUSALS or kind in REQUEST_LAYER:  # a refusal: the output model is unchanged (refuses() judges a refused answer)
         return replace(cfg, variants=())
     return replace(cfg, exempt_breakers=False, variants=())
 
@@ -117,7 +135,7 @@ def apply(cfg, name: str, breakers=(), tokenize=None):
 def variants(cfg, declared, breakers=(), tokenize=None) -> tuple:
     """(class, Config) for each declared deviation that changes the output model (a refusal does not: refuses()
     judges it), and for all of them together."""
-    declared = tuple(d for d in declared if d not in REFUSALS)
+    declared = tuple(d for d in declared if d not in REFUSALS and d not in REQUEST_LAYER)
     out = [(f"declared-{d}", apply(cfg, d, breakers, tokenize)) for d in declared]
     if len(declared) > 1:
         both = cfg
@@ -125,6 +143,38 @@ def variants(cfg, declared, breakers=(), tokenize=None) -> tuple:
             both = apply(both, d, breakers, tokenize)
         out.append(("declared-" + "+".join(declared), both))
     return tuple(out)
+
+
+def fix_for(klass: str) -> str | None:
+    """The fix dryz models for a finding class (FIXES), or None."""
+    return next((d for d, k in FIXES.items() if k == klass), None)
+
+
+def fixed_by(klass: str) -> str | None:
+    """The finding class a `declared-<fix>` class fixes, or None (not a declared fix)."""
+    return FIXES.get(klass.removeprefix("declared-")) if klass.startswith("declared-") else None
+
+
+def replays_as(got: str, expect: str) -> bool:
+    """A corpus entry that expects `expect` and is now `got` shows the fix the subject declares: got is
+    declared-<fix> and expect the finding it fixes, or the fix is a request layer's and expect is agree (the layer
+    then runs the case as the library does, which an entry recorded on a library expects)."""
+    fix = got.removeprefix("declared-") if got.startswith("declared-") else None
+    return fix in FIXES and (FIXES[fix] == expect or (fix in REQUEST_LAYER and expect == "agree"))
+
+
+def check_fixes(names, request_layer: str = "") -> tuple:
+    """The fixes a llama.cpp subject declares (--declare), checked: DeviationError (one line) for a name that is
+    not a fix dryz models, or a request layer's fix on a subject without that layer."""
+    names = tuple(dict.fromkeys(names))
+    for n in names:
+        if n not in FIXES:
+            raise DeviationError(f"--declare {n!r}: a llama.cpp subject declares only a fix dryz models ("
+                                 + ", ".join(f"{d}: fixes {k}" for d, k in FIXES.items())
+                                 + "); another engine's deviations are its adapter's, with their citations")
+        if n in REQUEST_LAYER and not request_layer:
+            raise DeviationError(f"--declare {n}: a fix of llama-server's request layer (a server:PATH subject)")
+    return names
 
 
 def refuses(case, declared) -> str | None:

@@ -145,8 +145,10 @@ def _has(body: dict, key: str) -> bool:
     return key in body and body[key] is not None
 
 
-def served_params(body: dict, defaults: dict | None = None) -> Effective | Refused | NoSample:
-    """What llama-server makes of a /completion body's DRY fields and prompt (see the module docstring)."""
+def served_params(body: dict, defaults: dict | None = None, fixes=()) -> Effective | Refused | NoSample:
+    """What llama-server makes of a /completion body's DRY fields and prompt (see the module docstring). fixes:
+    the request layer's fixes a patched server declares (dryz.oracle.deviations.REQUEST_LAYER:
+    base-below-one:off passes dry_base < 1 to the library)."""
     if not isinstance(body, dict):
         raise RequestError("a request body must be a JSON object")
     d = {**SERVER_DEFAULTS, **(defaults or {})}
@@ -160,7 +162,7 @@ def served_params(body: dict, defaults: dict | None = None) -> Effective | Refus
             mult = min(FLT_MAX, max(-FLT_MAX, _get_float(body["dry_multiplier"])))
         if _has(body, "dry_base"):
             v = _get_float(body["dry_base"])
-            base = float(d["dry_base"]) if v < 1.0 else v
+            base = float(d["dry_base"]) if v < 1.0 and "base-below-one:off" not in fixes else v
         for name in ("dry_allowed_length", "dry_penalty_last_n"):
             if _has(body, name):
                 v = _get_int32(body[name])
@@ -236,11 +238,11 @@ class ServedOutcome:
     effective_case: object = None  # the Case the library would have to run to match (Effective only)
 
 
-def served_outcome(case, texts=None, defaults: dict | None = None) -> ServedOutcome:
-    """The request for a Case, what the server makes of it, and the served-* classes: each way the served
-    outcome differs from the library's semantics for the Case."""
+def served_outcome(case, texts=None, defaults: dict | None = None, fixes=()) -> ServedOutcome:
+    """The request for a Case, what the server makes of it (with the request layer's declared fixes), and the
+    served-* classes: each way the served outcome differs from the library's semantics for the Case."""
     body = request_for(case, texts)
-    out = served_params(body, defaults)
+    out = served_params(body, defaults, fixes)
     classes, eff = classify(case, body, out)
     return ServedOutcome(body, out, classes, eff)
 

@@ -127,6 +127,9 @@ def _rep_limit_single(window, seqs) -> int | None:
     return (len(text) - 1 - p0) - k0
 
 
+FLT_MAX32 = np.finfo(np.float32).max
+
+
 @dataclass(frozen=True)
 class Config:
     """The sampler's parameters, as llama_sampler_init_dry receives them (float32 values)."""
@@ -147,6 +150,7 @@ class Config:
     window_negative_unlimited: bool = False  # penalty_last_n < 0: the whole history (not DRY off)
     base_below_one_applied: bool = False     # base < 1 penalizes with base^k (not DRY off)
     clamp: bool = True                       # Step 4's exponent clamp (FLOAT_MAX_LOG / ln base)
+    saturate: bool = False                   # a fix's: a finite logit past the float range is -+FLT_MAX
     lengths: object = field(default=None, compare=False)  # a match-length function of its own (occurrence caps)
     # (class, Config) pairs: the semantics a subject declares beside llama.cpp's (dryz.oracle.deviations); an
     # output that matches one of them bit for bit is that class, not a mismatch. Not part of equality.
@@ -419,7 +423,12 @@ def output_logits(initial: np.ndarray, pred: Prediction, cfg: Config) -> np.ndar
         out = np.array(np.broadcast_to(initial, pred.L.shape), dtype=np.float32)
     if np.count_nonzero(pred.penalized):
         pen = penalties(pred.L[pred.penalized], cfg)
-        out[pred.penalized] = out[pred.penalized] - pen
+        before = out[pred.penalized]
+        after = before - pen
+        if cfg.saturate:  # a finite logit the penalty pushes past the float range saturates (penalty < 0: up)
+            over = np.isfinite(before) & ~np.isfinite(after)
+            after[over] = np.where(np.less(pen[over], 0), FLT_MAX32, -FLT_MAX32)
+        out[pred.penalized] = after
     return out
 
 

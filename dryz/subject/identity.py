@@ -7,7 +7,12 @@ from __future__ import annotations
 
 def subject_line(s: dict) -> str:
     """The subject's one-line name: a libllama's provider version, patch, commit and init_dry ABI; another kind's
-    own label (its identity's "label")."""
+    own label (its identity's "label"); then the fixes it declares, if any."""
+    fixes = f", declaring the fix {', '.join(s['declares'])}" if s.get("declares") else ""
+    return _named(s) + fixes
+
+
+def _named(s: dict) -> str:
     if s.get("label"):
         return s["label"]
     who = (f"llama-cpp-python {s['llama_cpp_python']}" if s.get("llama_cpp_python")

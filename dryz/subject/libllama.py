@@ -129,6 +129,7 @@ class LibLlama(Subject):
     # Every sampler call; any vocabulary; candidate arrays as given. One case at a time through the C sequencer
     # (a batch is a loop over it); native code in this process, so modes isolate it (dryz.subject.isolation).
     caps = Capabilities(batch=1, in_process=True)
+    declares_fixes = True
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = resolve(path) if path else default_library()
@@ -171,6 +172,7 @@ class LibLlama(Subject):
             "init_dry_abi_evidence": self.L.abi_evidence,  # what decided it: sampler kinds, not DRY's penalties
             "vocab_path": str(self.vocab_path),
             "vocab_sha256": sha256_file(self.vocab_path),
+            **({"declares": list(self.declared)} if self.declared else {}),
         }
         owner = owning_distribution(self.path)
         if owner is not None:

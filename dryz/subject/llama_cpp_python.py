@@ -34,6 +34,7 @@ from .libllama import _loaded_path
 class LlamaCppPython(Subject):
     kind = "llama-cpp-python"
     caps = Capabilities(batch=1, in_process=True)
+    declares_fixes = True
 
     def __init__(self, arg: str = ""):
         if arg:
@@ -90,7 +91,8 @@ class LlamaCppPython(Subject):
         ident = {"kind": self.kind, "spec": self.spec, "llama_cpp_python": self.lc.__version__,
                  "binding": os.path.dirname(self.lc.__file__), "libllama_path": lib,
                  "libllama_sha256": sha256_file(lib) if os.path.exists(lib) else None, "init_dry_abi": self.abi,
-                 "vocab_path": str(self.vocab_path), "vocab_sha256": sha256_file(self.vocab_path)}
+                 "vocab_path": str(self.vocab_path), "vocab_sha256": sha256_file(self.vocab_path),
+                 **({"declares": list(self.declared)} if self.declared else {})}
         ident["label"] = (f"llama-cpp-python {self.lc.__version__}'s own binding "
                           f"(llama_cpp.llama_sampler_init_dry, add_dry's breaker marshalling)")
         return ident

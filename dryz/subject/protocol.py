@@ -14,6 +14,8 @@ one case and the vocabulary facts have generic forms here, built on them; a subj
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..case import Case
@@ -32,6 +34,15 @@ class Subject:
     spec: str = ""
     abi: int = 7   # llama_sampler_init_dry's argument count whose semantics the subject has (8: before PR #26524)
     caps = Capabilities()
+    declares_fixes = False  # a llama.cpp subject: may declare a fix dryz models (registry.open_subject)
+    declared: tuple = ()    # the fixes it declares (dryz.oracle.deviations.FIXES), judged as declared deviations
+
+    def declare(self, names) -> None:
+        """Judge this subject with the fixes it declares (checked by registry.check_declared): their models join
+        its declared deviations, and its identity names them."""
+        self.declared = tuple(names)
+        if not isinstance(getattr(type(self), "caps", None), property):
+            self.caps = replace(self.caps, deviations=tuple(self.caps.deviations) + self.declared)
 
     @property
     def identity(self) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 
+from ..oracle.deviations import DeviationError, check_fixes
 from .binding import SubjectError
 from .binding import resolve
 from .build import build
@@ -28,11 +29,30 @@ KINDS = {
 DEFAULT_KIND = "libllama"
 
 
+DECLARE = "+declare="
+
+
+def split_declared(spec: str) -> tuple[str, tuple]:
+    """(the spec without its declarations, the fixes it declares)."""
+    head, sep, names = spec.rpartition(DECLARE)
+    if not sep:
+        return spec, ()
+    return head, tuple(n for n in names.split(",") if n)
+
+
+def with_declared(spec: str, names) -> str:
+    """The spec declaring these fixes too (each once, in order)."""
+    head, had = split_declared(spec)
+    names = tuple(dict.fromkeys((*had, *names)))
+    return f"{head}{DECLARE}{','.join(names)}" if names else head
+
+
 def parse(spec: str) -> tuple[str, str]:
-    """(kind, arg) of a KIND:ARG selection; a bare known KIND means KIND: (its default argument)."""
+    """(kind, arg) of a KIND:ARG selection (without a `+declare=` suffix); a bare known KIND means KIND: (its
+    default argument)."""
     if not isinstance(spec, str) or not spec.strip():
         raise SubjectError("--subject must be KIND:ARG (kinds: " + ", ".join(KINDS) + ")")
-    kind, sep, arg = spec.partition(":")
+    kind, sep, arg = split_declared(spec)[0].partition(":")
     kind = kind.strip()
     if kind not in KINDS:
         raise SubjectError(f"--subject {spec!r}: unknown kind {kind!r} (kinds: {', '.join(KINDS)})")
@@ -45,9 +65,29 @@ def subject_class(kind: str):
 
 
 def open_subject(spec: str):
-    """The subject a spec names, opened (loaded, started): a SubjectError (one line) when it cannot be had."""
+    """The subject a spec names, opened (loaded, started), with the fixes it declares: a SubjectError (one line)
+    when it cannot be had."""
     kind, arg = parse(spec)
-    return subject_class(kind)(arg)
+    names = split_declared(spec)[1]
+    cls = subject_class(kind)
+    if names:
+        check_declared(kind, cls, names)
+    subject = cls(arg)
+    if names:
+        subject.declare(names)
+        subject.spec = with_declared(subject.spec, names)
+    return subject
+
+
+def check_declared(kind: str, cls, names) -> None:
+    """SubjectError (one line) unless a subject of this kind may declare these fixes (before it is opened)."""
+    if not getattr(cls, "declares_fixes", False):
+        raise SubjectError(f"--declare: {kind} subjects declare their deviations in their adapter, each citing "
+                           "its engine's documentation (docs/adapters.md)")
+    try:
+        check_fixes(names, getattr(cls, "REQUEST_LAYER", ""))
+    except DeviationError as e:
+        raise SubjectError(str(e)) from None
 
 
 def lib_spec(path) -> str:
@@ -93,6 +133,7 @@ def runtime_env(spec: str, fuzzer: bool = False) -> dict:
     fn = getattr(subject_class(kind), "runtime_env", None)
     if fn is None:
         return {}
+    spec = split_declared(spec)[0]
     return fn(spec, fuzzer=True) if fuzzer else fn(spec)
 
 

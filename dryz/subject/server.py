@@ -395,12 +395,12 @@ class ServerSubject(Subject):
         self._inv_cache: dict = {}
         self.stats = {"requests": 0, "prompts": 0, "restarts": 0, "crashes": 0, "seconds_http": 0.0}
         self._identity = None
+        self.spec = f"{KIND}:{self.binary}"
+
+    declares_fixes = True
+    REQUEST_LAYER = "llama-server"
 
     # -- what it is ----------------------------------------------------------------------------------------------
-    @property
-    def spec(self) -> str:
-        return f"{KIND}:{self.binary}"
-
     @property
     def identity(self) -> dict:
         if self._identity is None:
@@ -416,6 +416,7 @@ class ServerSubject(Subject):
                               "sha256": sha, "shown": {"llama-server": self.binary, "sha256": sha}, **libs,
                               "version": self.version["version"], "llama_cpp_commit": self.version["commit"],
                               "init_dry_abi": ABI, "built_by_dryz": build,
+                              **({"declares": list(self.declared)} if self.declared else {}),
                               "llama_cpp_python": (build or {}).get("llama_cpp_python"),
                               "models": {k or "symbols": {"path": str(v.model), "vocab_sha256": v.sha256}
                                          for k, v in self._vocabs.items()}}
@@ -428,7 +429,8 @@ class ServerSubject(Subject):
         # logit_bias (not -0.0: Unrecoverable); any candidate subset; the array is never sorted before DRY and
         # its flag after it is not seen.
         return Capabilities(calls=frozenset({"accept", "apply"}), initial_logits=True, candidate_arrays=True,
-                            sorted_flag=False, batch=self.batch, in_process=False, request_layer="llama-server")
+                            sorted_flag=False, batch=self.batch, in_process=False, request_layer="llama-server",
+                            deviations=self.declared)
 
     def resend(self, case, http: dict) -> dict:
         """A served-* witness's stored request sent again, unchanged: the witness with the fresh response in
