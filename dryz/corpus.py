@@ -19,7 +19,7 @@ from .errors import DryzError
 from .files import wide_text
 from .judge import check_in
 from .oracle.reference import divergences, reference_output
-from .oracle.deviations import replays_as
+from .oracle.deviations import REQUEST_LAYER, replays_as
 # A served-* witness (dryz/oracle/served.py) also holds `http`: the /completion request and llama-server's
 # response; replay checks the response against the served model without a server.
 from .oracle.served import CLASSES as SERVED_CLASSES, replay_http, validate_http, witness_cases, witness_http
@@ -327,15 +327,24 @@ class ReplayRow:
         return bool(self.got) and replays_as(self.got, self.expect)
 
     @property
+    def served(self) -> bool:
+        """On a subject with a request layer (llama-server): the entry's class, recorded on a library, is now a
+        served-* class, which the served model gives only where the answer is exactly what it predicts for the
+        entry's request (a documented difference of the layer, with its own witness in the corpus)."""
+        return bool(self.got) and self.got != self.expect and self.got in SERVED_CLASSES
+
+    @property
     def ok(self) -> bool:
-        """As expected, fixed as declared, or not judged (neither a failure nor a pass of the entry)."""
-        return not self.error and (self.got == self.expect or self.fixed or bool(self.not_judged))
+        """As expected, as served, fixed as declared, or not judged (neither a failure nor a pass of the
+        entry)."""
+        return not self.error and (self.got == self.expect or self.served or self.fixed or bool(self.not_judged))
 
     @property
     def status(self) -> str:
-        """as expected | fixed as declared | changed | invalid | not judged"""
+        """as expected | as served | fixed as declared | changed | invalid | not judged"""
         return "invalid" if self.error else "not judged" if self.not_judged else \
-            "as expected" if self.got == self.expect else "fixed as declared" if self.fixed else "changed"
+            "as expected" if self.got == self.expect else "as served" if self.served else \
+            "fixed as declared" if self.fixed else "changed"
 
     def to_json(self) -> dict:
         return {"path": str(self.path), "status": self.status, "expect": self.expect, "got": self.got,
@@ -345,13 +354,14 @@ class ReplayRow:
 
 
 def replay_totals(rows: list[ReplayRow]) -> dict:
-    """replayed, as expected, fixed (as the subject declares), changed, invalid, not judged (with the reasons,
-    counted)."""
+    """replayed, as expected, served (llama-server's served-* classes), fixed (as the subject declares), changed,
+    invalid, not judged (with the reasons, counted)."""
     why: dict = {}
     for r in rows:
         if r.not_judged:
             why[r.not_judged] = why.get(r.not_judged, 0) + 1
     return {"replayed": len(rows), "as_expected": sum(r.status == "as expected" for r in rows),
+            "served": sum(r.status == "as served" for r in rows),
             "fixed": sum(r.status == "fixed as declared" for r in rows),
             "changed": sum(r.status == "changed" for r in rows), "invalid": sum(r.status == "invalid" for r in rows),
             "not_judged": sum(why.values()), "not_judged_why": why}
@@ -401,16 +411,18 @@ def replay(directory: Path, subject, select=None) -> list[ReplayRow]:
 
 def _replay_http(e: Entry, subject) -> str:
     """A served-* witness's class: on a llama-server subject, its stored request sent again (the server's answer
-    judged by the served model); on any other, the stored response against the served model (pure: the
-    witness still shows what llama-server's request layer does)."""
+    judged by the served model, with the fixes of its request layer it declares); on any other, the stored
+    response against the served model (pure: the witness still shows what llama-server's request layer does)."""
     http = e.data["http"]
     resend = getattr(subject, "resend", None)
+    fixes = ()
     if resend is not None:
+        fixes = tuple(d for d in subject.declared if d in REQUEST_LAYER)
         try:
             http = resend(e.case, http)
         except ServerDied as err:
             return f"crash ({err})"
-    return replay_http(e.case, http, model_logits, _SYMBOL_TEXTS if e.case.vocab is None else None)[0]
+    return replay_http(e.case, http, model_logits, _SYMBOL_TEXTS if e.case.vocab is None else None, fixes)[0]
 
 
 def served_witness_entries(subject) -> list[dict]:

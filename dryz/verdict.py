@@ -52,8 +52,10 @@ KINDS = (
                                 "documented-breaker-truncated, documented-tail-cap: init_dry cuts a breaker to 40 "
                                 "bytes and its tail to 20 tokens)."),
     Kind("declared-*", False, "A deviation from llama.cpp's semantics that the subject's adapter declares, citing "
-                              "the engine's own user documentation: the output equals llama.cpp's model with that "
-                              "deviation applied (dryz.oracle.deviations)."),
+                              "the engine's own user documentation, or a fix of a finding that a patched llama.cpp "
+                              "declares (dryz --declare; the gate's --expect-change of the finding): the output "
+                              "equals llama.cpp's model with that deviation or fix applied "
+                              "(dryz.oracle.deviations)."),
     Kind("promise-*", True, "The output equals the shipped model's but breaks what the source promises (a comment "
                             "or the code's stated purpose): promise-finite-penalty (the clamp meant to keep "
                             "penalties finite does not), promise-restart-order (not the most recently completed "

@@ -16,7 +16,7 @@ from dryz.config import case_config
 from dryz.check import check_batch, case_arrays
 from dryz.config import Semantics
 from dryz.corpus import ReplayRow
-from dryz.gate.changes import change_class, fixes_declared, subject_broke
+from dryz.gate.changes import change_class, fixes_declared, subject_broke, unfixable
 from dryz.judge import judge_output
 from dryz.oracle import deviations, served
 from dryz.subject.answers import Output
@@ -68,6 +68,9 @@ def test_fixes_are_named_by_the_finding_they_fix():
     with pytest.raises(deviations.DeviationError, match="a server:PATH subject"):
         deviations.check_fixes(["base-below-one:off"])
     assert deviations.check_fixes(["base-below-one:off"] * 2, "llama-server") == ("base-below-one:off",)
+    # the gate says which declared finding classes it has no fix model for
+    assert unfixable("promise-breaker-phantom") and unfixable("mismatch@window>0")
+    assert not any(map(unfixable, ["promise-finite-penalty", "semantic-change@window=-1", "crash", "nonsense"]))
 
 
 def test_the_spec_carries_the_declaration():
@@ -107,6 +110,10 @@ def test_replay_and_the_gate_read_a_declared_fix():
     assert ReplayRow(path=None, expect="agree", got="declared-base-below-one:off").fixed
     assert ReplayRow(path=None, expect="served-base-replaced", got="declared-base-below-one:off").fixed
     assert not ReplayRow(path=None, expect="mismatch", got="declared-base-below-one:off").ok
+    # llama-server's documented request layer: an entry recorded on a library, now a served-* class
+    row = ReplayRow(path=None, expect="agree", got="served-window-refused")
+    assert row.ok and row.status == "as served"
+    assert ReplayRow(path=None, expect="agree", got="mismatch").status == "changed"
     x = {"class": "semantic-change", "reference": {"klass": "promise-finite-penalty"},
          "other": {"klass": "declared-finite-penalty:saturate"}}
     assert not subject_broke(x)

@@ -161,6 +161,13 @@ def test_served_base_below_one():
     assert w["observed_logits"] == v["observed_logits"]
     p = dryz("--subject", f"server:{server(None)}", "--declare", "base-below-one:off", "check", str(FINDINGS / entry))
     assert json.loads(p.stdout)["verdict"]["class"] == "served-base-replaced" and p.returncode == 1
+    # the witnesses on the fixed server declaring the fix: the two base-0.5 entries fixed as declared, the
+    # served-* classes the server still has as served, nothing changed; on the plain server, six as served
+    p = dryz("--subject", f"server:{server('served-base-below-one.diff')}", "--declare", "base-below-one:off",
+             "replay", str(FINDINGS))
+    assert p.returncode == 0 and "5 as served, 2 fixed as declared, 0 changed" in p.stdout, p.stdout[-3000:]
+    p = dryz("--subject", f"server:{server(None)}", "replay", str(FINDINGS))
+    assert p.returncode == 0 and "6 as served, 0 changed" in p.stdout, p.stdout[-3000:]
     lib = verdict(build("0.3.36"), entry)  # the same case on the library: DRY off, agree
     assert lib["class"] == "agree" and lib["observed_logits"] == v["observed_logits"]
 

@@ -14,7 +14,7 @@ from ..case import Case
 from ..corpus import known_classes
 from ..differential import where
 from ..oracle.deviations import fix_for, fixed_by
-from ..verdict import is_finding
+from ..verdict import is_finding, kind_of
 from .result import Change, GateError, GateResult
 
 
@@ -48,6 +48,14 @@ def spell(c: dict) -> str:
     if (case.multiplier, case.base) != (1.0, 2.0):
         parts.append(f"multiplier {case.multiplier:g} base {case.base:g}")
     return ", ".join(parts)
+
+
+def unfixable(declaration: str) -> bool:
+    """A declared change that names a finding class of a verdict (not a comparison's class: crash,
+    semantic-change, promise-broken-in-one) for which dryz models no fix."""
+    klass = declaration.split("@", 1)[0]
+    return klass not in ("crash", "semantic-change", "promise-broken-in-one") and kind_of(klass) is not None \
+        and is_finding(klass) and fix_for(klass) is None
 
 
 def change_class(klass: str, case, base: str = "", new: str = "") -> str:

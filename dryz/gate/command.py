@@ -11,9 +11,9 @@ from pathlib import Path
 from ..children import run as run_child
 from ..output import write_json
 from ..subject.binding import SubjectError, resolve
-from ..subject.registry import resolve_base, with_declared
+from ..subject.registry import resolve_base, split_declared, with_declared
 from ..oracle.deviations import FIXES
-from .changes import declared_changes, fixes_declared
+from .changes import declared_changes, fixes_declared, unfixable
 from .plan import LANES, plan
 from .result import GateError, GateResult
 from .run import run
@@ -46,6 +46,10 @@ def gate(spec: str, seconds: float, base: str | None = None, expect=(), work: Pa
         spec = with_declared(spec, fixes)
         log(f"the subject is judged declaring the fix {', '.join(fixes)} (--expect-change "
             f"{', '.join(d for d in expect if d.split('@', 1)[0] in {FIXES[f] for f in fixes})})")
+    unmodelled = [d for d in expect if unfixable(d)]
+    if unmodelled:
+        log(f"dryz models no fix of {', '.join(unmodelled)}: where the subject no longer shows it, the new output is "
+            "judged against the shipped model (a finding), and the declaration is not seen")
     ident = identity(spec, work)
     caps = ident.pop("capabilities", None)
     base_ident = identity(base_spec, work) if base_spec is not None else None
@@ -62,7 +66,8 @@ def command(gate_lib, selected: str, seconds, base, expect, expect_file, workdir
     gate's)."""
     declared = declared_changes(expect, expect_file)
     try:
-        spec = f"libllama:{resolve(gate_lib)}" if gate_lib else selected
+        # the gate's own --lib names the library; what the command line declares (--declare) still holds
+        spec = with_declared(f"libllama:{resolve(gate_lib)}", split_declared(selected)[1]) if gate_lib else selected
     except SubjectError as e:
         raise GateError(f"subject: {e}") from None
     res = gate(spec, seconds, base, declared, Path(workdir), list(modes) or None, lanes, log=log)

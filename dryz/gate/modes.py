@@ -117,6 +117,7 @@ def read_restarts(r: ModeResult, d: dict, work: Path) -> None:
 def read_replay(r: ModeResult, d: dict, work: Path) -> None:
     t = d["totals"]
     r.text = f"{t['as_expected']}/{t['replayed']} as expected" \
+        + (f", {t['served']} as served" if t.get("served") else "") \
         + (f", {t['fixed']} fixed as declared" if t.get("fixed") else "") \
         + (f", {t['changed']} changed" if t["changed"] else "") \
         + (f", {t['not_judged']} not judged (the subject cannot express them)" if t.get("not_judged") else "")

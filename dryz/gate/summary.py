@@ -20,9 +20,9 @@ def markdown(res: GateResult, limit: int = 60) -> str:
           ([f"{len(res.declared_unseen)} declared change(s) not seen"] if res.declared_unseen else [])
     s = res.subject or {}
     lines = [f"### dryz gate: {head} — {', '.join(why)}", "",
-             f"- subject: {subject_line(s)}, sha256 `{s.get('libllama_sha256', '?')[:16]}`"]
+             f"- subject: {subject_line(s)}, sha256 `{_sha(s)}`"]
     if res.base:
-        lines.append(f"- base: {subject_line(res.base)}, sha256 `{res.base.get('libllama_sha256', '?')[:16]}`")
+        lines.append(f"- base: {subject_line(res.base)}, sha256 `{_sha(res.base)}`")
     lines.append(f"- budget `--time {res.budget:g}` on {res.lanes} lane(s): {res.seconds:.0f} s wall "
                  f"(witnesses {res.witness_seconds:.0f} s)")
     lines += ["", "| mode | verdict | time | result |", "|---|---|---|---|"]
@@ -73,3 +73,9 @@ def report_inputs(res: GateResult) -> list[str]:
             if (work / n / "summary.json").exists()]
     out += [str(work / n) for n in ("witnesses", "changes") if (work / n).is_dir() and any((work / n).rglob("*.json"))]
     return out
+
+
+def _sha(identity: dict) -> str:
+    """The subject's code's sha256, short: a llama-server's binary and libraries (its server code is in a library
+    of its own, not in the libllama beside it), else the libllama's."""
+    return (identity.get("code_sha256") or identity.get("sha256") or identity.get("libllama_sha256") or "?")[:16]

@@ -294,15 +294,25 @@ def validate_http(http, where: str) -> None:
         raise ValueError(f"{where}: 'http' must be {{request: object, response: {{status: int, body}}}}")
 
 
-def replay_http(case, http: dict, expected_logits, texts=None) -> tuple[str, str]:
+def replay_http(case, http: dict, expected_logits, texts=None, fixes=()) -> tuple[str, str]:
     """A witness replayed without a server: the served model's prediction for the stored request, compared
     with the stored response (an error: its status and message; an answer: every reported probability, bit
     for bit, from the library model's logits for what the server runs, through the chain's softmax).
     expected_logits(case) -> the shipped model's logits for a case (the caller's: dryz.check.model_logits).
     (class, detail): the served-* class (or agree) when the response is what the model predicts, else
-    mismatch."""
+    mismatch. fixes: the request layer's fixes the server that answered declares: a response the layer as
+    shipped does not explain but the layer with them does is declared-<fixes>."""
+    klass, detail = _replay_http(case, http, expected_logits, ())
+    if fixes and klass not in ("agree",):
+        fixed, why = _replay_http(case, http, expected_logits, fixes)
+        if fixed == "agree":
+            return "declared-" + "+".join(fixes), f"as the fix the server declares makes it: {why}"
+    return klass, detail
+
+
+def _replay_http(case, http: dict, expected_logits, fixes) -> tuple[str, str]:
     req, resp = http["request"], http["response"]
-    out = served_params(req)
+    out = served_params(req, fixes=fixes)
     status, body = resp["status"], resp["body"]
     got_classes = classify(case, req, out)[0]
     if isinstance(out, Refused):

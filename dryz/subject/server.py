@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import hashlib
 import http.client
 import json
 import math
@@ -372,6 +373,15 @@ class _State:
     result: object = None  # a final Refused / Unrecoverable / Crash
 
 
+def code_sha256(binary: Path) -> str:
+    """One sha256 for the server's code: its binary and every shared library beside it (a build's server code
+    lies in libllama-server-impl.so, so a patched and a plain server share the binary's sha256), by name."""
+    h = hashlib.sha256()
+    for f in [binary] + sorted(p for p in binary.parent.glob("lib*.so*") if p.is_file() and not p.is_symlink()):
+        h.update(f"{f.name} {sha256_file(f)}\n".encode())
+    return h.hexdigest()
+
+
 class ServerSubject(Subject):
     """llama-server as a subject (`--subject server:PATH`: the llama-server binary, or the folder `dryz subject
     build --server` prints): run_batch(cases) -> list[ServedOutput | Refused | Unrecoverable | Crash]."""
@@ -412,8 +422,10 @@ class ServerSubject(Subject):
             lib = Path(self.binary).parent / "libllama.so"
             libs = {"libllama_path": str(lib.resolve()), "libllama_sha256": sha256_file(lib)} if lib.exists() else {}
             sha = sha256_file(self.binary)
+            code = code_sha256(Path(self.binary))
             self._identity = {"kind": KIND, "spec": self.spec, "label": self.label(), "path": self.binary,
-                              "sha256": sha, "shown": {"llama-server": self.binary, "sha256": sha}, **libs,
+                              "sha256": sha, "code_sha256": code,
+                              "shown": {"llama-server": self.binary, "sha256": sha, "code sha256": code}, **libs,
                               "version": self.version["version"], "llama_cpp_commit": self.version["commit"],
                               "init_dry_abi": ABI, "built_by_dryz": build,
                               **({"declares": list(self.declared)} if self.declared else {}),
