@@ -73,7 +73,9 @@ def case_config(case: Case, abi: int = 7, deviations=(), vocabulary=None) -> Con
     if not deviations:
         return cfg
     tokenize = vocabulary.tokenize if case.vocab is not None else symbol_tokenize
-    return with_deviations(cfg, deviations, case.breakers, tokenize)
+    printed = vocab_cases.printed_sequences(vocabulary, case.breakers) \
+        if case.vocab is not None and vocab_cases.PRINTED in deviations else None
+    return with_deviations(cfg, deviations, case.breakers, tokenize, printed)
 
 
 @dataclass(frozen=True)
@@ -93,9 +95,10 @@ class Semantics:
                            self.vocabulary(case) if case.vocab is not None and self.vocabulary else None)
 
 
-def with_deviations(cfg: Config, declared, breakers=(), tokenize=symbol_tokenize) -> Config:
-    """cfg with the models of the declared deviations as its variants (dryz.oracle.deviations)."""
-    return replace(cfg, variants=variants(cfg, declared, breakers, tokenize))
+def with_deviations(cfg: Config, declared, breakers=(), tokenize=symbol_tokenize, printed=None) -> Config:
+    """cfg with the models of the declared deviations as its variants (dryz.oracle.deviations; printed: a real
+    vocabulary's restart sequences of the printed-text fix)."""
+    return replace(cfg, variants=variants(cfg, declared, breakers, tokenize, printed))
 
 
 def vocab_config(case: Case, abi: int, vocabulary) -> Config:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from .case import Case
-from .oracle.restarts_vocab import TextIndex, restart_model
+from .oracle.restarts_vocab import TextIndex, continuation_tokenizer, restart_model
 from .oracle.seqindex import RestartSeqs
 # The vocabulary a case names is loaded and checked on the subject's side (dryz/subject/vendored_vocabs.py).
 from .subject.vendored_vocabs import VocabError, load_vocab, reference_vocabulary, vocab_of  # noqa: F401
@@ -88,6 +88,56 @@ def _piece_lengths(v):
 def restart_sequences(vocabulary, breakers):
     """(RestartSeqs, VocabText) for a loaded vocabulary (vocab_of) and breakers (cached per pair)."""
     return _restarts(vocabulary, tuple(breakers))
+
+
+# -- the construction of restart sequences a subject declares ------------------------------------------------------
+PRINTED = "breaker-text:printed"  # the fix (dryz.oracle.deviations): token texts as printed, tails as continued
+
+
+def construction(v, deviations=()) -> tuple:
+    """(TextIndex, tokenize) restart_model builds a subject's restart sequences from: init_dry's as shipped (each
+    token's detokenize({id}) text, a tail tokenized as the start of a text), or, where the subject declares the
+    printed-text fix, each token's piece as printed and a tail tokenized as a continuation."""
+    if PRINTED not in deviations:
+        return _index(v), v.tokenize
+    return _printed_index(v), continuation_tokenizer(v.tokenize, v.pieces().__getitem__, space_prefix(v))
+
+
+def printed_sequences(v, breakers) -> RestartSeqs:
+    """The restart sequences of the printed-text fix for a loaded vocabulary and breakers (cached per pair)."""
+    return _printed_restarts(v, tuple(breakers))
+
+
+@lru_cache(maxsize=256)
+def _printed_restarts(v, breakers: tuple) -> RestartSeqs:
+    index, tokenize = construction(v, (PRINTED,))
+    return RestartSeqs(restart_model(list(breakers), index, tokenize).pairs(), v.n_tokens)
+
+
+_PRINTED: dict = {}
+
+
+def _printed_index(v):
+    with _LOCK:
+        if v.ref.sha256 not in _PRINTED:
+            _PRINTED[v.ref.sha256] = TextIndex(v.pieces())
+        return _PRINTED[v.ref.sha256]
+
+
+@lru_cache(maxsize=64)
+def space_prefix(v) -> bool:
+    """llama_vocab::get_add_space_prefix() for a vocabulary, from its GGUF file: tokenizer.ggml.add_space_prefix
+    when the file has it, else true for a SentencePiece vocabulary (tokenizer.ggml.model "llama") and false for
+    every other (llama-vocab.cpp's load)."""
+    import gguf  # on use: only the printed-text fix needs it
+
+    r = gguf.GGUFReader(str(v.ref.path))
+
+    def value(key):
+        f = r.fields.get(key)
+        return None if f is None else f.contents()
+    flag = value("tokenizer.ggml.add_space_prefix")
+    return bool(flag) if flag is not None else value("tokenizer.ggml.model") == "llama"
 
 
 def reference_vocab_of(case: Case):

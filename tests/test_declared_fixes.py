@@ -58,18 +58,20 @@ def test_fixes_are_named_by_the_finding_they_fix():
     assert deviations.fix_for("promise-finite-penalty") == "finite-penalty:saturate"
     assert deviations.fix_for("served-base-replaced") == "base-below-one:off"
     assert deviations.fix_for("mismatch") is None
-    assert deviations.fixed_by("declared-finite-penalty:saturate") == "promise-finite-penalty"
-    assert deviations.fixed_by("declared-single-token-breakers") is None
-    assert deviations.fixed_by("promise-finite-penalty") is None
-    assert fixes_declared(["promise-finite-penalty@window>0", "semantic-change", "served-base-replaced"]) == \
-        ["finite-penalty:saturate", "base-below-one:off"]
+    assert deviations.fix_for("promise-breaker-phantom") == "breaker-text:printed"
+    assert deviations.fixed_by("declared-finite-penalty:saturate") == ("promise-finite-penalty",)
+    assert deviations.fixed_by("declared-single-token-breakers") == ()
+    assert deviations.fixed_by("promise-finite-penalty") == ()
+    assert fixes_declared(["promise-finite-penalty@window>0", "semantic-change", "served-base-replaced",
+                           "promise-breaker-phantom", "promise-breaker-in-token"]) == \
+        ["finite-penalty:saturate", "base-below-one:off", "breaker-text:printed"]
     with pytest.raises(deviations.DeviationError, match="only a fix dryz models"):
         deviations.check_fixes(["match-cap:3"])
     with pytest.raises(deviations.DeviationError, match="a server:PATH subject"):
         deviations.check_fixes(["base-below-one:off"])
     assert deviations.check_fixes(["base-below-one:off"] * 2, "llama-server") == ("base-below-one:off",)
     # the gate says which declared finding classes it has no fix model for
-    assert unfixable("promise-breaker-phantom") and unfixable("mismatch@window>0")
+    assert unfixable("promise-restart-order") and unfixable("mismatch@window>0")
     assert not any(map(unfixable, ["promise-finite-penalty", "semantic-change@window=-1", "crash", "nonsense"]))
 
 

@@ -14,7 +14,7 @@ from ..oracle.promise_text import (PROMISE_SETS, TEXTS, WINDOW, classify, comple
 from ..oracle.restarts_vocab import MAX_CHAR_LEN, MAX_SEQ_LEN, TextIndex, restart_model  # noqa: F401
 from ..enumerate.vocab_probes import _fillers, SubjectProbe
 from ..subject.answers import Unsupported
-from ..vocab_cases import load_vocab
+from ..vocab_cases import construction, load_vocab
 
 
 @dataclass
@@ -90,7 +90,7 @@ def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True,
     def late() -> bool:
         return deadline is not None and time.monotonic() > deadline
     vocab = load_vocab(vocab_spec, lib)
-    index = TextIndex(vocab.texts())
+    index, tokenize = construction(vocab, lib.caps.deviations)  # init_dry's, or a fix the subject declares
     pieces = vocab.pieces()
     res = PromiseResult(vocab.ref.name)
     tokenized = [(name, vocab.tokenize(t, parse_special=True)) for name, t in texts]
@@ -98,7 +98,7 @@ def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True,
         if late():
             res.complete = False
             break
-        model = restart_model(breakers, index, vocab.tokenize)
+        model = restart_model(breakers, index, tokenize)
         tails = {x for ts in model.seqs.values() for t in ts for x in t}
         probe = SubjectProbe(lib, vocab, breakers)
         for text_name, ids in tokenized:
@@ -116,12 +116,12 @@ def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True,
                 except Unsupported as why:  # not judged: counted, with why
                     res.not_judged[str(why)] = res.not_judged.get(str(why), 0) + 1
                     continue
-                cls, info = classify(window, pieces, index.texts, breakers, model, obs, vocab.tokenize)
+                cls, info = classify(window, pieces, index.texts, breakers, model, obs, tokenize)
                 res.counts[cls] = res.counts.get(cls, 0) + 1
                 if cls == "agree":
                     continue
                 window, info = shrink(probe, window, z, pieces, index.texts, breakers, model, cls, info,
-                                      vocab.tokenize)
+                                      tokenize)
                 old = res.witnesses.get(cls)
                 if old is None or len(window) < len(old.window):
                     res.witnesses[cls] = Witness(cls, text_name, set_name, list(breakers), window, info)
@@ -139,7 +139,7 @@ def promise_sweep(vocab_spec, lib, sets=PROMISE_SETS, texts=TEXTS, spelled=True,
                 except Unsupported as why:
                     res.not_judged[str(why)] = res.not_judged.get(str(why), 0) + 1
                     continue
-                cls, info = classify(window, pieces, index.texts, breakers, model, obs, vocab.tokenize)
+                cls, info = classify(window, pieces, index.texts, breakers, model, obs, tokenize)
                 res.vocab_counts[cls] = res.vocab_counts.get(cls, 0) + 1
                 if cls == "agree":
                     continue
@@ -167,10 +167,9 @@ def shrink(probe, window, z, pieces, texts_of, breakers, model, cls, info, token
 
 def reclassify(lib, vocab, witness: Witness) -> str:
     """The class the witness gets when run again (on a fresh sampler)."""
-    index = TextIndex(vocab.texts())
-    model = restart_model(witness.breakers, index, vocab.tokenize)
+    index, tokenize = construction(vocab, lib.caps.deviations)
+    model = restart_model(witness.breakers, index, tokenize)
     tails = {x for ts in model.seqs.values() for t in ts for x in t}
     z = next(f for f in _fillers(index, model.seqs, tails, 6) if f not in witness.window)
     obs = observe(SubjectProbe(lib, vocab, witness.breakers), witness.window, z)
-    return classify(witness.window, vocab.pieces(), index.texts, witness.breakers, model, obs,
-                    vocab.tokenize)[0]
+    return classify(witness.window, vocab.pieces(), index.texts, witness.breakers, model, obs, tokenize)[0]

@@ -50,6 +50,7 @@ from ..oracle.seqindex import RestartSeqs, restart_scan
 from ..oracle.shipped import Config, output_logits, shipped_lengths
 from ..oracle.restarts_vocab import TextIndex, restart_model
 from ..case import Case
+from ..vocab_cases import construction
 from ..subject.answers import Crash, Refused, SubjectCrashed, Unrecoverable, Unsupported
 
 LAST_N = 4096
@@ -216,10 +217,12 @@ def _cands(history, z) -> tuple:
     return tuple(sorted(set(history) | {z}))
 
 
-def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summary, deadline=None) -> dict:
-    """deadline (time.monotonic()): stop probing there; the set's stats say complete False."""
+def compare_set(lib, vocab, index: TextIndex, name: str, breakers, summary: Summary, deadline=None,
+                tokenize=None) -> dict:
+    """deadline (time.monotonic()): stop probing there; the set's stats say complete False. index and tokenize:
+    the construction the subject's restart sequences are modelled from (vocab_cases.construction)."""
     t0 = time.perf_counter()
-    model = restart_model(breakers, index, vocab.tokenize)
+    model = restart_model(breakers, index, tokenize or vocab.tokenize)
     t_model = time.perf_counter() - t0
     seqs = model.seqs
     tails = sorted({t for ts in seqs.values() for t in ts if t})
@@ -302,7 +305,7 @@ def compare_vocab(vocab_spec, lib, breakers=None, deadline=None) -> Summary:
     strings (one set), a sequence of (name, list) sets, or None for BREAKER_SUITE. deadline (time.monotonic()):
     no probe starts after it (Summary.sets says which sets were complete)."""
     vocab = lib.vocabulary(vocab_spec)
-    index = TextIndex(vocab.texts())
+    index, tokenize = construction(vocab, lib.caps.deviations)  # init_dry's, or a fix the subject declares
     summary = Summary(vocab.ref.name, vocab.ref.sha256, vocab.n_tokens)
     if breakers is None:
         sets = BREAKER_SUITE
@@ -313,5 +316,5 @@ def compare_vocab(vocab_spec, lib, breakers=None, deadline=None) -> Summary:
     for name, bs in sets:
         if deadline is not None and time.monotonic() > deadline:
             break
-        compare_set(lib, vocab, index, name, bs, summary, deadline)
+        compare_set(lib, vocab, index, name, bs, summary, deadline, tokenize)
     return summary

@@ -19,8 +19,9 @@ from __future__ import annotations
 import time
 from ..corpus import known_classes
 from ..oracle.promise_text import PROMISE_SETS
-from ..oracle.restarts_vocab import restart_model, TextIndex
+from ..oracle.restarts_vocab import restart_model
 from ..subject.vendored_vocabs import vendored_names
+from ..vocab_cases import construction
 from .promise_sweep import promise_sweep
 from .vocab_probes import _fillers, BREAKER_SUITE, compare_vocab, probe_case
 
@@ -42,21 +43,21 @@ def vocab_names(specs) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _promise_case(v, w):
+def _promise_case(v, w, deviations=()):
     """A text-promise witness (a window) as the probe observed it: X z X with z outside every restart
-    sequence, candidate z."""
-    index = TextIndex(v.texts())
-    model = restart_model(w.breakers, index, v.tokenize)
+    sequence (of the construction the subject's deviations say), candidate z."""
+    index, tokenize = construction(v, deviations)
+    model = restart_model(w.breakers, index, tokenize)
     tails = {x for ts in model.seqs.values() for t in ts for x in t}
     z = next(f for f in _fillers(index, model.seqs, tails, 6) if f not in w.window)
     return probe_case(v, w.breakers, list(w.window) + [z] + list(w.window), (z,))
 
 
-def _cheapest_first(v, sets):
+def _cheapest_first(v, sets, deviations=()):
     """Breaker sets in ascending order of the restart sequences the model makes from them on this vocabulary
     (what the probes cost): under a time budget, as many sets as fit are probed in full."""
-    index = TextIndex(v.texts())
-    size = {name: len(restart_model(bs, index, v.tokenize).pairs()) for name, bs in sets}
+    index, tokenize = construction(v, deviations)
+    size = {name: len(restart_model(bs, index, tokenize).pairs()) for name, bs in sets}
     return sorted(sets, key=lambda x: size[x[0]])
 
 
@@ -108,10 +109,10 @@ def run(lib, specs, checks=CHECKS, seconds: float | None = None, log=None) -> di
                     findings.append({"vocab": v.ref.name, "check": "promise", "klass": cls,
                                      "detail": f"breaker set {w.breaker_set} {w.breakers}, window of "
                                                f"{len(w.window)} tokens ({w.text}): {w.info}",
-                                     "case": _promise_case(v, w).to_json()})
+                                     "case": _promise_case(v, w, lib.caps.deviations).to_json()})
         else:
             if deadline is not None and len(sets) > 1:
-                sets = _cheapest_first(v, sets)
+                sets = _cheapest_first(v, sets, lib.caps.deviations)
             s = compare_vocab(name, lib, sets, deadline=deadline)
             c = row.setdefault("construction", {"probes": 0, "shadowed": 0, "disagreements": 0,
                                                 "sets_complete": 0, "sets": len(BREAKER_SUITE),

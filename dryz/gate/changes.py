@@ -64,7 +64,7 @@ def change_class(klass: str, case, base: str = "", new: str = "") -> str:
     (promise-finite-penalty where the new is declared-finite-penalty:saturate), at where its minimized witness
     sits on the window's edges (dryz.differential.where): CLASS@window=-1, CLASS@window<-1,
     CLASS@window>0,n_ctx_train<=0, ..."""
-    if base and fixed_by(new) == base:
+    if base and base in fixed_by(new):
         klass = base
     window, cap = where(case)
     w = {"-1": "window=-1", "<-1": "window<-1", "0": "window=0", ">0": "window>0"}[window]

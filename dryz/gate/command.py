@@ -45,7 +45,7 @@ def gate(spec: str, seconds: float, base: str | None = None, expect=(), work: Pa
     if fixes:  # a declared change that is a fix dryz models: the subject is judged declaring it
         spec = with_declared(spec, fixes)
         log(f"the subject is judged declaring the fix {', '.join(fixes)} (--expect-change "
-            f"{', '.join(d for d in expect if d.split('@', 1)[0] in {FIXES[f] for f in fixes})})")
+            f"{', '.join(d for d in expect if d.split('@', 1)[0] in {k for f in fixes for k in FIXES[f]})})")
     unmodelled = [d for d in expect if unfixable(d)]
     if unmodelled:
         log(f"dryz models no fix of {', '.join(unmodelled)}: where the subject no longer shows it, the new output is "

@@ -38,6 +38,11 @@ fixes). The fixed output is then `declared-<name>` where it equals that model, a
                                 becomes -FLT_MAX (+FLT_MAX for a negative penalty); fixes promise-finite-penalty
     base-below-one:off          llama-server passes dry_base < 1 to the library, which switches DRY off (its
                                 request layer as shipped replaces it with 1.75); fixes served-base-replaced
+    breaker-text:printed        init_dry builds the restart sequences from each token's piece as printed (not
+                                detokenize({id}), which drops a SentencePiece token's leading space) and, on a
+                                vocabulary with a space prefix, tokenizes a breaker's tail as a continuation
+                                (restarts_vocab.continuation_tokenizer); fixes promise-breaker-in-token,
+                                -across-tokens and -phantom where the printed text shows them
 
 `variants(cfg, declared, breakers, tokenize)` gives the (class, Config) pairs check_batch tries: each deviation
 alone, and all of them together when more than one is declared. `refuses(case, declared)` names the declared
@@ -71,10 +76,13 @@ MODELLED = {
     "no-clamp": "no exponent clamp in Step 4",
     "finite-penalty:saturate": "Step 4 saturates a finite logit at -FLT_MAX (+FLT_MAX) instead of overflowing",
     "base-below-one:off": "llama-server passes dry_base < 1 to the library (DRY off) instead of 1.75",
+    "breaker-text:printed": "restart sequences from the tokens' printed pieces, tails tokenized as a continuation",
 }
-# A fix's model -> the finding class it fixes (declarable on a llama.cpp subject: --declare, the gate's
+# A fix's model -> the finding classes it fixes (declarable on a llama.cpp subject: --declare, the gate's
 # --expect-change); REQUEST_LAYER: the ones that change a request layer's model, not the library's.
-FIXES = {"finite-penalty:saturate": "promise-finite-penalty", "base-below-one:off": "served-base-replaced"}
+FIXES = {"finite-penalty:saturate": ("promise-finite-penalty",), "base-below-one:off": ("served-base-replaced",),
+         "breaker-text:printed": ("promise-breaker-in-token", "promise-breaker-across-tokens",
+                                  "promise-breaker-phantom")}
 REQUEST_LAYER = ("base-below-one:off",)
 KNOWN = tuple(MODELLED)  # (kept for the adapters that read it)
 _FLAGS = ("single-token-breakers", "breaker-form:last-token", "window-zero:unlimited", "window-negative:unlimited",
@@ -100,10 +108,14 @@ def parse(name: str) -> tuple[str, int | None]:
     raise DeviationError(f"unknown deviation {name!r} (dryz models: {', '.join(MODELLED)})")
 
 
-def apply(cfg, name: str, breakers=(), tokenize=None):
+def apply(cfg, name: str, breakers=(), tokenize=None, printed=None):
     """The configuration with one declared deviation (breakers and tokenize: the case's breaker strings and the
-    vocabulary's text -> ids, for breaker-form:last-token)."""
+    vocabulary's text -> ids, for breaker-form:last-token; printed: the restart sequences of breaker-text:printed
+    over a real vocabulary, which the caller builds: None on the symbol vocabulary, where pieces and texts are the
+    same and there is no space prefix, so the fix changes nothing)."""
     kind, n = parse(name)
+    if kind == "breaker-text:printed":
+        return replace(cfg, variants=()) if printed is None else replace(cfg, seqs=printed, variants=())
     if kind == "single-token-breakers":
         return replace(cfg, seqs=tuple((h, t) for h, t in cfg.seqs if not t), variants=())
     if kind == "breaker-form:last-token":
@@ -132,27 +144,27 @@ def apply(cfg, name: str, breakers=(), tokenize=None):
     return replace(cfg, exempt_breakers=False, variants=())
 
 
-def variants(cfg, declared, breakers=(), tokenize=None) -> tuple:
+def variants(cfg, declared, breakers=(), tokenize=None, printed=None) -> tuple:
     """(class, Config) for each declared deviation that changes the output model (a refusal does not: refuses()
     judges it), and for all of them together."""
     declared = tuple(d for d in declared if d not in REFUSALS and d not in REQUEST_LAYER)
-    out = [(f"declared-{d}", apply(cfg, d, breakers, tokenize)) for d in declared]
+    out = [(f"declared-{d}", apply(cfg, d, breakers, tokenize, printed)) for d in declared]
     if len(declared) > 1:
         both = cfg
         for d in declared:
-            both = apply(both, d, breakers, tokenize)
+            both = apply(both, d, breakers, tokenize, printed)
         out.append(("declared-" + "+".join(declared), both))
     return tuple(out)
 
 
 def fix_for(klass: str) -> str | None:
     """The fix dryz models for a finding class (FIXES), or None."""
-    return next((d for d, k in FIXES.items() if k == klass), None)
+    return next((d for d, k in FIXES.items() if klass in k), None)
 
 
-def fixed_by(klass: str) -> str | None:
-    """The finding class a `declared-<fix>` class fixes, or None (not a declared fix)."""
-    return FIXES.get(klass.removeprefix("declared-")) if klass.startswith("declared-") else None
+def fixed_by(klass: str) -> tuple:
+    """The finding classes a `declared-<fix>` class fixes; () for any other class."""
+    return FIXES.get(klass.removeprefix("declared-"), ()) if klass.startswith("declared-") else ()
 
 
 def replays_as(got: str, expect: str) -> bool:
@@ -160,7 +172,7 @@ def replays_as(got: str, expect: str) -> bool:
     declared-<fix> and expect the finding it fixes, or the fix is a request layer's and expect is agree (the layer
     then runs the case as the library does, which an entry recorded on a library expects)."""
     fix = got.removeprefix("declared-") if got.startswith("declared-") else None
-    return fix in FIXES and (FIXES[fix] == expect or (fix in REQUEST_LAYER and expect == "agree"))
+    return fix in FIXES and (expect in FIXES[fix] or (fix in REQUEST_LAYER and expect == "agree"))
 
 
 def check_fixes(names, request_layer: str = "") -> tuple:
@@ -170,7 +182,7 @@ def check_fixes(names, request_layer: str = "") -> tuple:
     for n in names:
         if n not in FIXES:
             raise DeviationError(f"--declare {n!r}: a llama.cpp subject declares only a fix dryz models ("
-                                 + ", ".join(f"{d}: fixes {k}" for d, k in FIXES.items())
+                                 + ", ".join(f"{d}: fixes {'/'.join(k)}" for d, k in FIXES.items())
                                  + "); another engine's deviations are its adapter's, with their citations")
         if n in REQUEST_LAYER and not request_layer:
             raise DeviationError(f"--declare {n}: a fix of llama-server's request layer (a server:PATH subject)")

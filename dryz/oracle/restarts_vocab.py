@@ -148,3 +148,28 @@ def restart_model(breakers, index: TextIndex, tokenize) -> RestartModel:
 def restart_sets(breakers, texts, tokenize) -> dict[int, set]:
     """The canonical structure only: {head: {tail, ...}}."""
     return restart_model(breakers, TextIndex(texts), tokenize).seqs
+
+
+def continuation_tokenizer(tokenize, piece, space_prefix: bool):
+    """A breaker tail's tokens as the printed-text fix makes them (dryz.oracle.deviations: breaker-text:printed):
+    on a vocabulary with a space prefix, tokenize(tail) starts a text with a word-start space ("\n" becomes
+    [\u2581, \n]), which a model continuing a text does not emit. The fix tokenizes "\n" + tail instead and keeps
+    the tokens after the newline, when the pieces before them print exactly "\n" or " \n" (at most two bytes,
+    up to the first that is "\n") and the pieces after them print exactly the tail; otherwise, and on every
+    vocabulary without a space prefix, tokenize(tail). tokenize(bytes) -> ids; piece(id) -> bytes as printed."""
+    if not space_prefix:
+        return tokenize
+
+    def tok(text: bytes) -> tuple:
+        plain = tuple(tokenize(text))
+        if not text:
+            return plain
+        after = tuple(tokenize(b"\n" + text))
+        lead, k = b"", 0
+        while k < len(after) and lead != b"\n" and len(lead) < 2:
+            lead += piece(after[k])
+            k += 1
+        if lead not in (b" \n", b"\n") or b"".join(map(piece, after[k:])) != text:
+            return plain
+        return after[k:]
+    return tok
