@@ -35,7 +35,7 @@ def say_subject(lib) -> None:
               help=meaning("--lib", "Short for --subject libllama:PATH. [env: DRYZ_LIB]"))
 @click.option("--declare", "declared", multiple=True, metavar="FIX",
               help="The subject (a patched llama.cpp) carries this fix dryz models (finite-penalty:saturate, "
-                   "base-below-one:off: dryz.oracle.deviations.FIXES): declared-FIX where its output is the fix's.")
+                   "base-below-one:off, breaker-text:printed): declared-FIX where its output is the fix's.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output (results and errors only), for scripts.")
 @click.pass_context
 def cli(ctx, subject_spec, lib_path, declared, quiet):

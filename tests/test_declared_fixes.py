@@ -135,3 +135,18 @@ def test_replay_and_the_gate_read_a_declared_fix():
 def test_a_bad_declaration_is_one_line_and_exit_2(args, says):
     p = dryz(*args, "exhaustive")
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and says in p.stderr, p.stderr
+
+
+def test_a_tail_tokenized_as_a_continuation():
+    """The printed-text fix's tail tokenization, on a made-up SentencePiece-like tokenizer that starts every text
+    with a word-start space: "\n" alone is [_, \n] (the space prefix), after a newline it is [\n] (kept);
+    a tail whose pieces after the newline do not spell it is tokenized as before; no space prefix: as before."""
+    from dryz.oracle.restarts_vocab import continuation_tokenizer
+    piece = {0: b" ", 1: b"\n", 2: b" b", 3: b"b", 4: b"\nb"}.__getitem__
+
+    def tokenize(text: bytes):
+        return {b"\n": (0, 1), b"\n\n": (0, 1, 1), b"b": (2,), b"\nb": (0, 1, 3), b"x": (2,), b"\nx": (4,)}[text]
+    tok = continuation_tokenizer(tokenize, piece, True)
+    assert tok(b"\n") == (1,) and tok(b"b") == (3,)
+    assert tok(b"x") == (2,)  # after a newline the pieces do not print "x": as before
+    assert continuation_tokenizer(tokenize, piece, False)(b"\n") == (0, 1)

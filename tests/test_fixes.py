@@ -127,6 +127,11 @@ def test_spm_breaker_matching(entry, plain_class, plain_logit, new_class, new_lo
     assert plain["class"] == plain_class and plain["observed_logits"] == [plain_logit]
     new = verdict(fixed("spm-breaker-matching.diff"), entry)
     assert new["class"] == new_class and new["observed_logits"] == [new_logit]
+    # declaring the fix (breaker-text:printed): the SPM witnesses' outputs are exactly its model's (the in-token
+    # one's candidate exempt as a breaker, as the fix prints it); the gpt-2 one is the plain build's
+    new = verdict(fixed("spm-breaker-matching.diff"), entry, "breaker-text:printed")
+    want_class = plain_class if plain_class == new_class else "declared-breaker-text:printed"
+    assert new["class"] == want_class and new["observed_logits"] == [new_logit]
 
 
 def server(patch: str | None) -> Path:
