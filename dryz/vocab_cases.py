@@ -62,11 +62,14 @@ _INDEX: dict = {}
 _LOCK = threading.Lock()
 
 
-def _index(v):
+def _index(v, printed: bool = False):
+    """The vocabulary's TextIndex, once per process: of its texts as init_dry reads them (detokenize({id})), or
+    of its pieces as printed (the printed-text fix's construction)."""
+    key = (v.ref.sha256, printed)
     with _LOCK:
-        if v.ref.sha256 not in _INDEX:
-            _INDEX[v.ref.sha256] = TextIndex(v.texts())
-        return _INDEX[v.ref.sha256]
+        if key not in _INDEX:
+            _INDEX[key] = TextIndex(v.pieces() if printed else v.texts())
+        return _INDEX[key]
 
 
 @lru_cache(maxsize=256)
@@ -100,7 +103,7 @@ def construction(v, deviations=()) -> tuple:
     printed-text fix, each token's piece as printed and a tail tokenized as a continuation."""
     if PRINTED not in deviations:
         return _index(v), v.tokenize
-    return _printed_index(v), continuation_tokenizer(v.tokenize, v.pieces().__getitem__, space_prefix(v))
+    return _index(v, True), continuation_tokenizer(v.tokenize, v.pieces().__getitem__, space_prefix(v))
 
 
 def printed_sequences(v, breakers) -> RestartSeqs:
@@ -113,15 +116,6 @@ def _printed_restarts(v, breakers: tuple) -> RestartSeqs:
     index, tokenize = construction(v, (PRINTED,))
     return RestartSeqs(restart_model(list(breakers), index, tokenize).pairs(), v.n_tokens)
 
-
-_PRINTED: dict = {}
-
-
-def _printed_index(v):
-    with _LOCK:
-        if v.ref.sha256 not in _PRINTED:
-            _PRINTED[v.ref.sha256] = TextIndex(v.pieces())
-        return _PRINTED[v.ref.sha256]
 
 
 @lru_cache(maxsize=64)
