@@ -114,11 +114,13 @@ def test_a_crash_mid_walk_is_a_finding_and_the_walk_goes_on(tmp_path):
 
 
 def test_a_fuzz_campaign_through_the_adapter_finds_the_planted_bug(tmp_path):
-    """libFuzzer jobs open the adapter from the spec they are passed; every finding is re-checked in a clean
-    process and reproduces."""
+    """libFuzzer jobs open the adapter from the spec they are passed; every finding re-checked in a clean process
+    reproduces (on a busy machine the re-checks' share of --time can end first: the rest are kept, labelled)."""
     p = dryz("--subject", adapter("--drop-breakers"), "fuzz", "--time", "20", "--jobs", "1", "--workdir",
              str(tmp_path / "w"), "--json", str(tmp_path / "s.json"), timeout=600)
     s = json.loads((tmp_path / "s.json").read_text())
     assert p.returncode == 1 and s["findings"], p.stdout[-2000:] + p.stderr[-2000:]
-    assert all(f["reproduces"] and f["klass"].startswith("mismatch") for f in s["findings"]), s["findings"]
+    checked = [f for f in s["findings"] if f["reproduces"] is not None]
+    assert checked and all(f["reproduces"] and f["klass"].startswith("mismatch") for f in checked), s["findings"]
+    assert all(f["klass"] == "not re-checked (--time spent)" for f in s["findings"] if f["reproduces"] is None)
     assert s["subject"]["kind"] == "cmd"
