@@ -177,7 +177,9 @@ def glossary_page() -> str:
 # What each DRYZ_* variable the code reads means. Every name the code uses must be here, and nothing else
 # (environment_page refuses both): a new variable cannot go undocumented.
 ENV = {
-    "DRYZ_SUBJECT": ("user", "The subject under audit, as `--subject KIND:ARG` (the option wins)."),
+    "DRYZ_SUBJECT": ("user", "The subject under audit, as `--subject KIND:ARG` (the option wins); a spec ending in "
+                             "`+declare=FIX[,FIX]` declares fixes, as `--declare FIX` writes it for every process "
+                             "dryz starts."),
     "DRYZ_LIB": ("user", "The libllama under audit, as `--lib PATH` (short for `libllama:PATH`)."),
     "DRYZ_QUIET": ("user", "`1`: no progress output, as `-q`."),
     "DRYZ_CACHE": ("user", "The cache folder (below). Default `$XDG_CACHE_HOME/dryz`, else `~/.cache/dryz`."),
