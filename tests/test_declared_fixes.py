@@ -62,6 +62,7 @@ def test_fixes_are_named_by_the_finding_they_fix():
     assert deviations.fixed_by("declared-finite-penalty:saturate") == ("promise-finite-penalty",)
     assert deviations.fixed_by("declared-single-token-breakers") == ()
     assert deviations.fixed_by("promise-finite-penalty") == ()
+    assert deviations.fixed_by("declared-finite-penalty:saturate+breaker-text:printed")[0] == "promise-finite-penalty"
     assert fixes_declared(["promise-finite-penalty@window>0", "semantic-change", "served-base-replaced",
                            "promise-breaker-phantom", "promise-breaker-in-token"]) == \
         ["finite-penalty:saturate", "base-below-one:off", "breaker-text:printed"]

@@ -139,8 +139,8 @@ def apply(cfg, name: str, breakers=(), tokenize=None, printed=None):
         return replace(cfg, clamp=False, variants=())
     if kind == "finite-penalty:saturate":
         return replace(cfg, saturate=True, variants=())
-    if kind in REFUSALS or kind in REQUEST_LAYER:  # a refusal: the output model is unchanged (refuses() judges a refused answer)
-        return replace(cfg, variants=())
+    if kind in REFUSALS or kind in REQUEST_LAYER:  # the library's output model is unchanged (refuses() judges a
+        return replace(cfg, variants=())            # refusal; dryz.judge a request layer's fix)
     return replace(cfg, exempt_breakers=False, variants=())
 
 
@@ -163,16 +163,19 @@ def fix_for(klass: str) -> str | None:
 
 
 def fixed_by(klass: str) -> tuple:
-    """The finding classes a `declared-<fix>` class fixes; () for any other class."""
-    return FIXES.get(klass.removeprefix("declared-"), ()) if klass.startswith("declared-") else ()
+    """The finding classes a `declared-<fix>` class fixes (`declared-<fix>+<fix>`: both's); () for any other
+    class."""
+    if not klass.startswith("declared-"):
+        return ()
+    return tuple(k for name in klass.removeprefix("declared-").split("+") for k in FIXES.get(name, ()))
 
 
 def replays_as(got: str, expect: str) -> bool:
     """A corpus entry that expects `expect` and is now `got` shows the fix the subject declares: got is
     declared-<fix> and expect the finding it fixes, or the fix is a request layer's and expect is agree (the layer
     then runs the case as the library does, which an entry recorded on a library expects)."""
-    fix = got.removeprefix("declared-") if got.startswith("declared-") else None
-    return fix in FIXES and (expect in FIXES[fix] or (fix in REQUEST_LAYER and expect == "agree"))
+    fixes = got.removeprefix("declared-").split("+") if got.startswith("declared-") else ()
+    return expect in fixed_by(got) or (expect == "agree" and any(f in REQUEST_LAYER for f in fixes))
 
 
 def check_fixes(names, request_layer: str = "") -> tuple:
