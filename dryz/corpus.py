@@ -328,10 +328,11 @@ class ReplayRow:
 
     @property
     def served(self) -> bool:
-        """On a subject with a request layer (llama-server): the entry's class, recorded on a library, is now a
-        served-* class, which the served model gives only where the answer is exactly what it predicts for the
-        entry's request (a documented difference of the layer, with its own witness in the corpus)."""
-        return bool(self.got) and self.got != self.expect and self.got in SERVED_CLASSES
+        """On a subject with a request layer (llama-server): the entry's class, recorded on a library (not a
+        served-* witness, whose class must stay its own), is now a served-* class, which the served model gives
+        only where the answer is exactly what it predicts for the entry's request (a documented difference of the
+        layer, with its own witness in the corpus)."""
+        return bool(self.got) and self.got in SERVED_CLASSES and self.expect not in SERVED_CLASSES
 
     @property
     def ok(self) -> bool:

@@ -26,6 +26,9 @@ from .subject.answers import Crash, Unsupported
 from .decode.cases import decode
 from .judge import check
 
+# The classes of a difference (classify), which the gate declares as changes.
+CLASSES = ("crash", "promise-broken-in-one", "semantic-change")
+
 CASE_TIMEOUT = 30.0  # seconds one evaluation may take before the subject counts as hung
 
 

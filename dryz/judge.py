@@ -14,11 +14,11 @@ from .case import Case
 from .check import answer_verdict
 from .config import Semantics
 from .oracle.deviations import REQUEST_LAYER
-from .oracle.served import LAYERS, Refused as Predicted, class_of
+from .oracle.served import LAYERS, Refused as Predicted, class_of, with_layer_fixes
 from .subject.answers import Crash, Refused, Unrecoverable, Unsupported
 from .subject.isolation import Worker
 from .symbols import symbol_bytes
-from .verdict import AGREE, Verdict, crash_verdict, is_finding, refused_verdict
+from .verdict import AGREE, Verdict, crash_verdict, refused_verdict
 from .vocab_cases import vocab_of
 
 
@@ -48,17 +48,12 @@ def judge_output(case: Case, sem: Semantics, out) -> Verdict:
     it is judged against the layer with the fix: agreeing there, it is class declared-<fix>."""
     if sem.request_layer and not isinstance(out, (Crash, Unrecoverable)):
         layer, texts = LAYERS[sem.request_layer], None if case.vocab is not None else symbol_bytes()
-        outcome = layer(case, texts)
-        v = _judge_served(case, sem, out, outcome)
         fixes = tuple(d for d in sem.deviations if d in REQUEST_LAYER)
-        if fixes and is_finding(v.klass):
-            fixed = layer(case, texts, fixes=fixes)
-            if fixed.classes != outcome.classes:  # the fix changes what the layer makes of this case
-                w = _judge_served(case, sem, out, fixed)
-                if w.klass == AGREE:
-                    w.declared = "declared-" + "+".join(fixes)
-                    w.detail = f"the server ran the case as the fix it declares ({'+'.join(fixes)}) makes it"
-                    return w
+        v, declared = with_layer_fixes(lambda f: _judge_served(case, sem, out, layer(case, texts, fixes=f)), fixes,
+                                       lambda w: w.klass)
+        if declared:
+            v.declared = declared
+            v.detail = f"the server ran the case as the fix it declares ({declared.removeprefix('declared-')}) makes it"
         return v
     return answer_verdict(case, sem, out)
 

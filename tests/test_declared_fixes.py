@@ -117,6 +117,8 @@ def test_replay_and_the_gate_read_a_declared_fix():
     row = ReplayRow(path=None, expect="agree", got="served-window-refused")
     assert row.ok and row.status == "as served"
     assert ReplayRow(path=None, expect="agree", got="mismatch").status == "changed"
+    # a served-* witness must keep its own class
+    assert ReplayRow(path=None, expect="served-base-replaced", got="served-window-refused").status == "changed"
     x = {"class": "semantic-change", "reference": {"klass": "promise-finite-penalty"},
          "other": {"klass": "declared-finite-penalty:saturate"}}
     assert not subject_broke(x)

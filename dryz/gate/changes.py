@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..case import Case
 from ..corpus import known_classes
-from ..differential import where
+from ..differential import CLASSES as COMPARISON_CLASSES, where
 from ..oracle.deviations import fix_for, fixed_by
 from ..verdict import is_finding, kind_of
 from .result import Change, GateError, GateResult
@@ -54,7 +54,7 @@ def unfixable(declaration: str) -> bool:
     """A declared change that names a finding class of a verdict (not a comparison's class: crash,
     semantic-change, promise-broken-in-one) for which dryz models no fix."""
     klass = declaration.split("@", 1)[0]
-    return klass not in ("crash", "semantic-change", "promise-broken-in-one") and kind_of(klass) is not None \
+    return klass not in COMPARISON_CLASSES and kind_of(klass) is not None \
         and is_finding(klass) and fix_for(klass) is None
 
 

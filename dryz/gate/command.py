@@ -12,7 +12,7 @@ from ..children import run as run_child
 from ..output import write_json
 from ..subject.binding import SubjectError, resolve
 from ..subject.registry import resolve_base, split_declared, with_declared
-from ..oracle.deviations import FIXES
+from ..oracle.deviations import fix_for
 from .changes import declared_changes, fixes_declared, unfixable
 from .plan import LANES, plan
 from .result import GateError, GateResult
@@ -44,8 +44,8 @@ def gate(spec: str, seconds: float, base: str | None = None, expect=(), work: Pa
     fixes = fixes_declared(expect)
     if fixes:  # a declared change that is a fix dryz models: the subject is judged declaring it
         spec = with_declared(spec, fixes)
-        log(f"the subject is judged declaring the fix {', '.join(fixes)} (--expect-change "
-            f"{', '.join(d for d in expect if d.split('@', 1)[0] in {k for f in fixes for k in FIXES[f]})})")
+        fixed = [d for d in expect if fix_for(d.split("@", 1)[0])]
+        log(f"the subject is judged declaring the fix {', '.join(fixes)} (--expect-change {', '.join(fixed)})")
     unmodelled = [d for d in expect if unfixable(d)]
     if unmodelled:
         log(f"dryz models no fix of {', '.join(unmodelled)}: where the subject no longer shows it, the new output is "

@@ -302,12 +302,20 @@ def replay_http(case, http: dict, expected_logits, texts=None, fixes=()) -> tupl
     (class, detail): the served-* class (or agree) when the response is what the model predicts, else
     mismatch. fixes: the request layer's fixes the server that answered declares: a response the layer as
     shipped does not explain but the layer with them does is declared-<fixes>."""
-    klass, detail = _replay_http(case, http, expected_logits, ())
-    if fixes and klass not in ("agree",):
-        fixed, why = _replay_http(case, http, expected_logits, fixes)
-        if fixed == "agree":
-            return "declared-" + "+".join(fixes), f"as the fix the server declares makes it: {why}"
-    return klass, detail
+    (klass, detail), declared = with_layer_fixes(lambda f: _replay_http(case, http, expected_logits, f), fixes,
+                                                 lambda r: r[0])
+    return (declared, f"as the fix the server declares makes it: {detail}") if declared else (klass, detail)
+
+
+def with_layer_fixes(judge, fixes, klass_of):
+    """The one rule for a request layer's declared fixes: judge(()) is the answer judged against the layer as
+    shipped; where that is not agree and the subject declares fixes, judge(fixes) against the layer with them,
+    and if that is agree, it is the verdict, of class declared-<fixes>. (result, the declared class or None)."""
+    first = judge(())
+    if not fixes or klass_of(first) == "agree":
+        return first, None
+    fixed = judge(tuple(fixes))
+    return (fixed, "declared-" + "+".join(fixes)) if klass_of(fixed) == "agree" else (first, None)
 
 
 def _replay_http(case, http: dict, expected_logits, fixes) -> tuple[str, str]:
