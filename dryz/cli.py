@@ -10,10 +10,13 @@ import click
 from . import __version__, inputs
 
 from .errors import EXIT_ERROR, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_OK, DryzError
-from .files import fail as _fail, writable as _writable
+from .files import fail as _fail
 from .inputs import (judge_case_file, judge_trace_file, load_case_file, load_subject, load_trace_file, on_vocab,
                      quiet_mode, say, vocab_filter, with_runtime)
-from .options import (READ_AS, Bound, _max_alphabet, _max_trace_events, _sanitizers, case_file_options, meaning, old,
+from .options import (BASE, CHANGE, EXPECT_FILE, FIX, INPUT, INPUT_FOLDER, LIB, MATRIX_RELEASE, MODE,
+                      OPERATOR, OUTPUT, OUTPUT_FOLDER, PROPERTY, READ_AS, RELEASE, SCHEDULER, SHARD,
+                      SPACE_CONFIG, SUBJECT, SUBJECT_OR_SERVER, VOCAB, Bound, Duration, Input, Vocabulary,
+                      _max_alphabet, _max_trace_events, _sanitizers, case_file_options, meaning, old,
                       with_old_spellings)
 
 
@@ -25,15 +28,15 @@ def say_subject(lib) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dryz")
-@click.option("--subject", "subject_spec", default=None, metavar="KIND:ARG", envvar="DRYZ_SUBJECT",
+@click.option("--subject", "subject_spec", default=None, type=SUBJECT, metavar="KIND:ARG", envvar="DRYZ_SUBJECT",
               help="The subject under audit, for every command and every process it starts: libllama:PATH (a "
                    "libllama.so or its folder), server:PATH (a llama-server binary), llama-cpp-python: (the "
                    "installed binding), engine:NAME (mistralrs, exllamav2, aphrodite: another engine's DRY), "
                    "cmd:COMMAND (your adapter, docs/adapters.md). [env: DRYZ_SUBJECT; default: llama-cpp-python's "
                    "libllama]")
-@click.option("--lib", "lib_path", default=None, metavar="PATH", envvar="DRYZ_LIB",
+@click.option("--lib", "lib_path", default=None, type=LIB, metavar="PATH", envvar="DRYZ_LIB",
               help=meaning("--lib", "Short for --subject libllama:PATH. [env: DRYZ_LIB]"))
-@click.option("--declare", "declared", multiple=True, metavar="FIX",
+@click.option("--declare", "declared", multiple=True, type=FIX, metavar="FIX",
               help="The subject (a patched llama.cpp) carries this fix dryz models (finite-penalty:saturate, "
                    "base-below-one:off, breaker-text:printed): declared-FIX where its output is the fix's.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output (results and errors only), for scripts.")
@@ -62,10 +65,10 @@ def subject_show():
 
 
 @subject.command("build")
-@click.option("--release", "version", default=None, metavar="V",
+@click.option("--release", "version", default=None, type=RELEASE, metavar="V",
               help=meaning("--release", "The one built. [default: the pinned one]"))
-@old("--version", "--release", "version")
-@click.option("--patch", "patch", default=None, type=click.Path(dir_okay=False), metavar="FILE.diff",
+@old("--version", "--release", "version", type=RELEASE)
+@click.option("--patch", "patch", default=None, type=INPUT, metavar="FILE.diff",
               help="A patch applied to vendor/llama.cpp (patch -p1) before building.")
 @click.option("--build-jobs", "jobs", type=Bound(int, 1, 64), default=None,
               help="The compiler's parallel jobs. [default: all cores]")
@@ -88,7 +91,7 @@ def subject_build(version, patch, jobs, force, server, sanitize):
 @click.option("-k", "--alphabet", type=Bound(int, 1, _max_alphabet), default=3, show_default=True,
               help=meaning("--alphabet"))
 @click.option("-n", "--max-length", type=Bound(int, 1), default=11, show_default=True, help=meaning("--max-length"))
-@click.option("-c", "--config", "configs", multiple=True, metavar="NAME",
+@click.option("-c", "--config", "configs", multiple=True, type=SPACE_CONFIG, metavar="NAME",
               help="Configuration to run (base, window4, breaker, windowW); repeatable. Default: all three "
                    "(with --all-alphabets: base and window4).")
 @click.option("--canonical/--no-canonical", default=True, show_default=True,
@@ -98,17 +101,18 @@ def subject_build(version, patch, jobs, force, server, sanitize):
 @click.option("--parameters", is_flag=True,
               help="Add, per configuration, allowed_length 0..3 x (multiplier, base) in (1, 2), (0.8, 1.75), "
                    "(2, 1.1), (1, 1), judged bit-exactly against the output model (NAME/allowedA/mM/bB).")
-@click.option("--scheduler", default=None, metavar="ADDRESS", help=meaning("--scheduler", "The space's slices."))
-@click.option("--shard", default=None, metavar="I/N", help="Run only shard I of N (combine with dryz merge).")
-@click.option("--json", "json_path", default=None, metavar="FILE",
+@click.option("--scheduler", default=None, type=SCHEDULER, metavar="ADDRESS",
+              help=meaning("--scheduler", "The space's slices."))
+@click.option("--shard", default=None, type=SHARD, metavar="I/N", help="Run only shard I of N (combine with dryz merge).")
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--json", "The certificate (interrupted: the partial result --resume continues)."))
 @click.option("-j", "--jobs", "workers", type=int, default=None,
               help=meaning("--jobs", "At most 4 per core. [default: all cores]"))
 @old("--workers", "-j/--jobs", "workers", type=int)
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (after 1 s).")
-@click.option("--resume", "resume_path", default=None, type=click.Path(dir_okay=False),
+@click.option("--resume", "resume_path", default=None, type=INPUT, metavar="FILE",
               help="Continue an interrupted run (its partial result JSON); give the same space options.")
-@click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
+@click.option("--vocab", "vocab", default=None, type=VOCAB, metavar="NAME|PATH",
               help=meaning("--vocab", "Histories over its real tokens (--token), restart sequences from its "
                                       "breakers (--breakers); plain enumeration, in-process."))
 @click.option("--token", "tokens", multiple=True, type=Bound(int, 0), metavar="ID",
@@ -125,7 +129,6 @@ def subject_build(version, patch, jobs, force, server, sanitize):
 def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,
                json_path, workers, progress, resume_path, vocab, tokens, breakers, trace_events):
     """Certify every history of length 1..N over k symbols, every symbol a candidate."""
-    _writable(json_path)
     from .enumerate import command  # on use: keeps start-up fast
     sys.exit(command.exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters,
                                 scheduler, shard, json_path, workers, progress, resume_path, vocab,
@@ -133,11 +136,11 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--json", "json_path", required=True, metavar="FILE", help=meaning("--json", "The merged certificate."))
+@click.argument("paths", nargs=-1, required=True, type=INPUT)
+@click.option("--json", "json_path", required=True, type=OUTPUT, metavar="FILE",
+              help=meaning("--json", "The merged certificate."))
 def merge(paths, json_path):
     """Combine `dryz exhaustive --shard` results into one certificate (refuses shards that do not fit)."""
-    _writable(json_path)
     from .enumerate import command  # on use: keeps start-up fast
     sys.exit(command.merge(paths, json_path, click.echo))
 
@@ -146,7 +149,7 @@ def merge(paths, json_path):
 
 
 @cli.command()
-@click.argument("path", type=click.Path(dir_okay=False))
+@click.argument("path", type=INPUT)
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
               help=meaning("--as", READ_AS))
 @click.option("--color/--no-color", default=None, help="Highlight matches with terminal colours. [default: on a tty]")
@@ -181,7 +184,7 @@ def explain(path, read_as, color, vocab, breakers, as_trace):
 
 
 @cli.command("check")
-@click.argument("path", type=click.Path(dir_okay=False))
+@click.argument("path", type=INPUT)
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
               help=meaning("--as", READ_AS))
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
@@ -203,38 +206,37 @@ def check_cmd(path, read_as, isolate, vocab, breakers, as_trace):
 
 
 @cli.command()
-@click.argument("path", type=click.Path(dir_okay=False))
+@click.argument("path", type=INPUT)
 @click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
               help=meaning("--as", READ_AS))
-@click.option("--corpus", "corpus_dir", default=None, metavar="DIR",
-              help=meaning("--corpus", "The reproducer. [default: ./reproducers, in the working directory]"))
+@click.option("--corpus", "corpus_dir", default="reproducers", type=OUTPUT_FOLDER, metavar="DIR",
+              help=meaning("--corpus", "The reproducer (a relative folder is in the working directory)."))
 @click.option("--isolate/--no-isolate", default=None,
               help=meaning("--isolate", "[default: only when the input crashes it]"))
-@click.option("--json", "json_path", default=None, metavar="FILE",
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--json", "The entry written, how short (proven or why not), the predicate calls."))
 @case_file_options
 @with_old_spellings
 def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace):
     """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
     in ./reproducers (or --corpus)."""
-    _writable(json_path)
     from .shrink_command import command  # on use: keeps start-up fast
     command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, click.echo)
 
 
 @cli.command("export")
-@click.argument("entry", type=click.Path(dir_okay=False))
+@click.argument("entry", type=INPUT)
 @click.option("--as", "form", type=click.Choice(["test-sampling", "pytest", "c"]), required=True,
               help=meaning("--as", "What the entry is written as: test-sampling (a test_dry call for llama.cpp's "
                                    "tests/test-sampling.cpp), pytest (a pytest file on llama-cpp-python's bindings) or "
                                    "c (a C program against llama.h)."))
-@click.option("--output", "output", default=None, metavar="FILE", help="Write the test to this file. [default: stdout]")
+@click.option("--output", "output", default=None, type=OUTPUT, metavar="FILE",
+              help="Write the test to this file. [default: stdout]")
 def export_cmd(entry, form, output):
     """A corpus entry (a finding, a seed, a trace, a minimized witness) as a test in its target's own style, its
     expected values from the oracles: it passes on a correct build and fails on the one a finding was found on.
     What a form cannot express is refused in one line naming the next form."""
     from .export import export  # on use: keeps start-up fast
-    _writable(output)
     text = export(entry, form)
     if output:
         with open(output, "w") as f:
@@ -244,15 +246,14 @@ def export_cmd(entry, form, output):
 
 
 @cli.command()
-@click.argument("directory", required=False, type=click.Path(file_okay=False))
-@click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
+@click.argument("directory", required=False, type=INPUT_FOLDER)
+@click.option("--vocab", "vocab", default=None, type=VOCAB, metavar="NAME|PATH",
               help=meaning("--vocab", "Replay only the entries on it (every entry always runs on its own)."))
-@click.option("--json", "json_path", default=None, metavar="FILE",
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--json", "Every entry's status and the totals."))
 def replay(directory, vocab, json_path):
     """Re-run every corpus entry through check() on the selected subject; exit 1 if any verdict changed.
     Default: the project's own corpus (shipped inside the package)."""
-    _writable(json_path)
     from .corpus import DEFAULT_DIR, replay as replay_dir, replay_json  # on use: keeps start-up fast
     from .output import write_json  # on use: keeps start-up fast
     from .render import replay_text  # on use: keeps start-up fast
@@ -274,18 +275,21 @@ def replay(directory, vocab, json_path):
 
 
 @cli.command()
-@click.option("-t", "--time", "seconds", type=Bound(int, 1, unit="second"), default=60, show_default=True,
+@click.option("-t", "--time", "seconds", type=Duration(1, whole=True), default=60, show_default=True,
               help=meaning("--time", "The campaign; the re-check of its crash files follows."))
 @click.option("-j", "--jobs", type=Bound(int, 1), default=None,
               help=meaning("--jobs", "libFuzzer's -fork jobs. [default: all cores]"))
-@click.option("--workdir", default="fuzz-work", show_default=True, help=meaning("--workdir", "The corpus it keeps, "
+@click.option("--workdir", default="fuzz-work", type=OUTPUT_FOLDER, show_default=True,
+              help=meaning("--workdir", "The corpus it keeps, "
               "its crash files and libFuzzer's log."))
-@click.option("--artifacts", default=None, help="Where crash files go. [default: WORKDIR/artifacts]")
+@click.option("--artifacts", default=None, type=OUTPUT_FOLDER, metavar="DIR",
+              help="Where crash files go. [default: WORKDIR/artifacts]")
 @click.option("--native/--no-native", default=False, help="Also collect coverage of an instrumented libllama (needs clang).")
 @click.option("--fault", type=click.Choice(["off-by-one", "abort", "slow"]), default=None,
               help="Positive control: judge against a deliberately wrong reference.")
-@click.option("--json", "json_path", default=None, metavar="FILE", help=meaning("--json", "The campaign's summary."))
-@click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
+              help=meaning("--json", "The campaign's summary."))
+@click.option("--vocab", "vocab", default=None, type=VOCAB, metavar="NAME|PATH",
               help=meaning("--vocab", "Fuzz cases over it (token ids over its full range, histories from tokenized "
                                       "text, dryz.decode.vocab) instead of the symbol vocabulary."))
 @click.option("--breaker-sets", "breakers", type=click.Choice(["default", "dict", "random"]), default="default",
@@ -305,7 +309,6 @@ def replay(directory, vocab, json_path):
 def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces, recheck,
          libfuzzer_flags):
     """Coverage-guided campaign (atheris + libFuzzer); flags after `--` go to libFuzzer."""
-    _writable(json_path)
     from .fuzz import command  # on use: keeps start-up fast
     sys.exit(command.run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler,
                          traces, recheck, libfuzzer_flags, click.echo))
@@ -316,44 +319,44 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
               show_default=True, help=meaning("--alphabet"))
 @click.option("-n", "--max-length", type=Bound(int, 1, 10), default=7, show_default=True,
               help=meaning("--max-length"))
-@click.option("--json", "json_path", default=None, metavar="FILE", help=meaning("--json", "The per-class counts."))
-@click.option("--vocab", "vocabs", multiple=True, metavar="NAME|PATH|all",
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
+              help=meaning("--json", "The per-class counts."))
+@click.option("--vocab", "vocabs", multiple=True, type=Vocabulary(every="all"), metavar="NAME|PATH|all",
               help=meaning("--vocab", "Instead: the restart sequences init_dry builds on it, probed against an "
                                       "independent model, and the text promise (dryz.enumerate.vocab_restarts); "
                                       "give it once per vocabulary (all: the pinned sdist's 19)."))
 @click.option("--check", "check", type=click.Choice(["construction", "promise", "both"]), default="both",
               show_default=True, help="With --vocab: the construction probes, the text promise, or both.")
-@click.option("-t", "--time", "seconds", type=Bound(float, 1, 86400, "seconds"), default=None,
+@click.option("-t", "--time", "seconds", type=Duration(1, 86400), default=None,
               help=meaning("--time", "With --vocab: no probe starts after it (the result says what was covered)."))
 def restarts(alphabet, max_length, json_path, vocabs, check, seconds):
     """Multi-token restart sequences (length-2/3, contained, overlapping breakers): every history up to N
     through the library, verdict counts per class. Exit 1 on a mismatch or an undocumented class.
     With --vocab: restart sequences on real vocabularies (construction probes and the text promise)."""
-    _writable(json_path)
     from .enumerate import command  # on use: keeps start-up fast
     sys.exit(command.restarts(alphabet, max_length, json_path, vocabs, check, seconds, click.echo))
 
 
 @cli.command()
-@click.option("--release", "releases", multiple=True, metavar="V",
+@click.option("--release", "releases", multiple=True, type=MATRIX_RELEASE, metavar="V",
               help=meaning("--release", "A row; give it once per release; xllamacpp[==V] for the xllamacpp wheel, "
                                         "none for no release (only --with). [default: 0.3.16, 0.3.34, 0.3.35, "
                                         "0.3.36, xllamacpp]"))
 @old("--versions", "--release", "releases", split=True)
-@click.option("--time-per-subject", "seconds", type=Bound(int, 1, 86400, "seconds"), default=60, show_default=True,
+@click.option("--time-per-subject", "seconds", type=Duration(1, 86400, whole=True), default=60, show_default=True,
               help=meaning("--time-per-subject"))
-@old("-t/--time", "--time-per-subject", "seconds", type=Bound(int, 1, 86400, "seconds"))
+@old("-t/--time", "--time-per-subject", "seconds", type=Duration(1, 86400, whole=True))
 @click.option("--random", "random_cases", type=Bound(int, 0, 1_000_000, hi_text="1,000,000"), default=2000,
               show_default=True, help=meaning("--random", "The campaigns' kept inputs too."))
-@click.option("--workdir", default="matrix-work", show_default=True,
+@click.option("--workdir", default="matrix-work", type=OUTPUT_FOLDER, show_default=True,
               help=meaning("--workdir", "A folder per subject."))
-@click.option("--corpus", "corpus_dir", default=None, metavar="DIR",
+@click.option("--corpus", "corpus_dir", default=None, type=OUTPUT_FOLDER, metavar="DIR",
               help=meaning("--corpus", "Each behaviour that differs between a subject and the pinned release. "
                                        "[default: WORKDIR/witnesses]"))
-@click.option("--json", "json_path", default=None, metavar="FILE", help=meaning("--json", "The matrix."))
-@click.option("--markdown", "md_path", default=None, metavar="FILE", help=meaning("--markdown", "The table "
-              "(also printed)."))
-@click.option("--with", "extra", multiple=True, metavar="KIND:ARG",
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE", help=meaning("--json", "The matrix."))
+@click.option("--markdown", "md_path", default=None, type=OUTPUT, metavar="FILE",
+              help=meaning("--markdown", "The table (also printed)."))
+@click.option("--with", "extra", multiple=True, type=SUBJECT, metavar="KIND:ARG",
               help="Also a subject of any kind, e.g. llama-cpp-python:, server:PATH or cmd:\"python a.py\"; give "
                    "it once per subject.")
 @with_old_spellings
@@ -365,115 +368,109 @@ def matrix(releases, seconds, random_cases, workdir, corpus_dir, json_path, md_p
     from pathlib import Path
 
     from .matrix import command  # on use: keeps start-up fast
-    _writable(json_path)
-    _writable(md_path)
     versions = "" if "none" in releases or (releases == ("",)) else ",".join(releases) if releases else None
     sys.exit(command(versions, seconds, random_cases, workdir, corpus_dir or str(Path(workdir) / "witnesses"),
                      json_path, md_path, extra, say, click.echo))
 
 
 @cli.command()
-@click.option("--row", "rows", multiple=True, metavar="KIND:ARG",
+@click.option("--row", "rows", multiple=True, type=SUBJECT_OR_SERVER, metavar="KIND:ARG",
               help="A row: a subject of any kind, or `server` (the pinned release's llama-server, built once); give "
                    "it once per row. [default: libllama:, server, llama-cpp-python:, engine:mistralrs, "
                    "engine:exllamav2, engine:aphrodite]")
-@click.option("--time-per-subject", "seconds", type=Bound(int, 1, 86400, "seconds"), default=60, show_default=True,
+@click.option("--time-per-subject", "seconds", type=Duration(1, 86400, whole=True), default=60, show_default=True,
               help=meaning("--time-per-subject"))
-@click.option("--property", "names", multiple=True, metavar="NAME", help=meaning("--property"))
+@click.option("--property", "names", multiple=True, type=PROPERTY, metavar="NAME", help=meaning("--property"))
 @click.option("-n", "--max-length", type=Bound(int, 1, 11), default=8, show_default=True,
               help=meaning("--max-length", "The certificate campaign's (the default space, over 3 symbols)."))
-@click.option("--workdir", default="conformance-work", show_default=True,
+@click.option("--workdir", default="conformance-work", type=OUTPUT_FOLDER, show_default=True,
               help=meaning("--workdir", "A folder per subject; its minimized witnesses in WORKDIR/SUBJECT/witnesses."))
-@click.option("--json", "json_path", default=None, metavar="FILE", help=meaning("--json", "The matrix (dryz report "
-              "makes its HTML page)."))
-@click.option("--markdown", "md_path", default=None, metavar="FILE", help=meaning("--markdown", "The tables (also "
-              "printed)."))
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
+              help=meaning("--json", "The matrix (dryz report makes its HTML page)."))
+@click.option("--markdown", "md_path", default=None, type=OUTPUT, metavar="FILE",
+              help=meaning("--markdown", "The tables (also printed)."))
 def conformance(rows, names, seconds, max_length, workdir, json_path, md_path):
     """Every DRY in the field, property by property: per subject its campaigns (the certificate space it can
     express, the restart sweep, a fuzz campaign) and its properties (dryz properties), each differing cell's
     witness minimized. Exit 1 when a cell differs, 2 when a subject could not be had."""
     from .conformance.matrix import command  # on use: keeps start-up fast
-    _writable(json_path)
-    _writable(md_path)
     sys.exit(command(rows, seconds, max_length, names, workdir, json_path, md_path, say, click.echo))
 
 
 @cli.command()
-@click.option("--property", "names", multiple=True, metavar="NAME", help=meaning("--property"))
-@click.option("--witness", "witnesses", multiple=True, metavar="FILE",
+@click.option("--property", "names", multiple=True, type=PROPERTY, metavar="NAME", help=meaning("--property"))
+@click.option("--witness", "witnesses", multiple=True, type=INPUT, metavar="FILE",
               help="Also judge this case, trace or crash file and name the property its difference belongs to; "
                    "give it once per file.")
-@click.option("--json", "json_path", default=None, metavar="FILE", help=meaning("--json", "Every cell."))
-@click.option("--corpus", "corpus_dir", default=None, metavar="DIR",
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE", help=meaning("--json", "Every cell."))
+@click.option("--corpus", "corpus_dir", default=None, type=OUTPUT_FOLDER, metavar="DIR",
               help=meaning("--corpus", "Each differing property's first probe. [default: none written]"))
 def properties(names, witnesses, json_path, corpus_dir):
     """Per semantic property of llama.cpp's DRY, a bounded space of probes on the selected subject, shortest
     first: conforms, declared (the subject's documented deviation, cited), differs (the first probe that does) or
     not expressible. Exit 1 when a property differs."""
     from .conformance.row import command  # on use: keeps start-up fast
-    _writable(json_path)
     sys.exit(command(names, witnesses, json_path, corpus_dir, click.echo))
 
 
 @cli.command()
-@click.option("--base", "base", required=True, metavar="VERSION|KIND:ARG|PATH", help=meaning("--base"))
-@click.option("--kept", "kept", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
+@click.option("--base", "base", required=True, type=BASE, metavar="VERSION|KIND:ARG|PATH", help=meaning("--base"))
+@click.option("--kept", "kept", multiple=True, type=INPUT_FOLDER, metavar="DIR",
               help="A fuzz campaign's kept inputs (its WORKDIR/corpus) to compare on too; give it once per folder.")
 @click.option("--random", "random_cases", type=Bound(int, 0, 1_000_000, hi_text="1,000,000"), default=2000,
               show_default=True, help=meaning("--random"))
-@click.option("-t", "--time", "seconds", type=Bound(float, 1, 86400, "seconds"), default=600, show_default=True,
+@click.option("-t", "--time", "seconds", type=Duration(1, 86400), default=600, show_default=True,
               help=meaning("--time", "No random or kept case starts after it (the edge cases and the corpus are "
                                      "always compared in full; the witnesses are minimized after)."))
-@click.option("--corpus", "corpus_dir", default=None, metavar="DIR", help=meaning("--corpus"))
-@click.option("--json", "json_path", default=None, metavar="FILE", help=meaning("--json", "The differences."))
+@click.option("--corpus", "corpus_dir", default=None, type=OUTPUT_FOLDER, metavar="DIR", help=meaning("--corpus"))
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE", help=meaning("--json", "The differences."))
 def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
     """The selected subject (NEW) against BASE, case by case, as dryz matrix compares releases (edge cases, the
     corpus, random and kept inputs), each kind of difference minimized to a witness. Exit 1 when they differ."""
     from .inputs import selected_spec  # on use: keeps start-up fast
     from .compare import compare_command  # on use: keeps start-up fast
-    _writable(json_path)
     sys.exit(compare_command(base, selected_spec(), kept, random_cases, seconds, corpus_dir, json_path, say,
                              click.echo))
 
 
 @cli.command()
-@click.option("--release", "version", default=None, metavar="V",
+@click.option("--release", "version", default=None, type=RELEASE, metavar="V",
               help=meaning("--release", "Whose DRY code is mutated. [default: the pinned one]"))
-@old("--version", "--release", "version")
-@click.option("--workdir", default="mutate-work", show_default=True,
+@old("--version", "--release", "version", type=RELEASE)
+@click.option("--workdir", default="mutate-work", type=OUTPUT_FOLDER, show_default=True,
               help=meaning("--workdir", "Per-mutant results (a run resumes from here) and the plan."))
 @click.option("--sample", "n", type=Bound(int, 1), default=None, metavar="N",
               help="A deterministic sample of N mutants, stratified by function and operator. [default: every mutant]")
-@click.option("--operator", "operators", multiple=True, metavar="NAME",
+@click.option("--operator", "operators", multiple=True, type=OPERATOR, metavar="NAME",
               help="Only this operator's mutants; give it once per operator.")
-@old("--operators", "--operator", "operators", split=True)
+@old("--operators", "--operator", "operators", split=True, item=OPERATOR)
 @click.option("--id", "ids", multiple=True, metavar="ID", help="Only this mutant; give it once per mutant.")
 @old("--ids", "--id", "ids", split=True)
-@click.option("--mode", "mode_names", multiple=True, metavar="NAME",
+@click.option("--mode", "mode_names", multiple=True, type=MODE, metavar="NAME",
               help=meaning("--mode", "Only these kill. [default: all but the differential]"))
-@old("--modes", "--mode", "mode_names", split=True)
-@click.option("--time-per-mutant", "seconds", type=Bound(float, 10, 86400, "seconds"), default=120,
+@old("--modes", "--mode", "mode_names", split=True, item=MODE)
+@click.option("--time-per-mutant", "seconds", type=Duration(10, 86400), default=120,
               show_default=True, help="Wall-clock seconds of the gate on each mutant (dryz gate --time).")
-@old("-t/--time", "--time-per-mutant", "seconds", type=Bound(float, 10, 86400, "seconds"))
+@old("-t/--time", "--time-per-mutant", "seconds", type=Duration(10, 86400))
 @click.option("--lanes", type=click.IntRange(1, 2), default=2, show_default=True, help=meaning("--lanes"))
 @click.option("--first-kill", is_flag=True,
               help="Cancel a mutant's other modes at its first kill (faster; the kill matrix shows the first killer).")
-@click.option("--kill-order", default=None, metavar="FILE|gate", help="Each lane's modes kill-first, as this kill "
+@click.option("--kill-order", default=None, type=Input(also=("gate",)), metavar="FILE|gate", help="Each lane's modes kill-first, as this kill "
               "matrix orders them (or an earlier run's --json), or `gate`. [default: the release's, if shipped]")
-@click.option("--scheduler", default=None, metavar="ADDRESS",
+@click.option("--scheduler", default=None, type=SCHEDULER, metavar="ADDRESS",
               help=meaning("--scheduler", "The mutants as tasks (each worker builds its mutants)."))
 @click.option("--no-upstream", is_flag=True, help="Do not run llama.cpp's test-sampling (the baseline).")
 @click.option("--keep-builds", is_flag=True, help="Keep each mutant's libllama in the subject cache.")
-@click.option("--triage", "triage_path", default=None, metavar="FILE",
+@click.option("--triage", "triage_path", default=None, type=INPUT, metavar="FILE",
               help="Survivor triage (equivalent or gap, with the reason). [default: the release's, shipped]")
-@click.option("--json", "json_path", default=None, metavar="FILE",
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--json", "The summary and every result."))
-@click.option("--markdown", "md_path", default=None, metavar="FILE",
+@click.option("--markdown", "md_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--markdown", "The score, kill matrix and survivors."))
 @click.option("--list", "list_only", is_flag=True, help="Print the selected mutants as JSON lines and exit.")
 @click.option("--sanitize", "sanitize", multiple=True, metavar="NAME", callback=_sanitizers,
               help=meaning("--sanitize", "Every mutant and the pristine control; a report kills as memory."))
-@click.option("--test-set", "test_set", default=None, metavar="DIR", help="Then the fewest test_dry vectors that "
+@click.option("--test-set", "test_set", default=None, type=OUTPUT_FOLDER, metavar="DIR", help="Then the fewest test_dry vectors that "
               "kill what dryz kills and test-sampling misses: a patch to tests/test-sampling.cpp in DIR, scored.")
 @with_old_spellings
 def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, first_kill, kill_order, scheduler,
@@ -485,8 +482,6 @@ def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, firs
 
     from .mutate.command import main as run_mutate  # on use: keeps start-up fast
     from .subject.build import PINNED_VERSION  # on use: keeps start-up fast
-    _writable(json_path)
-    _writable(md_path)
     split = (lambda s: list(s) if s else None)
     sys.exit(run_mutate(version or PINNED_VERSION, Path(workdir), n, split(operators), split(ids), split(mode_names),
                         seconds, scheduler, not no_upstream, keep_builds, triage_path, json_path, md_path,
@@ -496,27 +491,27 @@ def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, firs
 
 
 @cli.command("gate")
-@click.option("--lib", "gate_lib", default=None, metavar="PATH",
+@click.option("--lib", "gate_lib", default=None, type=LIB, metavar="PATH",
               help=meaning("--lib", "[default: the global --subject or --lib, DRYZ_SUBJECT, DRYZ_LIB, or the pip "
                                     "build]"))
-@click.option("--base", default=None, metavar="VERSION|KIND:ARG|PATH",
+@click.option("--base", default=None, type=BASE, metavar="VERSION|KIND:ARG|PATH",
               help=meaning("--base", "Its behaviour changes are listed (a release is built outside the budget)."))
-@click.option("-t", "--time", "seconds", type=Bound(float, 10, 86400, "seconds"), default=300, show_default=True,
+@click.option("-t", "--time", "seconds", type=Duration(10, 86400), default=300, show_default=True,
               help=meaning("--time", "The budget of each of two lanes (docs: how it is split)."))
-@click.option("--expect-change", "expect", multiple=True, metavar="CLASS",
+@click.option("--expect-change", "expect", multiple=True, type=CHANGE, metavar="CLASS",
               help="A behaviour change the subject means to make against the base (e.g. semantic-change@window=-1, "
                    "or crash for every crash change); give it once per class.")
-@click.option("--expect-file", "expect_file", default=None, type=click.Path(dir_okay=False),
+@click.option("--expect-file", "expect_file", default=None, type=EXPECT_FILE, metavar="FILE",
               help="Declared change classes, one per line (# comments).")
-@click.option("--workdir", default="gate-work", show_default=True,
+@click.option("--workdir", default="gate-work", type=OUTPUT_FOLDER, show_default=True,
               help=meaning("--workdir", "Every mode's results, campaigns, witnesses."))
-@click.option("--mode", "modes", multiple=True, metavar="NAME", help=meaning("--mode", "Only these run."))
+@click.option("--mode", "modes", multiple=True, type=MODE, metavar="NAME", help=meaning("--mode", "Only these run."))
 @click.option("--lanes", type=click.IntRange(1, 2), default=2, show_default=True, help=meaning("--lanes"))
-@click.option("--markdown", "md_path", default=None, metavar="FILE",
+@click.option("--markdown", "md_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--markdown", "The summary for a pull request (also printed)."))
-@click.option("--html", "html_path", default=None, metavar="FILE",
+@click.option("--html", "html_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--html", "The report (dryz report) over every mode's results."))
-@click.option("--json", "json_path", default=None, metavar="FILE", help=meaning("--json", "The gate's result."))
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE", help=meaning("--json", "The gate's result."))
 def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes, md_path, html_path, json_path):
     """Every audit mode on the subject within a budget, and with --base what it does differently from the
     base: exit 0 clean, 1 a finding or an undeclared change (or a declared one not seen), 2 the harness."""
@@ -526,8 +521,6 @@ def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes
     from .gate.summary import report_inputs  # on use: keeps start-up fast
     from .inputs import selected_spec  # on use: keeps start-up fast
     from .report import command as write_report  # on use: keeps start-up fast
-    for p in (md_path, html_path, json_path):
-        _writable(p)
     res = command(gate_lib, selected_spec(), seconds, base, expect, expect_file, workdir, modes, lanes, md_path,
                   json_path, lambda m: None if quiet_mode() else click.echo(m, err=True), click.echo)
     if html_path:
@@ -536,17 +529,15 @@ def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes
 
 
 @cli.command()
-@click.argument("inputs", nargs=-1, required=True)
-@click.option("--html", "html_path", default=None, metavar="FILE", help=meaning("--html"))
-@click.option("--markdown", "md_path", default=None, metavar="FILE",
+@click.argument("inputs", nargs=-1, required=True, type=Input(either=True))
+@click.option("--html", "html_path", default=None, type=OUTPUT, metavar="FILE", help=meaning("--html"))
+@click.option("--markdown", "md_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--markdown", "Without --html and --markdown, the Markdown is printed."))
 def report(inputs, html_path, md_path):
     """One self-contained HTML page (and Markdown) from certificate JSONs, fuzz campaign work directories,
     matrix JSONs and corpus directories: the subject, the space, controls, counts, L histograms and penalty
     plots, coverage and exec/s over time, findings by class with their witnesses."""
     from .report import command  # on use: keeps start-up fast
-    _writable(html_path)
-    _writable(md_path)
     click.echo(command(inputs, html_path, md_path))
 
 

@@ -13,3 +13,18 @@ class DryzError(Exception):
 
     def line(self) -> str:
         return f"{self.prefix}{self}"
+
+
+def did_you_mean(value, names) -> str:
+    """"; did you mean 'X'?" for the names closest to a value (difflib), or ""."""
+    import difflib
+    close = difflib.get_close_matches(str(value), [str(n) for n in names], n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+
+
+def unknown(what: str, value, names) -> str:
+    """The one line for a name that is not in its registry: "unknown WHAT 'value'; did you mean ...? (WHATs:
+    every name)"."""
+    names = [str(n) for n in names]
+    plural = what[:-1] + "ies" if what.endswith("y") else what + "es" if what.endswith(("s", "x")) else what + "s"
+    return f"unknown {what} {value!r}{did_you_mean(value, names)} ({plural}: {', '.join(names)})"

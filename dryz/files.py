@@ -87,14 +87,103 @@ def parse_json_file(path: str, raw: bytes):
         fail(f"{path}: not usable JSON: {e}")
 
 
-def writable(path) -> None:
-    """Refuse an output path before the work, not after it (a run's result must not be lost)."""
-    if path is None:
-        return
-    parent = Path(path).resolve().parent
+# File systems that hold no files a user writes (the kernel's views of itself, devices): an output path on one is
+# refused before anything else is tried (as root, the probe below could succeed there, or write a device).
+PSEUDO_FILE_SYSTEMS = frozenset({"proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs",
+                                 "securityfs", "configfs", "bpf", "pstore", "efivarfs", "fusectl", "mqueue",
+                                 "binfmt_misc", "autofs", "rpc_pipefs", "nsfs", "hugetlbfs"})
+
+
+def file_system(path: Path) -> tuple[str, str]:
+    """(mount point, file system type) of the mount holding `path` (an existing, resolved path), from
+    /proc/self/mountinfo; ("", "") where that cannot be read."""
+    best = ("", "")
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        lines = open("/proc/self/mountinfo").read().splitlines()
+    except OSError:
+        return best
+    for ln in lines:
+        head, sep, tail = ln.partition(" - ")
+        fields = head.split()
+        if not sep or len(fields) < 5 or not tail.split():
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        inside = str(path) == point or str(path).startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best[0]):
+            best = (point, tail.split()[0])
+    return best
+
+
+def writable(path, folder: bool = False) -> Path:
+    """Refuse an output path (folder: a folder dryz makes or fills) before any work, not after it: a run's result
+    must not be lost, and a refused command writes nothing. Proven by creating and removing a file beside it (in
+    the folder itself, or in its nearest existing ancestor: nothing is created on the way), since os.access says
+    yes to root whatever the file system. The path, resolved; InputError (one line) naming why not."""
+    import errno
+    import secrets
+    p = Path(os.path.abspath(Path(path).expanduser()))
+    what = "folder" if folder else "file"
+    if not str(path).strip():
+        fail(f"an empty {what} name")
+    anc = p
+    while not os.path.lexists(anc):
+        anc = anc.parent
+    real = Path(os.path.realpath(anc))
+    # where the name lives and what it points to (/dev/stdout: a link in /dev to a descriptor in /proc)
+    for where in (Path(os.path.realpath(p.parent)) if anc == p else real, real):
+        point, kind = file_system(where)
+        if kind in PSEUDO_FILE_SYSTEMS:
+            fail(f"cannot write {path}: {point} is the kernel's {kind} file system, where no {what} can be written")
+    if anc == p:  # the path itself exists
+        if folder and not real.is_dir():
+            fail(f"cannot write {path}: it is a file, not a folder")
+        if not folder and real.is_dir():
+            fail(f"cannot write {path}: it is a folder")
+        if not folder and not real.is_file():
+            fail(f"cannot write {path}: not a regular file (dryz replaces a result file whole)")
+        probe_in = real if folder else real.parent
+    else:
+        if not real.is_dir():
+            fail(f"cannot write {path}: {anc} is not a folder")
+        probe_in = real
+    probe = probe_in / f".dryz-probe-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+        if not folder and anc == p:
+            os.close(os.open(real, os.O_WRONLY | os.O_APPEND))  # the file itself: opened, not changed
     except OSError as e:
-        fail(f"cannot write {path}: {e.strerror}")
-    if not os.access(parent, os.W_OK) or Path(path).is_dir():
-        fail(f"cannot write {path}")
+        why = e.strerror or errno.errorcode.get(e.errno, str(e))
+        fail(f"cannot write {path}: {why}" + (f" (in {probe_in})" if probe_in not in (p, p.parent) else ""))
+    return p
+
+
+def readable(path, folder: bool | None = False) -> Path:
+    """Refuse an input path before any work: it exists, is a file (folder=True: a folder; None: either) and can
+    be read (a file is opened, not read: it may be a pipe such as /dev/stdin). InputError (one line) naming why
+    not."""
+    p = Path(str(path)).expanduser()
+    if not str(path).strip():
+        fail("an empty path")
+    try:
+        st = os.stat(p)
+    except OSError as e:
+        fail(f"cannot read {path}: {e.strerror}")
+    import stat
+    is_dir = stat.S_ISDIR(st.st_mode)
+    if folder is True and not is_dir:
+        fail(f"{path}: a file, not a folder")
+    if folder is False and is_dir:
+        fail(f"{path}: a folder, not a file")
+    try:
+        if is_dir:
+            os.listdir(p)
+        else:
+            os.close(os.open(p, os.O_RDONLY | os.O_NONBLOCK))
+    except OSError as e:
+        fail(f"cannot read {path}: {e.strerror}")
+    return p

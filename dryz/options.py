@@ -14,9 +14,12 @@ written only where its option names it.
 from __future__ import annotations
 
 import functools
+import math
 
 import click
 from click.core import ParameterSource
+
+from .errors import DryzError, unknown  # (unknown: the one line for a name not in its registry, re-exported)
 
 # The meaning of every option more than one command takes: each such option's help starts with this sentence.
 MEANINGS = {
@@ -82,9 +85,214 @@ class Bound(click.ParamType):
         if not (self.lo <= v <= (hi if hi is not None else float("inf")) and v < float("inf")):
             where = f"in {self.lo}..{self.hi_text or hi}" if hi is not None else f"at least {self.lo}"
             got = v if self.kind is int else f"{v:.15g}"
-            raise click.UsageError(f"{max(param.opts, key=len)} must be {where}{' ' + self.unit if self.unit else ''}, "
+            raise click.UsageError(f"{_where(param, ctx)} must be {where}{' ' + self.unit if self.unit else ''}, "
                                    f"got {got}")
         return v
+
+
+def _where(param, ctx) -> str:
+    """What a refused value is named by: its option, or the environment variable it came from."""
+    if param is None:
+        return "value"
+    if ctx is not None and param.name and ctx.get_parameter_source(param.name) is ParameterSource.ENVIRONMENT:
+        env = param.envvar if isinstance(param.envvar, str) else None
+        if env:
+            return env
+    return max(param.opts, key=len) if param.opts else param.human_readable_name
+
+
+def refuse(param, ctx, reason: str):
+    """The one line (exit 2) for a refused value: "OPTION: reason" (the reason as it is where it names the option
+    itself)."""
+    where = _where(param, ctx)
+    raise click.UsageError(reason if reason.startswith(where + " ") else f"{where}: {reason}")
+
+
+class Checked(click.ParamType):
+    """A kind of input checked while the arguments are parsed, before any work: check(value) returns the value as
+    the command takes it or raises ValueError (a DryzError too) with the reason; refused in one line,
+    "OPTION: reason" (or "VARIABLE: reason" where it came from the environment). `bad`: values of this kind that
+    must be refused (tests/test_refuse.py feeds each to every option of the kind)."""
+    name = "text"
+    bad: tuple = ()
+
+    def check(self, value):
+        return value
+
+    def convert(self, value, param, ctx):
+        try:
+            return self.check(value)
+        except (ValueError, DryzError) as e:
+            refuse(param, ctx, str(e))
+
+
+class Output(Checked):
+    """A file (folder=True: a folder) this command writes: proven writable by creating and removing a file beside
+    it (dryz.files.writable), so a refused command has written nothing and made no folder."""
+    bad = ("/proc/dryz-refused", "/dev/null")
+
+    def __init__(self, folder: bool = False):
+        self.folder = folder
+        self.name = "folder" if folder else "file"
+
+    def check(self, value):
+        from .files import writable  # on use: keeps start-up fast
+        writable(value, self.folder)
+        return value
+
+
+class Input(Checked):
+    """A file (folder=True: a folder; either=True: either) this command reads: it exists and can be read; with
+    `read`, a function of the path that reads it and raises (one line) where its shape is not its format's
+    (dryz.formats)."""
+    bad = ("/nonexistent/dryz-refused",)
+
+    def __init__(self, folder: bool = False, either: bool = False, read=None, also=()):
+        self.folder, self.either, self.read, self.also = folder, either, read, tuple(also)
+        self.name = "path" if either else "folder" if folder else "file"
+
+    def check(self, value):
+        from .files import readable  # on use: keeps start-up fast
+        if value in self.also:  # a word the option takes instead of a file (--kill-order gate)
+            return value
+        readable(value, None if self.either else self.folder)
+        if self.read is not None:
+            self.read(value)
+        return value
+
+
+class Name(Checked):
+    """A name from a registry (names: a function returning them, asked on use), refused with the closest names
+    ("did you mean"). key: the part of the value that is the name (CLASS of CLASS@window=-1); form: a regular
+    expression the whole value must match, said as form_text."""
+    bad = ("no-such-name",)
+
+    def __init__(self, what: str, names, key=None, form=None, form_text: str = "", also=()):
+        self.what, self.names, self.key, self.form, self.form_text, self.also = what, names, key, form, form_text, also
+        self.name = "name"
+
+    def check(self, value):
+        import re
+        names = list(self.names())
+        if value in self.also:
+            return value
+        k = self.key(value) if self.key else value
+        if k not in names:
+            raise ValueError(unknown(self.what, value if k == value else k, names))
+        if self.form is not None and not re.fullmatch(self.form, value):
+            raise ValueError(f"{value!r}: not of the form {self.form_text}")
+        return value
+
+
+class Subject(Checked):
+    """A subject spec KIND:ARG (with its +declare= fixes): the kind, its argument (an engine's name, a file) and
+    the fixes checked against their registries (dryz.subject.registry.check_spec), without opening it. bare:
+    words that stand for a subject where this option takes them (conformance's `server`)."""
+    bad = ("nosuchkind:x", "engine:no-such-engine", "libllama:/nonexistent/libllama.so", "libllama:+declare=",
+           "libllama:+declare=finite-penalty:saturat")
+
+    def __init__(self, bare=(), kind: str = ""):
+        self.bare, self.kind = tuple(bare), kind
+        self.name = "subject"
+        if kind:  # a path of one kind (--lib PATH: libllama:PATH)
+            self.bad = ("/nonexistent/libllama.so",)
+
+    def check(self, value):
+        if value in self.bare:
+            return value
+        from .subject.registry import check_spec  # on use: keeps start-up fast
+        if self.kind:
+            if not str(value).strip():
+                raise ValueError("an empty path")
+            check_spec(f"{self.kind}:{value}")
+        else:
+            check_spec(value)
+        return value
+
+
+class Base(Subject):
+    """What a subject is compared with (--base): a llama-cpp-python release VERSION (built on use), a subject
+    KIND:ARG, or a libllama PATH (dryz.subject.registry.resolve_base reads it so)."""
+    bad = ("engine:no-such-engine", "/nonexistent/libllama.so", "0.3.x")
+
+    def check(self, value):
+        import re
+        from .subject.registry import KINDS, check_spec  # on use: keeps start-up fast
+        if re.fullmatch(r"\d+\.\d+\.\d+", value):
+            return value
+        if value.split(":", 1)[0] in KINDS and ":" in value:
+            check_spec(value)
+        else:
+            check_spec(f"libllama:{value}")
+        return value
+
+
+class Parsed(Checked):
+    """A value with a form of its own, read by the function its module reads it with (parse(value) raises
+    ValueError or a DryzError with the reason); bad: values of the form that must be refused."""
+
+    def __init__(self, what: str, parse, bad=()):
+        self.name, self.parse, self.bad = what, parse, tuple(bad)
+
+    def check(self, value):
+        self.parse(value)
+        return value
+
+
+class Vocabulary(Checked):
+    """A real vocabulary: a vendored name, the file name of one (ggml-vocab-NAME.gguf), or a GGUF path; `every`:
+    a word for every vendored one (restarts' `all`)."""
+    bad = ("no-such-vocab", "/nonexistent/v.gguf")
+
+    def __init__(self, every: str | None = None):
+        self.every = every
+        self.name = "vocabulary"
+
+    def check(self, value):
+        if self.every is not None and value == self.every:
+            return value
+        from .subject.vendored_vocabs import check_vocab  # on use: keeps start-up fast
+        check_vocab(value)
+        return value
+
+
+class Duration(Bound):
+    """Seconds: a number, optionally with a unit (60, 60s, 1.5m, 2 min, 1h, 500ms), the same forms in every
+    option and environment variable that takes a duration; within lo..hi (whole: whole seconds)."""
+    UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "ms": 0.001, "m": 60.0, "min": 60.0,
+             "minute": 60.0, "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0}
+    bad = ("soon", "-5", "10x")
+
+    def __init__(self, lo, hi=None, whole: bool = False, hi_text: str | None = None):
+        super().__init__(int if whole else float, lo, hi, "seconds", hi_text)
+        self.name = "duration"
+
+    def convert(self, value, param, ctx):
+        try:
+            secs = float(value)  # a plain number (-5, 1e3): the bounds say what is wrong with it
+        except (TypeError, ValueError):
+            try:
+                secs = seconds(value)
+            except ValueError as e:
+                refuse(param, ctx, str(e))
+        if not math.isfinite(secs):
+            refuse(param, ctx, f"{value!r} is not a finite duration")
+        if self.kind is int:
+            if secs != int(secs):
+                refuse(param, ctx, f"whole seconds, got {value!r}")
+            secs = int(secs)
+        return super().convert(secs, param, ctx)
+
+
+def seconds(value) -> float:
+    """A duration as seconds (Duration's forms, and their sums: 1h30m, 2m 30s); ValueError with the reason."""
+    import re
+    text = str(value).lower().strip()
+    parts = re.findall(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", text)
+    if not text or "".join(re.findall(r"(?:\d+(?:\.\d*)?|\.\d+)\s*[a-z]*\s*", text)) != text \
+            or any(u not in Duration.UNITS for _, u in parts) or (len(parts) > 1 and any(not u for _, u in parts)):
+        raise ValueError(f"{value!r} is not a duration (seconds: 60, 60s, 1.5m, 2 min, 1h30m)")
+    return sum(float(n) * Duration.UNITS[u] for n, u in parts)
 
 
 # -- old spellings ------------------------------------------------------------------------------------------------
@@ -92,10 +300,11 @@ class Bound(click.ParamType):
 ALIASES = "dryz.aliases"
 
 
-def old(spelling: str, new: str, param: str, split: bool = False, **kw):
+def old(spelling: str, new: str, param: str, split: bool = False, item=None, **kw):
     """A renamed option's old spelling (kept for one release, hidden): it sets the new option's parameter `param`
-    (split: a comma-separated list, as the old spelling took it, becomes the new option's repeated values) and
-    prints one deprecation line. kw: the old option's type, flag-ness and multiplicity."""
+    (split: a comma-separated list, as the old spelling took it, becomes the new option's repeated values, each
+    checked as the new option's type `item` checks it) and prints one deprecation line. kw: the old option's type,
+    flag-ness and multiplicity."""
     decls = spelling.split("/")
 
     def store(ctx, p, value):
@@ -104,6 +313,8 @@ def old(spelling: str, new: str, param: str, split: bool = False, **kw):
         if split:
             value = tuple(x.strip() for v in (value if isinstance(value, tuple) else (value,))
                           for x in str(v).split(",") if x.strip())
+            if item is not None:
+                value = tuple(item.convert(x, p, ctx) for x in value)
         click.echo(f"dryz: warning: {max(decls, key=len)} is deprecated and goes in the next release; use {new}",
                    err=True)
         ctx.meta.setdefault(ALIASES, {})[param] = (value, max(decls, key=len), new)
@@ -152,7 +363,135 @@ def case_file_options(f):
     f = click.option("--decode-breakers", "breakers", default=None, type=click.Choice(["default", "dict", "random"]),
                      help=meaning("--decode-breakers", "[default: default]"))(f)
     f = old("--breakers", "--decode-breakers", "breakers", type=click.Choice(["default", "dict", "random"]))(f)
-    return click.option("--vocab", "vocab", default=None, metavar="NAME|PATH",
+    return click.option("--vocab", "vocab", default=None, type=VOCAB, metavar="NAME|PATH",
                         help=meaning("--vocab", "Run the case on it: its token ids are that vocabulary's; a crash "
                                                 "file (fuzz bytes) is decoded as `dryz fuzz --vocab` decodes its "
                                                 "inputs."))(f)
+
+
+# -- the kinds of input, one instance each: every option of a kind takes it (tests/test_refuse.py sweeps them) ----
+
+def _fix(value: str) -> None:
+    """--declare FIX: a fix dryz models (whether this subject's kind may declare it is asked once the subject is
+    selected: dryz.inputs.selected)."""
+    from .oracle.deviations import check_fixes  # on use: keeps start-up fast
+    if not value.strip():
+        raise ValueError("an empty fix (give --declare FIX)")
+    check_fixes([value], request_layer="any")
+
+
+def _properties():
+    from .conformance.properties import BY_NAME  # on use: keeps start-up fast
+    return BY_NAME
+
+
+def _modes():
+    from .gate.modes import NAMES  # on use: keeps start-up fast
+    return NAMES
+
+
+def _operators():
+    from .mutate.operators import OPERATORS  # on use: keeps start-up fast
+    return OPERATORS
+
+
+def _declarable():
+    from .gate.changes import declarable  # on use: keeps start-up fast
+    return declarable()
+
+
+def _change_form():
+    from .gate.changes import DECLARED, DECLARED_FORM  # on use: keeps start-up fast
+    return DECLARED.pattern, DECLARED_FORM
+
+
+def _release(value: str) -> None:
+    import re
+    if not re.fullmatch(r"\d+\.\d+\.\d+", value):
+        raise ValueError(f"{value!r}: a llama-cpp-python release looks like 0.3.36")
+
+
+def _matrix_release(value: str) -> None:
+    """A row of dryz matrix: a release, xllamacpp (its latest wheel) or xllamacpp==V, or none."""
+    if value in ("none", "xllamacpp"):
+        return
+    if value.startswith("xllamacpp=="):
+        import re
+        if not re.fullmatch(r"\d+(\.\d+)*", value.removeprefix("xllamacpp==")):
+            raise ValueError(f"{value!r}: an xllamacpp version looks like xllamacpp==0.2.9")
+        return
+    _release(value)
+
+
+def _space_config(value: str) -> None:
+    from .config import space_config  # on use: keeps start-up fast
+    from .symbols import MAX_ALPHABET  # on use: keeps start-up fast
+    from .case import CaseError  # on use: keeps start-up fast
+    from .config import CONFIG_NAMES  # on use: keeps start-up fast
+    try:
+        space_config(value, MAX_ALPHABET, 11)
+    except CaseError:
+        pass  # a known name whose parameters the space judges (select_space says why, before any work)
+    except ValueError:
+        raise ValueError(unknown("configuration", value, [*CONFIG_NAMES, "windowW (W >= 1)"])
+                         + ", each optionally NAME/allowedA/mM/bB") from None
+
+
+def _shard(value: str) -> None:
+    from .enumerate.selection import parse_shard  # on use: keeps start-up fast
+    parse_shard(value)
+
+
+def _scheduler(value: str) -> None:
+    from .enumerate.dask_exec import parse_address  # on use: keeps start-up fast
+    parse_address(value)
+
+
+class ChangeClass(Name):
+    """A behaviour change the gate may be told to expect: CLASS[@window...], CLASS from dryz.gate.changes."""
+
+    def __init__(self):
+        super().__init__("change class", _declarable, key=lambda v: v.split("@", 1)[0])
+
+    def check(self, value):
+        import re
+        super().check(value)
+        form, said = _change_form()
+        if not re.fullmatch(form, value):
+            raise ValueError(f"{value!r}: a class is {said}")
+        return value
+
+
+def read_expect_file(path) -> list[str]:
+    """--expect-file: one change class a line (# comments), each checked as --expect-change checks it; ValueError
+    naming the file and line."""
+    from .gate.changes import read_expect_file as lines  # on use: keeps start-up fast
+    out = []
+    for i, d in lines(path):
+        try:
+            out.append(CHANGE.check(d))
+        except ValueError as e:
+            raise ValueError(f"{path} line {i}: {e}") from None
+    return out
+
+
+OUTPUT = Output()                      # --json, --markdown, --html, --output
+OUTPUT_FOLDER = Output(folder=True)    # --workdir, --corpus, --artifacts, --test-set
+INPUT = Input()                        # a file a command reads
+INPUT_FOLDER = Input(folder=True)      # a folder a command reads
+VOCAB = Vocabulary()
+SUBJECT = Subject()
+LIB = Subject(kind="libllama")
+BASE = Base()
+FIX = Parsed("fix", _fix, bad=("finite-penalty:saturat", ""))
+PROPERTY = Name("property", _properties)
+MODE = Name("mode", _modes)
+OPERATOR = Name("operator", _operators)
+CHANGE = ChangeClass()
+RELEASE = Parsed("release", _release, bad=("0.3.x", "latest"))
+MATRIX_RELEASE = Parsed("release", _matrix_release, bad=("0.3.x", "xllamacpp==x"))
+SPACE_CONFIG = Parsed("configuration", _space_config, bad=("nope", "window0"))
+SUBJECT_OR_SERVER = Subject(bare=("server",))  # conformance --row: `server` is the pinned release's llama-server
+EXPECT_FILE = Input(read=read_expect_file)
+SHARD = Parsed("shard", _shard, bad=("3/2", "x"))
+SCHEDULER = Parsed("address", _scheduler, bad=("garbage", "ftp://h:1"))

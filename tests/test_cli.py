@@ -12,7 +12,7 @@ from conftest import dryz
     (["exhaustive", "--alphabet", "0"], "--alphabet must be in 1..64"),
     (["exhaustive", "--alphabet", "65"], "--alphabet must be in 1..64"),
     (["exhaustive", "--max-length", "-3"], "--max-length must be at least 1"),
-    (["exhaustive", "--config", "nope"], "unknown --config 'nope'"),
+    (["exhaustive", "--config", "nope"], "--config: unknown configuration 'nope'"),
     (["exhaustive", "--alphabet", "x"], "'x' is not a valid integer"),
     (["exhaustive", "-j", "0"], "--jobs must be in 1.."),
     (["exhaustive", "--jobs", "1000"], "--jobs must be in 1.."),
@@ -61,7 +61,7 @@ def test_single_config_option(tmp_path):
 
 def test_unwritable_results_path_is_refused_before_the_run(tmp_path):
     p = dryz("exhaustive", "-n", "3", "--json", "/proc/nope/r.json")
-    assert p.returncode == 2 and p.stderr.startswith("dryz: error: cannot write /proc/nope/r.json")
+    assert p.returncode == 2 and p.stderr.startswith("dryz: error: --json: cannot write /proc/nope/r.json")
     p = dryz("exhaustive", "-n", "3", "--json", str(tmp_path))
     assert p.returncode == 2 and "cannot write" in p.stderr and "Traceback" not in p.stderr
 

@@ -40,7 +40,7 @@ def test_a_missing_engine_package_is_one_line_naming_the_extra():
     assert "pip install 'dryz[exllamav2]'" in p.stderr and "dryz_absent_package" in p.stderr
     p = dryz("--subject", "engine:nosuch", "subject", "show")
     assert p.returncode == 2 and p.stderr.strip() == \
-        "dryz: error: subject: engine:nosuch: unknown engine (dryz ships mistralrs, exllamav2, aphrodite)"
+        "dryz: error: --subject: engine:nosuch: unknown engine 'nosuch' (engines: mistralrs, exllamav2, aphrodite)"
 
 
 def test_exllamav2_raising_on_a_case_is_a_crash_finding(tmp_path):
@@ -199,9 +199,9 @@ def test_the_checked_in_conformance_witnesses_replay(tmp_path):
 
 
 @pytest.mark.parametrize("args, line", [
-    (["--row", "bogus:x"], "dryz: error: --row 'bogus:x': unknown kind 'bogus' (kinds: libllama, llama-cpp-python, "
-                           "cmd, server, engine)"),
-    (["--property", "nope"], "dryz: error: --property 'nope': not a property (properties: repeats, "),
+    (["--row", "bogus:x"], "dryz: error: --row: 'bogus:x': unknown kind 'bogus' (kinds: libllama, llama-cpp-python, "
+                           "cmd, server, engine"),
+    (["--property", "nope"], "dryz: error: --property: unknown property 'nope' (properties: repeats, "),
     (["--time-per-subject", "0"], "dryz: error: --time-per-subject must be in 1..86400 seconds, got 0"),
 ])
 def test_conformance_bad_input_is_one_line(args, line, tmp_path):

@@ -107,7 +107,7 @@ def test_change_classes_and_declarations():
 def test_expect_file(tmp_path):
     f = tmp_path / "expect"
     f.write_text("# this PR makes -1 mean 'off'\nsemantic-change@window=-1\n\n  crash  # every crash\n")
-    assert g.read_expect_file(f) == ["semantic-change@window=-1", "crash"]
+    assert [d for _, d in g.read_expect_file(f)] == ["semantic-change@window=-1", "crash"]
 
 
 def test_excerpt_keeps_the_lines_that_show_the_case():
@@ -129,7 +129,7 @@ def test_excerpt_keeps_the_lines_that_show_the_case():
     (["--expect-change", "crash@window=7", "--base", "x"], "a class is CLASS"),
     (["--base", "/nonexistent/libllama.so"], "--base"),
     (["--mode", "nosuch"], "unknown mode"),
-    (["--lib", "/nonexistent/libllama.so"], "subject"),
+    (["--lib", "/nonexistent/libllama.so"], "--lib: libllama:/nonexistent/libllama.so: no such file"),
 ])
 def test_bad_input_is_one_line(args, msg, tmp_path):
     p = dryz("gate", "--workdir", str(tmp_path / "w"), *args, timeout=120)

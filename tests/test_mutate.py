@@ -223,7 +223,7 @@ def test_cli_refuses_bad_options(tmp_path):
     p = run("--sample", "0")
     assert p.returncode == 2 and p.stderr == "dryz: error: --sample must be at least 1, got 0\n"
     p = run("--mode", "nope", "--list")
-    assert p.returncode == 2 and p.stderr.startswith("dryz: error: unknown mode(s) nope") and \
+    assert p.returncode == 2 and p.stderr.startswith("dryz: error: --mode: unknown mode 'nope'") and \
         p.stderr.count("\n") == 1
 
 

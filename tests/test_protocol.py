@@ -4,6 +4,7 @@ isolation mechanism answers a crash and goes on; the selection on the command li
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import pytest
@@ -86,7 +87,7 @@ def test_registry_refuses_unknown_kinds_and_selections(monkeypatch):
 @pytest.mark.parametrize("args,fragment", [
     (["--subject", "nope:x", "subject", "show"], "unknown kind 'nope'"),
     (["--subject", "libllama:/nonexistent/libllama.so", "subject", "show"], "no such file"),
-    (["--subject", "libllama:", "--lib", "/x", "subject", "show"], "not both"),
+    (["--subject", "libllama:", "--lib", sys.executable, "subject", "show"], "not both"),
 ])
 def test_cli_selection_errors_are_one_line(args, fragment):
     p = dryz(*args, timeout=120)

@@ -60,6 +60,6 @@ def test_report_refuses_what_it_cannot_read(tmp_path):
     (tmp_path / "bad.json").write_text("{,")
     (tmp_path / "empty").mkdir()
     for arg, msg in (("x.json", "not a result of dryz exhaustive, matrix, gate or conformance"), ("bad.json", "line 1 column 2"),
-                     ("empty", "neither a campaign"), ("nowhere.json", "no such file")):
+                     ("empty", "neither a campaign"), ("nowhere.json", "No such file")):
         p = dryz("report", arg, cwd=tmp_path)
         assert p.returncode == 2 and msg in p.stderr and p.stderr.count("\n") == 1, (arg, p.stderr)

@@ -277,7 +277,7 @@ def test_bad_vocab_is_one_line_exit_2(tmp_path):
     p.write_text(Case(history=(0, 1), alphabet=2, penalty_last_n=4).dumps())
     r = _dryz("check", "--vocab", "no-such-vocab", str(p))
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("dryz: error: unknown vocabulary 'no-such-vocab'")
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("dryz: error: --vocab: unknown vocabulary 'no-such-vocab'")
     r = _dryz("check", "--vocab", str(tmp_path / "missing.gguf"), str(p))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such file" in r.stderr
 

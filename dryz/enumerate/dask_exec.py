@@ -48,10 +48,9 @@ def connect(address):
         raise SchedulerError(f"cannot reach the Dask scheduler at {address!r}: {e}") from None
 
 
-def _reachable(address: str) -> None:
-    """Refuse an address that is not host:port or that nothing listens on, before a Client exists (a Client
-    that failed to connect hangs in __del__ for 40 s and prints a traceback at exit)."""
-    import socket
+def parse_address(address: str) -> tuple[str, int]:
+    """(host, port) of a scheduler address ([tcp://|tls://]HOST:PORT); SchedulerError (one line) for another
+    form (the command line asks it while parsing)."""
     rest = address.split("://", 1)[1] if "://" in address else address
     scheme = address.split("://", 1)[0] if "://" in address else "tcp"
     if scheme not in ("tcp", "tls"):
@@ -59,6 +58,14 @@ def _reachable(address: str) -> None:
     host, sep, port = rest.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise SchedulerError(f"--scheduler {address!r}: expected HOST:PORT (e.g. tcp://127.0.0.1:8786)")
+    return host, int(port)
+
+
+def _reachable(address: str) -> None:
+    """Refuse an address that is not host:port or that nothing listens on, before a Client exists (a Client
+    that failed to connect hangs in __del__ for 40 s and prints a traceback at exit)."""
+    import socket
+    host, port = parse_address(address)
     timeout = float(str(os.environ.get("DRYZ_DASK_TIMEOUT") or CONNECT_TIMEOUT).rstrip("s"))
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()

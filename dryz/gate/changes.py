@@ -78,6 +78,15 @@ def declared(klass: str, declarations) -> bool:
 
 
 DECLARED = re.compile(r"[a-z-]+(@window(=-1|<-1|=0|>0)(,n_ctx_train(<=0|<window))?)?")
+DECLARED_FORM = "CLASS[@window=-1|<-1|=0|>0[,n_ctx_train<=0|<window]], e.g. semantic-change@window=-1 or crash"
+
+
+def declarable() -> tuple[str, ...]:
+    """The classes a change may be declared as (--expect-change CLASS[@...]): the comparison's own, and every
+    finding class of a verdict (the base's finding a fix removes)."""
+    from ..oracle.served import CLASSES as SERVED  # on use: the command line asks it while parsing
+    from ..verdict import CLASSES
+    return tuple(dict.fromkeys((*COMPARISON_CLASSES, *(c for c in (*CLASSES, *SERVED) if is_finding(c)))))
 
 
 def declared_changes(expect, expect_file) -> list[str]:
@@ -86,26 +95,27 @@ def declared_changes(expect, expect_file) -> list[str]:
     if expect_file:
         if not os.path.isfile(expect_file):
             raise GateError(f"--expect-file {expect_file}: no such file")
-        declared += read_expect_file(expect_file)
+        declared += [d for _, d in read_expect_file(expect_file)]
     bad = [d for d in declared if not DECLARED.fullmatch(d)]
     if bad:
-        raise GateError(f"--expect-change {bad[0]!r}: a class is CLASS[@window=-1|<-1|=0|>0[,n_ctx_train<=0|"
-                        "<window]], e.g. semantic-change@window=-1 or crash")
+        raise GateError(f"--expect-change {bad[0]!r}: a class is {DECLARED_FORM}")
     return declared
 
 
-def read_expect_file(path) -> list[str]:
-    """Declarations, one class per line; # starts a comment. A file that is not UTF-8 text: GateError."""
+def read_expect_file(path) -> list[tuple[int, str]]:
+    """Declarations, one class per line, with their line numbers; # starts a comment. A file that is not UTF-8
+    text: GateError."""
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
-        raise GateError(f"--expect-file {path}: not UTF-8 text (byte {e.start}): one class a line was expected") \
-            from None
+        raise GateError(f"{path}: not UTF-8 text (byte {e.start}): one class a line was expected") from None
+    except OSError as e:
+        raise GateError(f"cannot read {path}: {e.strerror}") from None
     out = []
-    for ln in text.splitlines():
+    for i, ln in enumerate(text.splitlines(), 1):
         ln = ln.split("#", 1)[0].strip()
         if ln:
-            out.append(ln)
+            out.append((i, ln))
     return out
 
 

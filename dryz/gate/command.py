@@ -36,10 +36,10 @@ def gate(spec: str, seconds: float, base: str | None = None, expect=(), work: Pa
     release, a subject spec or a libllama path) when given; the result judged against the declared changes
     `expect`."""
     log = log or (lambda m: None)
+    if expect and base is None:  # (before anything is made)
+        raise GateError("--expect-change and --expect-file declare changes against a base: give --base")
     work = Path(work).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    if expect and base is None:
-        raise GateError("--expect-change and --expect-file declare changes against a base: give --base")
     base_spec = resolve_base(base, log) if base is not None else None
     fixes = fixes_declared(expect)
     if fixes:  # a declared change that is a fix dryz models: the subject is judged declaring it

@@ -56,7 +56,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import DryzError
+from ..errors import DryzError, did_you_mean
 
 # name pattern -> meaning (the glossary and the adapter guide read this)
 MODELLED = {
@@ -184,7 +184,8 @@ def check_fixes(names, request_layer: str = "") -> tuple:
     names = tuple(dict.fromkeys(names))
     for n in names:
         if n not in FIXES:
-            raise DeviationError(f"--declare {n!r}: a llama.cpp subject declares only a fix dryz models ("
+            raise DeviationError(f"--declare {n!r}: a llama.cpp subject declares only a fix dryz models"
+                                 f"{did_you_mean(n, FIXES)} ("
                                  + ", ".join(f"{d}: fixes {'/'.join(k)}" for d, k in FIXES.items())
                                  + "); another engine's deviations are its adapter's, with their citations")
         if n in REQUEST_LAYER and not request_layer:

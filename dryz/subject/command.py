@@ -68,6 +68,16 @@ MAX_LINE = 1 << 24     # an answer longer than this is not an answer
 class Command(Subject):
     kind = "cmd"
 
+    @staticmethod
+    def check_arg(arg: str) -> None:
+        """The spec's argument, checked before anything starts (registry.check_spec): a command that splits."""
+        if not arg.strip():
+            raise SubjectError('cmd: needs the adapter\'s command (--subject cmd:"python my_adapter.py")')
+        try:
+            shlex.split(arg)
+        except ValueError as e:
+            raise SubjectError(f"cmd: cannot split the command {arg!r}: {e}") from None
+
     def __init__(self, arg: str):
         if not arg.strip():
             raise SubjectError('cmd: needs the adapter\'s command (--subject cmd:"python my_adapter.py")')
@@ -343,12 +353,19 @@ class EngineSubject(Command):
     subject: `python -m dryz.subject.engines.NAME`. A missing engine package is one line naming the extra."""
     kind = "engine"
 
+    @staticmethod
+    def check_arg(arg: str) -> None:
+        """The engine's name, checked against the engines dryz ships before anything starts."""
+        from .engines import ENGINES  # on use: keeps start-up fast (a kind's module loads when it is selected)
+        if arg.strip() not in ENGINES:
+            from ..errors import unknown  # on use
+            raise SubjectError(f"engine:{arg.strip()}: " + unknown("engine", arg.strip(), ENGINES))
+
     def __init__(self, arg: str):
         from .engines import ENGINES  # on use: keeps start-up fast (a kind's module loads when it is selected)
         name = arg.strip()
+        self.check_arg(name)
         engine = ENGINES.get(name)
-        if engine is None:
-            raise SubjectError(f"engine:{name}: unknown engine (dryz ships {', '.join(ENGINES)})")
         why = engine.missing()
         if why is not None:
             raise SubjectError(why)

@@ -131,6 +131,15 @@ class LibLlama(Subject):
     caps = Capabilities(batch=1, in_process=True)
     declares_fixes = True
 
+    @staticmethod
+    def check_arg(arg: str) -> None:
+        """The spec's argument, checked before anything is loaded (registry.check_spec): a file or folder."""
+        if arg:
+            try:
+                resolve(arg)
+            except SubjectError as e:
+                raise SubjectError(str(e).replace(f"--lib {arg}", f"libllama:{arg}", 1)) from None
+
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = resolve(path) if path else default_library()
         self.spec = f"libllama:{self.path}"

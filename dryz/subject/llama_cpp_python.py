@@ -36,6 +36,13 @@ class LlamaCppPython(Subject):
     caps = Capabilities(batch=1, in_process=True)
     declares_fixes = True
 
+    @staticmethod
+    def check_arg(arg: str) -> None:
+        """The spec's argument, checked before anything is loaded (registry.check_spec): none."""
+        if arg:
+            raise SubjectError("llama-cpp-python: takes no argument (the installed llama-cpp-python; select its "
+                               "libllama with LLAMA_CPP_LIB_PATH)")
+
     def __init__(self, arg: str = ""):
         if arg:
             raise SubjectError("llama-cpp-python: takes no argument (the installed llama-cpp-python; select its "

@@ -55,7 +55,26 @@ def parse(spec: str) -> tuple[str, str]:
     kind, sep, arg = split_declared(spec)[0].partition(":")
     kind = kind.strip()
     if kind not in KINDS:
-        raise SubjectError(f"--subject {spec!r}: unknown kind {kind!r} (kinds: {', '.join(KINDS)})")
+        from ..errors import unknown  # on use
+        raise SubjectError(f"{spec!r}: " + unknown("kind", kind, KINDS))
+    return kind, arg
+
+
+def check_spec(spec: str) -> tuple[str, str]:
+    """A subject spec checked against the registries before anything is opened or started: its kind, its
+    argument (the kind's own check_arg: an engine's name, a file that exists), and the fixes its `+declare=`
+    names (none empty, each one dryz models and this kind may declare). (kind, arg); SubjectError (one line)."""
+    kind, arg = parse(spec)
+    head, sep, raw = spec.rpartition(DECLARE)
+    cls = subject_class(kind)
+    if sep:
+        names = raw.split(",")
+        if not raw or not all(n.strip() for n in names):
+            raise SubjectError(f"{spec!r}: {DECLARE} names an empty fix (give {DECLARE}FIX[,FIX])")
+        check_declared(kind, cls, names)
+    check = getattr(cls, "check_arg", None)
+    if check is not None:
+        check(arg)
     return kind, arg
 
 
@@ -84,6 +103,8 @@ def check_declared(kind: str, cls, names) -> None:
     if not getattr(cls, "declares_fixes", False):
         raise SubjectError(f"--declare: {kind} subjects declare their deviations in their adapter, each citing "
                            "its engine's documentation (docs/adapters.md)")
+    if any(not str(n).strip() for n in names):
+        raise SubjectError("--declare: an empty fix (give --declare FIX)")
     try:
         check_fixes(names, getattr(cls, "REQUEST_LAYER", ""))
     except DeviationError as e:

@@ -389,6 +389,20 @@ class ServerSubject(Subject):
     kind = KIND
     abi = ABI
 
+    @staticmethod
+    def check_arg(arg: str) -> None:
+        """The spec's argument, checked before anything starts (registry.check_spec): the binary, or its folder."""
+        if not str(arg).strip():
+            raise ServerError("server: needs the llama-server binary (--subject server:PATH; `dryz subject build "
+                              "--server` builds one and prints its folder)")
+        p = Path(arg).expanduser()
+        p = p / "llama-server" if p.is_dir() else p
+        if not p.is_file():
+            raise ServerError(f"server:{arg}: no such file" + (" (the folder has no llama-server)" if p != Path(arg)
+                                                                  .expanduser() else ""))
+        if not os.access(p, os.X_OK):
+            raise ServerError(f"server:{arg}: not executable")
+
     def __init__(self, binary, *, parallel: int = 1, batch: int = BATCH, threads: int = 1,
                  ctx_per_slot: int = 4096, port: int | None = None, request_timeout: float = REQUEST_TIMEOUT):
         if not str(binary).strip():

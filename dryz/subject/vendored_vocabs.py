@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..case import Case, CaseError
-from ..errors import DryzError
+from ..errors import DryzError, unknown
 from .binding import SubjectError
 from .build import PINNED_VERSION, BuildError, sdist
 from .cache import cache_dir, sha256_file
@@ -152,11 +152,20 @@ def _sha_of(path: Path) -> str:
     return _SHA_CACHE[key]
 
 
+def check_vocab(spec) -> None:
+    """--vocab's value checked before any work: a vendored name (or its file name, ggml-vocab-NAME.gguf) or a
+    GGUF file (its magic). VocabUnavailable (one line)."""
+    resolve_vocab(spec)
+
+
 def resolve_vocab(spec, version: str = PINNED_VERSION) -> VocabRef:
     """A vendored NAME, or a PATH to a GGUF, as a VocabRef. VocabUnavailable when it cannot be had."""
     if isinstance(spec, VocabRef):
         return spec
     s = str(spec)
+    if "/" not in s and s.startswith(PREFIX) and s.endswith(".gguf") and not Path(s).exists():
+        s = s.removeprefix(PREFIX).removesuffix(".gguf")  # the sdist's own file name: that vocabulary
+        spec = s
     looks_like_path = isinstance(spec, os.PathLike) or "/" in s or s.endswith(".gguf")
     if looks_like_path:
         p = Path(s).expanduser()
@@ -173,8 +182,8 @@ def resolve_vocab(spec, version: str = PINNED_VERSION) -> VocabRef:
     m = extract(version)
     entry = m["vocabs"].get(s)
     if entry is None:
-        raise VocabUnavailable(f"unknown vocabulary {s!r}: the llama-cpp-python {version} sdist vendors "
-                               f"{', '.join(sorted(m['vocabs']))}")
+        raise VocabUnavailable(unknown("vocabulary", s, sorted(m["vocabs"]))[:-1]
+                               + f": the llama-cpp-python {version} sdist's; or a GGUF path)")
     p = vocabs_dir(version) / entry["file"]
     if not p.is_file() or p.stat().st_size != entry["size"]:
         # Deleted or damaged since extraction: extract again.
