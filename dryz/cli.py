@@ -16,7 +16,8 @@ from .inputs import (judge_case_file, judge_trace_file, load_case_file, load_sub
 from .options import (BASE, CHANGE, EXPECT_FILE, FIX, INPUT, INPUT_FOLDER, LIB, MATRIX_RELEASE, MODE,
                       OPERATOR, OUTPUT, OUTPUT_FOLDER, PROPERTY, READ_AS, RELEASE, SCHEDULER, SHARD,
                       SPACE_CONFIG, SUBJECT, SUBJECT_OR_SERVER, VOCAB, Bound, Duration, Input, Vocabulary,
-                      _max_alphabet, _max_trace_events, _sanitizers, case_file_options, meaning, old,
+                      _max_alphabet, _max_trace_events, _sanitizers, case_file_options, check_environment, meaning,
+                      old,
                       with_old_spellings)
 
 
@@ -43,6 +44,7 @@ def say_subject(lib) -> None:
 @click.pass_context
 def cli(ctx, subject_spec, lib_path, declared, quiet):
     """Audit llama.cpp's DRY sampler against independent oracles."""
+    check_environment(inputs.ENTRY_ARGV)
     if quiet:
         os.environ["DRYZ_QUIET"] = "1"
     inputs.COMMAND = ctx.invoked_subcommand or ""
@@ -285,7 +287,7 @@ def replay(directory, vocab, json_path):
 @click.option("--artifacts", default=None, type=OUTPUT_FOLDER, metavar="DIR",
               help="Where crash files go. [default: WORKDIR/artifacts]")
 @click.option("--native/--no-native", default=False, help="Also collect coverage of an instrumented libllama (needs clang).")
-@click.option("--fault", type=click.Choice(["off-by-one", "abort", "slow"]), default=None,
+@click.option("--fault", type=click.Choice(["off-by-one", "abort", "slow"]), default=None, envvar="DRYZ_FAULT",
               help="Positive control: judge against a deliberately wrong reference.")
 @click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--json", "The campaign's summary."))
@@ -297,6 +299,7 @@ def replay(directory, vocab, json_path):
                                       "defaults, a dictionary of real-world breaker sets, or random sets.")
 @old("--breakers", "--breaker-sets", "breakers", type=click.Choice(["default", "dict", "random"]))
 @click.option("--sampler", "sampler", type=click.Choice(["clone", "reset"]), default="clone", show_default=True,
+              envvar="DRYZ_VOCAB_SAMPLER",
               help="With --vocab: each case on a llama_sampler_clone of its configuration's initialized sampler, "
                    "or on that sampler after llama_sampler_reset (faster: a DRY clone copies the processed breakers).")
 @click.option("--traces", "traces", is_flag=True,

@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 
 from .errors import DryzError
+from .options import ENVIRONMENT
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -176,40 +177,7 @@ def glossary_page() -> str:
 
 # What each DRYZ_* variable the code reads means. Every name the code uses must be here, and nothing else
 # (environment_page refuses both): a new variable cannot go undocumented.
-ENV = {
-    "DRYZ_SUBJECT": ("user", "The subject under audit, as `--subject KIND:ARG` (the option wins); a spec ending in "
-                             "`+declare=FIX[,FIX]` declares fixes, as `--declare FIX` writes it for every process "
-                             "dryz starts."),
-    "DRYZ_LIB": ("user", "The libllama under audit, as `--lib PATH` (short for `libllama:PATH`)."),
-    "DRYZ_QUIET": ("user", "`1`: no progress output, as `-q`."),
-    "DRYZ_CACHE": ("user", "The cache folder (below). Default `$XDG_CACHE_HOME/dryz`, else `~/.cache/dryz`."),
-    "DRYZ_SDIST_DIR": ("user", "A folder holding llama-cpp-python sdists, looked in before the cache and "
-                               "`pip download` (machines without PyPI)."),
-    "DRYZ_INIT_DRY_ABI": ("user", "`7` or `8`: the `llama_sampler_init_dry` ABI of a library whose ABI probes "
-                                  "cannot tell; recorded as declared, refused if the probes contradict it."),
-    "DRYZ_CORPUS": ("user", "The corpus whose documented classes a fuzz campaign does not count as new findings "
-                            "(default: the project's)."),
-    "DRYZ_ADAPTER_TIMEOUT": ("user", "Seconds a `cmd:` adapter may take for one answer (default 30)."),
-    "DRYZ_DASK_TIMEOUT": ("user", "How long to wait for a Dask scheduler (`--scheduler`), e.g. `2s` (default 20s)."),
-    "DRYZ_CLANG": ("user", "The clang `fuzz --native` builds with (default: the newest clang on PATH)."),
-    "DRYZ_CLANGXX": ("user", "The clang++ `fuzz --native` builds with."),
-    "DRYZ_FAULT": ("control", "A planted fault for the harness's positive controls: `off-by-one` (the reference "
-                              "overstates every L >= 2), `abort` (the process aborts where some L >= 3), `slow` "
-                              "(a 1.5 s pause). Entries made under it cannot be exported."),
-    "DRYZ_DRIVE": ("control", "`ctypes`: drive libllama call by call through ctypes instead of the C call "
-                              "sequencer (`dryz/subject/_drive.c`); results are bit-identical (tested)."),
-    "DRYZ_VOCAB_SAMPLER": ("control", "`clone` (default) or `reset`: how a real-vocabulary case gets its sampler "
-                                      "(`dryz fuzz --sampler`)."),
-    "DRYZ_INSTRUMENT": ("control", "`0`: the fuzz harness adds no Python coverage (for benchmarks)."),
-    "DRYZ_FUZZ_FORKSERVER": ("control", "`0`: a campaign starts every libFuzzer process afresh instead of forking "
-                                        "them from one fork server."),
-    "DRYZ_FUZZ_TARGET": ("internal", "Set by a campaign in its processes: `traces` selects the trace target."),
-    "DRYZ_FUZZ_VOCAB": ("internal", "Set by a vocabulary campaign in its processes: its vocabulary."),
-    "DRYZ_FUZZ_BREAKERS": ("internal", "Set by a vocabulary campaign in its processes: how it draws breaker sets."),
-    "DRYZ_FORKSERVER": ("internal", "Set by a campaign while its fork server runs: the server's socket."),
-    "DRYZ_ISOLATION_FDS": ("internal", "Set for an isolation worker: the pipes it answers on."),
-    "DRYZ_ISOLATION_TIMEOUT": ("internal", "Set for an isolation worker: seconds one case may take."),
-}
+ENV = {k: (v.group, v.meaning) for k, v in ENVIRONMENT.items()}  # (dryz.options.ENVIRONMENT: each with its type)
 # The test suite's own switches (tests/ and .ci/run).
 TEST_ENV = {
     "DRYZ_REQUIRE_BROWSER": "`1`: the headless-Chromium tests fail instead of skipping without Chromium.",
@@ -285,7 +253,10 @@ def environment_page() -> str:
                     f"no longer used {sorted(set(CACHE) - folders)}")
     lines = ["# Environment variables and cache folders\n", MARK,
              "Every `DRYZ_*` variable the code reads (the generator refuses a name the code uses and this page "
-             "does not explain).\n"]
+             "does not explain). Each is read as the option it stands for reads its value (`dryz.options.ENVIRONMENT`: "
+             "a duration as `--time` takes it, a subject as `--subject`, a folder proven writable or readable), "
+             "before any work: a value it refuses is one line naming the variable, exit 2. Where a variable and "
+             "its option are both given, the option wins and the variable is not read.\n"]
     for group, title in (("user", "For users"), ("control", "Controls and diagnostics"),
                          ("internal", "Set by dryz for its own child processes (do not set them)")):
         lines += [f"## {title}\n", "| variable | meaning |", "|---|---|"]

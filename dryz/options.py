@@ -94,6 +94,8 @@ def _where(param, ctx) -> str:
     """What a refused value is named by: its option, or the environment variable it came from."""
     if param is None:
         return "value"
+    if isinstance(param, str):  # an environment variable's name (options.env)
+        return param
     if ctx is not None and param.name and ctx.get_parameter_source(param.name) is ParameterSource.ENVIRONMENT:
         env = param.envvar if isinstance(param.envvar, str) else None
         if env:
@@ -495,3 +497,104 @@ SUBJECT_OR_SERVER = Subject(bare=("server",))  # conformance --row: `server` is 
 EXPECT_FILE = Input(read=read_expect_file)
 SHARD = Parsed("shard", _shard, bad=("3/2", "x"))
 SCHEDULER = Parsed("address", _scheduler, bad=("garbage", "ftp://h:1"))
+
+
+# -- environment variables: each read with the type of the option it stands for ------------------------------------
+
+def _program(value: str) -> None:
+    import shutil
+    if shutil.which(value) is None:
+        raise ValueError(f"{value!r}: no such program (a path, or a name on PATH)")
+
+
+def _fds(value: str) -> None:
+    parts = value.split(",")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"{value!r}: two file descriptors, R,W")
+
+
+class Var:
+    """A DRYZ_* variable: who sets it (user, control, internal), what it means (the environment page), the type
+    its value is read with (an option's type where it stands for one), and that option's spellings (given on the
+    command line, the option wins and the variable is not read)."""
+
+    def __init__(self, group: str, meaning: str, type=None, option: tuple = ()):
+        self.group, self.meaning, self.type, self.option = group, meaning, type, tuple(option)
+
+
+BOOLEAN_01 = click.Choice(["0", "1"])
+ENVIRONMENT = {
+    "DRYZ_SUBJECT": Var("user", "The subject under audit, as `--subject KIND:ARG` (the option wins); a spec ending in "
+                                "`+declare=FIX[,FIX]` declares fixes, as `--declare FIX` writes it for every process "
+                                "dryz starts.", SUBJECT, ("--subject",)),
+    "DRYZ_LIB": Var("user", "The libllama under audit, as `--lib PATH` (short for `libllama:PATH`).", LIB,
+                    ("--lib", "--subject")),
+    "DRYZ_QUIET": Var("user", "`1`: no progress output, as `-q`.", BOOLEAN_01, ("-q", "--quiet")),
+    "DRYZ_CACHE": Var("user", "The cache folder (below). Default `$XDG_CACHE_HOME/dryz`, else `~/.cache/dryz`.",
+                      OUTPUT_FOLDER),
+    "DRYZ_SDIST_DIR": Var("user", "A folder holding llama-cpp-python sdists, looked in before the cache and "
+                                  "`pip download` (machines without PyPI).", INPUT_FOLDER),
+    "DRYZ_INIT_DRY_ABI": Var("user", "`7` or `8`: the `llama_sampler_init_dry` ABI of a library whose ABI probes "
+                                     "cannot tell; recorded as declared, refused if the probes contradict it.",
+                             click.Choice(["7", "8"])),
+    "DRYZ_CORPUS": Var("user", "The corpus whose documented classes a fuzz campaign does not count as new findings "
+                               "(default: the project's).", INPUT_FOLDER),
+    "DRYZ_ADAPTER_TIMEOUT": Var("user", "How long a `cmd:` adapter may take for one answer, a duration as `--time` "
+                                        "takes it, e.g. `60` or `60s` (default 30 s).", Duration(0.001, 86400)),
+    "DRYZ_DASK_TIMEOUT": Var("user", "How long to wait for a Dask scheduler (`--scheduler`), a duration as `--time` "
+                                     "takes it, e.g. `2s` (default 20 s).", Duration(0.001, 86400)),
+    "DRYZ_CLANG": Var("user", "The clang `fuzz --native` builds with (default: the newest clang on PATH).",
+                      Parsed("program", _program, bad=("no-such-clang",))),
+    "DRYZ_CLANGXX": Var("user", "The clang++ `fuzz --native` builds with.",
+                        Parsed("program", _program, bad=("no-such-clang++",))),
+    "DRYZ_FAULT": Var("control", "A planted fault for the harness's positive controls, as `dryz fuzz --fault` (the "
+                                 "option wins): `off-by-one` (the reference overstates every L >= 2), `abort` (the "
+                                 "process aborts where some L >= 3), `slow` (a 1.5 s pause). Entries made under it "
+                                 "cannot be exported.", click.Choice(["off-by-one", "abort", "slow"]), ("--fault",)),
+    "DRYZ_DRIVE": Var("control", "`ctypes`: drive libllama call by call through ctypes instead of the C call "
+                                 "sequencer (`dryz/subject/_drive.c`); results are bit-identical (tested).",
+                      click.Choice(["ctypes"])),
+    "DRYZ_VOCAB_SAMPLER": Var("control", "`clone` (default) or `reset`: how a real-vocabulary case gets its sampler, "
+                                         "as `dryz fuzz --sampler` (the option wins).",
+                              click.Choice(["clone", "reset"]), ("--sampler",)),
+    "DRYZ_INSTRUMENT": Var("control", "`0`: the fuzz harness adds no Python coverage (for benchmarks).", BOOLEAN_01),
+    "DRYZ_FUZZ_FORKSERVER": Var("control", "`0`: a campaign starts every libFuzzer process afresh instead of forking "
+                                           "them from one fork server.", BOOLEAN_01),
+    "DRYZ_FUZZ_TARGET": Var("internal", "Set by a campaign in its processes: `traces` selects the trace target.",
+                            click.Choice(["cases", "traces"])),
+    "DRYZ_FUZZ_VOCAB": Var("internal", "Set by a vocabulary campaign in its processes: its vocabulary.", VOCAB),
+    "DRYZ_FUZZ_BREAKERS": Var("internal", "Set by a vocabulary campaign in its processes: how it draws breaker sets.",
+                              click.Choice(["default", "dict", "random"])),
+    "DRYZ_FORKSERVER": Var("internal", "Set by a campaign while its fork server runs: the server's socket."),
+    "DRYZ_ISOLATION_FDS": Var("internal", "Set for an isolation worker: the pipes it answers on.",
+                              Parsed("descriptors", _fds, bad=("x",))),
+    "DRYZ_ISOLATION_TIMEOUT": Var("internal", "Set for an isolation worker: seconds one case may take.",
+                                  Duration(0.001, 86400)),
+}
+
+
+def env(name: str, default=None):
+    """A DRYZ_* variable's value as its type reads it (unset or empty: default); InputError (one line, naming the
+    variable) for a value its type refuses. Every place dryz reads a variable that has a type reads it here."""
+    import os
+    raw = os.environ.get(name)
+    var = ENVIRONMENT[name]
+    if not raw or var.type is None:
+        return raw or default
+    from .files import fail  # on use: keeps start-up fast
+    try:
+        return var.type.convert(raw, name if isinstance(var.type, (Checked, Bound)) else None, None)
+    except click.BadParameter as e:  # click's own types (a Choice): their message, named by the variable
+        fail(f"{name}: {e.message}")
+    except click.UsageError as e:  # dryz's types: the message names the variable already
+        fail(e.format_message())
+
+
+def check_environment(argv=()) -> None:
+    """Every DRYZ_* variable that is set, read with its type before any work (one line naming it, exit 2), except
+    those whose option the command line gives (the option wins: the variable is not read)."""
+    given = {a.split("=", 1)[0] for a in argv or ()}
+    for name, var in ENVIRONMENT.items():
+        if var.option and given & set(var.option):
+            continue
+        env(name)

@@ -25,7 +25,12 @@ from ..subject.identity import same_subject
 from ..subject.registry import opened
 
 _LOCK = threading.Lock()
-CONNECT_TIMEOUT = "20s"  # DRYZ_DASK_TIMEOUT overrides it (e.g. "2s")
+CONNECT_TIMEOUT = 20.0  # seconds; DRYZ_DASK_TIMEOUT overrides it (a duration as --time takes it, e.g. "2s")
+
+
+def connect_timeout() -> float:
+    from ..options import env  # on use: keeps start-up fast
+    return env("DRYZ_DASK_TIMEOUT", CONNECT_TIMEOUT)
 
 
 class SchedulerError(RuntimeError, DryzError):
@@ -42,7 +47,7 @@ def connect(address):
         return address
     _reachable(address)
     try:
-        return distributed.Client(address, timeout=os.environ.get("DRYZ_DASK_TIMEOUT") or CONNECT_TIMEOUT,
+        return distributed.Client(address, timeout=connect_timeout(),
                                   set_as_default=False)
     except (OSError, TimeoutError, ValueError) as e:
         raise SchedulerError(f"cannot reach the Dask scheduler at {address!r}: {e}") from None
@@ -66,7 +71,7 @@ def _reachable(address: str) -> None:
     that failed to connect hangs in __del__ for 40 s and prints a traceback at exit)."""
     import socket
     host, port = parse_address(address)
-    timeout = float(str(os.environ.get("DRYZ_DASK_TIMEOUT") or CONNECT_TIMEOUT).rstrip("s"))
+    timeout = connect_timeout()
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as e:

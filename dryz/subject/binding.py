@@ -285,9 +285,8 @@ class Binding:
         Where the probes cannot tell (a library whose init_dry and apply behave alike under both readings), the
         user may say: DRYZ_INIT_DRY_ABI=7 or 8 (recorded as declared); without it, SubjectError (exit 2) says
         what the probes saw. A declared ABI the probes contradict is refused too."""
-        declared = os.environ.get("DRYZ_INIT_DRY_ABI") or None
-        if declared not in (None, "7", "8"):
-            raise SubjectError(f"DRYZ_INIT_DRY_ABI must be 7 or 8, got {declared!r}")
+        from ..options import env  # on use: keeps start-up fast
+        declared = env("DRYZ_INIT_DRY_ABI")
         abi, why, why2 = None, [], []
         for strength in ABI_STRENGTHS:
             names = {p[0]: self._probe_name(vocab, *p[1:], strength=strength) for p in ABI_PROBES}

@@ -61,8 +61,14 @@ from .symbol_vocab import symbol_vocab_path
 
 SCHEMA = "dryz.adapter/1"
 HELLO_TIMEOUT = 60.0   # seconds for the adapter to start and answer the handshake
-CASE_TIMEOUT = float(os.environ.get("DRYZ_ADAPTER_TIMEOUT") or 30.0)  # seconds for one answer
+CASE_TIMEOUT = 30.0  # seconds for one answer, unless DRYZ_ADAPTER_TIMEOUT says otherwise (case_timeout)
 MAX_LINE = 1 << 24     # an answer longer than this is not an answer
+
+
+def case_timeout() -> float:
+    """Seconds an adapter may take for one answer: DRYZ_ADAPTER_TIMEOUT (a duration as --time takes it)."""
+    from ..options import env  # on use: keeps start-up fast
+    return env("DRYZ_ADAPTER_TIMEOUT", CASE_TIMEOUT)
 
 
 class Command(Subject):
@@ -309,7 +315,7 @@ class Command(Subject):
         return out
 
     def _answer(self, rid: int, n: int):
-        line = self._line(CASE_TIMEOUT)
+        line = self._line(case_timeout())
         try:
             d = json.loads(line)
         except ValueError:

@@ -435,9 +435,10 @@ def main() -> None:
     """A spawned worker: open the subject named by DRYZ_SUBJECT and answer requests on the inherited pipes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     faulthandler.disable()
-    rfd, wfd = (int(x) for x in os.environ["DRYZ_ISOLATION_FDS"].split(","))
+    from ..options import env  # on use: the worker's own start-up
+    rfd, wfd = (int(x) for x in env("DRYZ_ISOLATION_FDS").split(","))
     spec = os.environ["DRYZ_SUBJECT"]
-    timeout = float(os.environ["DRYZ_ISOLATION_TIMEOUT"]) if os.environ.get("DRYZ_ISOLATION_TIMEOUT") else None
+    timeout = env("DRYZ_ISOLATION_TIMEOUT")
     try:
         subject = opened(spec)
     except Exception as e:  # noqa: BLE001 (the first request's answer says why the subject cannot be had)
