@@ -161,8 +161,7 @@ def explain(path, read_as, color, vocab, breakers, as_trace):
     """One case as a table: the window with positions, the restart sequence that set rep_limit, per candidate
     the matched suffix, L by each oracle and by the library, the expected and observed logit. (dryz check gives
     the same verdict as JSON, for machines.)"""
-    from .explain import explain as render  # on use: keeps start-up fast
-    from .render import trace_explain_text  # on use: keeps start-up fast
+    from .explain import explain as render, trace_explain_text  # on use: keeps start-up fast
     from .subject.identity import subject_line  # on use: keeps start-up fast
     color = color if color is not None else sys.stdout.isatty()
     t = load_trace_file(path, read_as, as_trace, breakers)
@@ -176,7 +175,7 @@ def explain(path, read_as, color, vocab, breakers, as_trace):
     v = out["verdict"]
     ident = out.get("subject") or {}
     if v["class"] in ("crash", "memory"):
-        from .render import crash_lines  # on use: keeps start-up fast
+        from .explain import crash_lines  # on use: keeps start-up fast
         click.echo(crash_lines(v))
         sys.exit(rc)
     v["abi"] = ident.get("init_dry_abi", 7)
@@ -256,9 +255,8 @@ def export_cmd(entry, form, output):
 def replay(directory, vocab, json_path):
     """Re-run every corpus entry through check() on the selected subject; exit 1 if any verdict changed.
     Default: the project's own corpus (shipped inside the package)."""
-    from .corpus import DEFAULT_DIR, replay as replay_dir, replay_json  # on use: keeps start-up fast
+    from .corpus import DEFAULT_DIR, replay as replay_dir, replay_json, replay_text  # on use: keeps start-up fast
     from .output import write_json  # on use: keeps start-up fast
-    from .render import replay_text  # on use: keeps start-up fast
     lib = load_subject()
     say_subject(lib)
     directory = directory or str(DEFAULT_DIR)
@@ -336,8 +334,8 @@ def restarts(alphabet, max_length, json_path, vocabs, check, seconds):
     """Multi-token restart sequences (length-2/3, contained, overlapping breakers): every history up to N
     through the library, verdict counts per class. Exit 1 on a mismatch or an undocumented class.
     With --vocab: restart sequences on real vocabularies (construction probes and the text promise)."""
-    from .enumerate import command  # on use: keeps start-up fast
-    sys.exit(command.restarts(alphabet, max_length, json_path, vocabs, check, seconds, click.echo))
+    from .enumerate import restarts_command  # on use: keeps start-up fast
+    sys.exit(restarts_command.restarts(alphabet, max_length, json_path, vocabs, check, seconds, click.echo))
 
 
 @cli.command()

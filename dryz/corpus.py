@@ -465,3 +465,33 @@ def known_classes() -> frozenset[str]:
     except CorpusError:
         pass
     return frozenset(out)
+
+
+def replay_text(rows, here: dict) -> str:
+    """What `dryz replay` prints: one line per entry (ok, served: llama-server's request layer made the entry a
+    served-* class as the served model predicts, fixed: the finding gone as a fix the subject declares says, CHANGED with where it was recorded, INVALID, SKIPPED: not judged, the subject cannot express it), then
+    the counts, and why entries were not judged."""
+    lines = []
+    for r in rows:
+        made_on = (r.subject or {}).get("libllama_sha256")
+        where = "" if not made_on or made_on == here.get("libllama_sha256") else \
+            f" (recorded on libllama {made_on[:12]}, {(r.subject or {}).get('llama_cpp_python') or '?'})"
+        if r.error:
+            lines.append(f"INVALID {r.path}: {r.error}")
+        elif r.not_judged:
+            lines.append(f"SKIPPED {r.path.name}: not judged ({r.not_judged})")
+        elif r.served:
+            lines.append(f"served  {r.path.name}: {r.expect}, now {r.got} (the request layer, as modelled)")
+        elif r.fixed:
+            lines.append(f"fixed   {r.path.name}: {r.expect}, now {r.got}")
+        elif r.ok:
+            lines.append(f"ok      {r.path.name}: {r.expect}")
+        else:
+            lines.append(f"CHANGED {r.path}: expected {r.expect}, now {r.got}{where}")
+    t = replay_totals(rows)
+    lines.append(f"replayed {t['replayed']} entries: {t['as_expected']} as expected, "
+                 + (f"{t['served']} as served, " if t["served"] else "")
+                 + (f"{t['fixed']} fixed as declared, " if t["fixed"] else "") + f"{t['changed']} changed, "
+                 f"{t['invalid']} invalid" + (f", {t['not_judged']} not judged" if t["not_judged"] else ""))
+    lines += [f"  not judged: {n} x {why}" for why, n in t["not_judged_why"].items()]
+    return "\n".join(lines)

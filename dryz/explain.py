@@ -17,6 +17,7 @@ from .oracle import MATCH_LENGTHS, verdict_keys
 from .oracle.promise_text import promised_rep_limit
 from .oracle.promised import restart_occurrences
 from .oracle.shipped import rep_limits
+from .subject.identity import subject_line
 from .vocab_cases import pieces_for_people, vocab_of
 
 
@@ -295,3 +296,35 @@ def _fmt(x) -> str:
     if isinstance(x, str):
         return x
     return f"{x:g}" if math.isfinite(x) else ("-inf" if x < 0 else "inf")
+
+
+def crash_lines(v: dict) -> str:
+    """dryz explain of a verdict of class crash or memory: the detail (a sanitizer report's summary) and the
+    subject's last words (a report's first frames, not the tail of its shadow-byte legend)."""
+    tail = "\n".join(f"  #{i} {f}" for i, f in enumerate(v["frames"])) if v.get("frames") else v.get("stderr", "")
+    return f"class {v['class']}: {v.get('summary') or v['detail']}\n{tail}"
+
+
+def trace_explain_text(path: str, kind: str, trace, v: dict, ident: dict, color: bool) -> str:
+    """dryz explain of a trace: per apply, the tokens the sampler holds, the equivalent single case and its
+    verdict; then dryz explain's table of the first apply that does not agree in full."""
+    brk = f", breakers {list(trace.breakers)}" if trace.breakers else ""
+    lines = [f"dryz explain: {path} ({kind})", f"trace     {trace.spelled()}",
+             f"config    alphabet {trace.alphabet}, penalty_last_n {trace.penalty_last_n}, allowed_length "
+             f"{trace.allowed_length}, multiplier {trace.multiplier:g}, base {trace.base:g}{brk}"]
+    if v["class"] in ("crash", "memory"):
+        return "\n".join(lines + [crash_lines(v)])
+    first = v["first_bad_apply"]
+    lines += [f"subject   {subject_line(ident)}",
+              f"class     {v['class']}" + ("" if first is None else f" (first apply that disagrees: {first})")]
+    for a in v["applies"]:
+        case = Case.from_json(a["case"])
+        fresh = {True: "identical", False: "DIFFERS", None: "not run"}[a["fresh_equal"]]
+        lines.append(f"apply {a['apply']} (event {a['event']}): holds {case.symbols!r:<12} class {a['class']:<14} "
+                     f"fresh sampler {fresh}  equivalent case {case.dumps()}")
+    shown = next((a for a in v["applies"] if a["class"] != "agree"), None)
+    if shown is not None:
+        av = dict(shown["verdict"], abi=ident.get("init_dry_abi", 7))
+        lines += [f"\napply {shown['apply']}, its equivalent case:",
+                  explain(Case.from_json(shown["case"]), av, subject_line(ident), color)]
+    return "\n".join(lines)

@@ -7,18 +7,14 @@ deviations it declares, and the vocabulary a case names as the subject's tokeniz
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 
 from .case import Case
 from .check import answer_verdict
 from .config import Semantics
-from .oracle.deviations import REQUEST_LAYER
-from .oracle.served import LAYERS, Refused as Predicted, class_of, with_layer_fixes
-from .subject.answers import Crash, Refused, Unrecoverable, Unsupported
+from .subject.answers import Crash, Unrecoverable, Unsupported
 from .subject.isolation import Worker
-from .symbols import symbol_bytes
-from .verdict import AGREE, Verdict, crash_verdict, refused_verdict
+from .verdict import Verdict, crash_verdict
 from .vocab_cases import vocab_of
 
 
@@ -47,14 +43,8 @@ def judge_output(case: Case, sem: Semantics, out) -> Verdict:
     request layer (dryz.oracle.deviations.REQUEST_LAYER) and the answer is a finding against the layer as shipped,
     it is judged against the layer with the fix: agreeing there, it is class declared-<fix>."""
     if sem.request_layer and not isinstance(out, (Crash, Unrecoverable)):
-        layer, texts = LAYERS[sem.request_layer], None if case.vocab is not None else symbol_bytes()
-        fixes = tuple(d for d in sem.deviations if d in REQUEST_LAYER)
-        v, declared = with_layer_fixes(lambda f: _judge_served(case, sem, out, layer(case, texts, fixes=f)), fixes,
-                                       lambda w: w.klass)
-        if declared:
-            v.declared = declared
-            v.detail = f"the server ran the case as the fix it declares ({declared.removeprefix('declared-')}) makes it"
-        return v
+        from .judge_served import judge_served  # on use: only a subject with a request layer loads its model
+        return judge_served(case, sem, out)
     return answer_verdict(case, sem, out)
 
 
@@ -84,29 +74,3 @@ def check_in(worker, case: Case) -> Verdict:
     subject's process is a verdict of class crash."""
     out = worker.call(check_op, case)
     return crash_verdict(case, out) if isinstance(out, Crash) else out
-
-
-def _judge_served(case: Case, sem: Semantics, out, outcome) -> Verdict:
-    """judge_output for a subject with a request layer: a refusal must be the one predicted (its served-*
-    class), an answer is judged against the case the layer runs (a served-* class where that differs from the
-    library's semantics and the answer agrees with it)."""
-    klass = class_of(outcome.classes)
-    if isinstance(out, Refused):
-        p = outcome.served
-        if isinstance(p, Predicted) and (p.status, p.message) == (out.status, out.message) and klass:
-            v = refused_verdict(case, f"HTTP {out.status}: {out.message}")
-            v.status, v.served = AGREE, klass
-            return v
-        return refused_verdict(case, f"HTTP {out.status} {out.message!r}; the served model predicts "
-                                     f"{outcome.served}")
-    if isinstance(outcome.served, Predicted):
-        v = refused_verdict(case, f"answered where the served model predicts HTTP {outcome.served.status} "
-                                  f"{outcome.served.message!r}")
-        return v
-    # the answer judged as the library's semantics on the case the layer runs (no request layer of its own)
-    v = judge_output(outcome.effective_case, replace(sem, request_layer=""), out)
-    v.case = case
-    if v.klass == AGREE and klass:
-        v.served = klass
-        v.detail = f"the server ran {outcome.served}"
-    return v

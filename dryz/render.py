@@ -1,24 +1,16 @@
-"""What the commands print: each mode's result as text for a person (certificates, campaigns, replays,
-comparisons, minimized traces, a crash). Only the command line and the modes' command modules call these; the
-results themselves are JSON (dryz.output.write_json)."""
+"""What the commands print: each mode's result as text for a person (certificates, campaigns, comparisons,
+restart sweeps, properties). Only the command line and the modes' command modules call these; the results
+themselves are JSON (dryz.output.write_json). What needs a heavier module is printed beside it (a replay:
+dryz.corpus.replay_text; a case or trace explained, a crash: dryz.explain; a minimized trace: dryz.shrink_command),
+so that a command loads only what it prints (tests/test_startup.py)."""
 
 from __future__ import annotations
 
 import json
 
-from .corpus import replay_totals
 from .subject.identity import subject_details, subject_line
 from .case import Case
-from .explain import explain as render
-from .shrink import flatten
 from .symbols import SYMBOLS
-
-
-def crash_lines(v: dict) -> str:
-    """dryz explain of a verdict of class crash or memory: the detail (a sanitizer report's summary) and the
-    subject's last words (a report's first frames, not the tail of its shadow-byte legend)."""
-    tail = "\n".join(f"  #{i} {f}" for i, f in enumerate(v["frames"])) if v.get("frames") else v.get("stderr", "")
-    return f"class {v['class']}: {v.get('summary') or v['detail']}\n{tail}"
 
 
 def _confirmation(controls: dict) -> str:
@@ -113,31 +105,6 @@ def traces_text(tr: dict) -> str:
     return "\n".join(lines)
 
 
-def trace_explain_text(path: str, kind: str, trace, v: dict, ident: dict, color: bool) -> str:
-    """dryz explain of a trace: per apply, the tokens the sampler holds, the equivalent single case and its
-    verdict; then dryz explain's table of the first apply that does not agree in full."""
-    brk = f", breakers {list(trace.breakers)}" if trace.breakers else ""
-    lines = [f"dryz explain: {path} ({kind})", f"trace     {trace.spelled()}",
-             f"config    alphabet {trace.alphabet}, penalty_last_n {trace.penalty_last_n}, allowed_length "
-             f"{trace.allowed_length}, multiplier {trace.multiplier:g}, base {trace.base:g}{brk}"]
-    if v["class"] in ("crash", "memory"):
-        return "\n".join(lines + [crash_lines(v)])
-    first = v["first_bad_apply"]
-    lines += [f"subject   {subject_line(ident)}",
-              f"class     {v['class']}" + ("" if first is None else f" (first apply that disagrees: {first})")]
-    for a in v["applies"]:
-        case = Case.from_json(a["case"])
-        fresh = {True: "identical", False: "DIFFERS", None: "not run"}[a["fresh_equal"]]
-        lines.append(f"apply {a['apply']} (event {a['event']}): holds {case.symbols!r:<12} class {a['class']:<14} "
-                     f"fresh sampler {fresh}  equivalent case {case.dumps()}")
-    shown = next((a for a in v["applies"] if a["class"] != "agree"), None)
-    if shown is not None:
-        av = dict(shown["verdict"], abi=ident.get("init_dry_abi", 7))
-        lines += [f"\napply {shown['apply']}, its equivalent case:",
-                  render(Case.from_json(shown["case"]), av, subject_line(ident), color)]
-    return "\n".join(lines)
-
-
 def certificate_report(result: dict, json_path) -> str:
     """What `dryz exhaustive` and `dryz merge` print: the certificate, the canonical counts, the shard, the trace
     space, where the results are, and every finding's case."""
@@ -214,43 +181,6 @@ def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: flo
         lines.append(f"slow input (not a finding): {f['file']} (libFuzzer saw one run take "
                      f"{summary['slow_unit_seconds']} s or more; re-checked in a clean process: {f['klass']} in "
                      f"{f['recheck_seconds']} s{again})")
-    return "\n".join(lines)
-
-
-def minimized_trace_text(m) -> str:
-    """What `dryz minimize` prints for a shrunk trace (shrink.MinimizedTrace): the passes and the reproducer."""
-    return ("passes    " + "  ".join(f"{n} {p['wins']}/{p['runs']} ({p['calls']} calls)" for n, p in m.passes.items())
-            + f"\nreproducer: {m.trace.spelled()!r} ({len(m.trace.events)} events, {len(flatten(m.trace).events)} "
-            f"with one token per accept), shortest: {m.shortest}, {m.calls} predicate calls, {m.seconds:.1f} s")
-
-
-def replay_text(rows, here: dict) -> str:
-    """What `dryz replay` prints: one line per entry (ok, served: llama-server's request layer made the entry a
-    served-* class as the served model predicts, fixed: the finding gone as a fix the subject declares says, CHANGED with where it was recorded, INVALID, SKIPPED: not judged, the subject cannot express it), then
-    the counts, and why entries were not judged."""
-    lines = []
-    for r in rows:
-        made_on = (r.subject or {}).get("libllama_sha256")
-        where = "" if not made_on or made_on == here.get("libllama_sha256") else \
-            f" (recorded on libllama {made_on[:12]}, {(r.subject or {}).get('llama_cpp_python') or '?'})"
-        if r.error:
-            lines.append(f"INVALID {r.path}: {r.error}")
-        elif r.not_judged:
-            lines.append(f"SKIPPED {r.path.name}: not judged ({r.not_judged})")
-        elif r.served:
-            lines.append(f"served  {r.path.name}: {r.expect}, now {r.got} (the request layer, as modelled)")
-        elif r.fixed:
-            lines.append(f"fixed   {r.path.name}: {r.expect}, now {r.got}")
-        elif r.ok:
-            lines.append(f"ok      {r.path.name}: {r.expect}")
-        else:
-            lines.append(f"CHANGED {r.path}: expected {r.expect}, now {r.got}{where}")
-    t = replay_totals(rows)
-    lines.append(f"replayed {t['replayed']} entries: {t['as_expected']} as expected, "
-                 + (f"{t['served']} as served, " if t["served"] else "")
-                 + (f"{t['fixed']} fixed as declared, " if t["fixed"] else "") + f"{t['changed']} changed, "
-                 f"{t['invalid']} invalid" + (f", {t['not_judged']} not judged" if t["not_judged"] else ""))
-    lines += [f"  not judged: {n} x {why}" for why, n in t["not_judged_why"].items()]
     return "\n".join(lines)
 
 

@@ -7,8 +7,7 @@ from .corpus import USER_DIR, write_entry
 from .files import fail
 from .inputs import load_case_file, load_subject, load_trace_file, on_vocab, say, spelled
 from .output import write_json
-from .render import minimized_trace_text
-from .shrink import NothingToMinimize, minimize_case, minimize_trace_input
+from .shrink import flatten, NothingToMinimize, minimize_case, minimize_trace_input
 
 
 def command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, echo) -> None:
@@ -45,3 +44,10 @@ def command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_t
         for why, n in getattr(m, "not_judged", {}).items():  # shortest among the cases this subject expresses
             echo(f"not judged: {n} candidate(s): {why}")
     echo(f"written: {written}")
+
+
+def minimized_trace_text(m) -> str:
+    """What `dryz minimize` prints for a shrunk trace (shrink.MinimizedTrace): the passes and the reproducer."""
+    return ("passes    " + "  ".join(f"{n} {p['wins']}/{p['runs']} ({p['calls']} calls)" for n, p in m.passes.items())
+            + f"\nreproducer: {m.trace.spelled()!r} ({len(m.trace.events)} events, {len(flatten(m.trace).events)} "
+            f"with one token per accept), shortest: {m.shortest}, {m.calls} predicate calls, {m.seconds:.1f} s")

@@ -38,7 +38,8 @@ LAYERS = (
     ("dryz.subject",),                                      # what is audited, and how it runs
     ("dryz.verdict", "dryz.vocab_cases", "dryz.config", "dryz.space", "dryz.decode", "dryz.children"),
     ("dryz.check",),                                        # check_batch: the one comparison
-    ("dryz.judge", "dryz.trace_check", "dryz.differential", "dryz.explain"),  # a subject driven and judged
+    ("dryz.judge", "dryz.judge_served", "dryz.trace_check", "dryz.differential", "dryz.explain"),
+    # ^ a subject driven and judged
     ("dryz.corpus",),
     ("dryz.shrink", "dryz.inputs", "dryz.render", "dryz.export"),  # export: an entry as a test (no subject run)
     ("dryz.enumerate", "dryz.fuzz", "dryz.compare", "dryz.shrink_command"),  # the modes
@@ -140,7 +141,7 @@ def test_the_layer_and_circle_checks_fail_on_a_planted_import():
     """The checks above see an import inside a function: one from the subject's isolation worker up to the judge
     (which imports it) is both a layer violation and a circle; the graph holds the imports inside functions."""
     graph = _import_graph()
-    assert "dryz.render" in graph["dryz.cli"]  # cli imports it only inside functions
+    assert "dryz.explain" in graph["dryz.cli"]  # cli imports it only inside functions
     graph["dryz.subject.isolation"] = graph["dryz.subject.isolation"] | {"dryz.judge"}
     assert _layer("dryz.judge") > _layer("dryz.subject.isolation")
     assert ["dryz.judge", "dryz.subject.isolation"] in _circles(graph)

@@ -1,24 +1,18 @@
-"""`dryz exhaustive`, `dryz merge` and `dryz restarts`, everything but option parsing: cli.py parses the
+"""`dryz exhaustive` over the symbol vocabulary and `dryz merge`, everything but option parsing: cli.py parses the
 arguments and calls these with `echo` (click.echo: stdout, or stderr with err=True); each returns the exit code.
-Bad input raises (dryz.files.fail, or a DryzError): one line, exit 2."""
+Bad input raises (dryz.files.fail, or a DryzError): one line, exit 2. `exhaustive --vocab` is vocab_command's and
+`dryz restarts` restarts_command's: this module loads only what the main job needs (tests/test_startup.py)."""
 
 from __future__ import annotations
 
 from ..errors import EXIT_ERROR, EXIT_FINDING, EXIT_OK
 from ..files import fail, parse_json_file, read
 from ..inputs import load_subject
-from ..output import Progress, write_json
-from ..render import certificate_report, restarts_text, vocab_certificate_text
-from ..subject.identity import subject_header
-from ..subject.vendored_vocabs import resolve_vocab, VocabUnavailable
-from ..verdict import is_finding
+from ..output import write_json
+from ..render import certificate_report
 from .certificate import merge as merge_results
 from .exhaustive import ExhaustiveInterrupted, ResumeError, run_exhaustive
-from .restarts import CONFIGS, sweep
-from .selection import executor, select_space, select_vocab_space, TRACE_ALPHABET, validate_traces_option
-from .traces import add_to_certificate, TraceSpaceInterrupted
-from .vocab_restarts import run, summary_text, vocab_names
-from .vocab_space import certificate
+from .selection import executor, select_space, TRACE_ALPHABET, validate_traces_option
 
 
 # Where an interrupted `dryz exhaustive` without --json leaves its state (the partial result --resume continues).
@@ -27,14 +21,13 @@ INTERRUPTED = "exhaustive-interrupted.json"
 
 def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, scheduler, shard,
                json_path, workers, progress, resume_path, vocab, tokens, breakers, trace_events, echo) -> int:
-    """Certify every history of length 1..N over k symbols (or over real tokens with --vocab), every symbol a
-    candidate; with --trace-events, the trace space after it."""
+    """Certify every history of length 1..N over k symbols (or over real tokens with --vocab: vocab_command),
+    every symbol a candidate; with --trace-events, the trace space after it."""
     validate_traces_option(trace_events, shard, resume_path)
     if vocab is not None:
-        if trace_events is not None:
-            fail("--trace-events runs over the symbol vocabulary (not with --vocab)")
-        return exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path,
-                                progress, echo)
+        from .vocab_command import exhaustive as over_vocab  # on use: only --vocab loads the vocabulary modules
+        return over_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path, progress,
+                          echo, trace_events)
     if tokens or breakers:
         fail("--token and --breakers go with --vocab")
     sel = select_space(alphabet, max_length, configs, canonical, all_alphabets, window_caps, parameters, shard)
@@ -65,6 +58,7 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         if client is not None:
             client.close()
     if trace_events is not None:
+        from .traces import add_to_certificate, TraceSpaceInterrupted  # on use: only --trace-events loads them
         try:
             result = add_to_certificate(result, trace_events, load_subject(), TRACE_ALPHABET)
         except TraceSpaceInterrupted:  # the history space's certificate is marked interrupted, not a certificate
@@ -77,25 +71,6 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
         if json_path:
             write_json(json_path, result)
     return certificate_exit(result, json_path, echo)
-
-
-def exhaustive_vocab(vocab, tokens, breakers, max_length, configs, parameters, window_caps, json_path, progress,
-                     echo) -> int:
-    """`dryz exhaustive --vocab`: every history over real tokens (dryz.enumerate.vocab_space)."""
-    lib = load_subject()
-    v, ids, strings, specs, total_h = select_vocab_space(lib, vocab, tokens, breakers, max_length, configs,
-                                                         parameters, window_caps)
-    bar = Progress(total_h * len(specs), "histories", enabled=progress)
-    result, results = certificate(lib, v, ids, max_length, specs, strings, bar)
-    bar.close()
-    if json_path:
-        write_json(json_path, result)
-    echo(vocab_certificate_text(result, results, v.pieces()))
-    echo(f"verdict   {result['verdict']}" + (f"\nresults   {json_path}" if json_path else ""))
-    if not any(r.off_by_one_flagged for r in results):
-        echo("dryz: error: the off-by-one control flagged nothing: the harness is in doubt", err=True)
-        return EXIT_ERROR
-    return EXIT_OK if result["verdict"] == "agree" else EXIT_FINDING
 
 
 def certificate_exit(result, json_path, echo) -> int:
@@ -122,41 +97,3 @@ def merge(paths, json_path, echo) -> int:
         fail(f"a shard result lacks a field ({e}); not a dryz exhaustive --shard result")
     write_json(json_path, result)
     return certificate_exit(result, json_path, echo)
-
-
-def restarts(alphabet, max_length, json_path, vocabs, check, seconds, echo) -> int:
-    """Multi-token restart sequences through the library, verdict counts per class (dryz.enumerate.restarts);
-    with --vocab, the construction probes and the text promise on real vocabularies."""
-    if vocabs:
-        return restarts_vocab(vocabs, check, seconds, json_path, echo)
-    if seconds is not None or check != "both":
-        fail("--check and --time go with --vocab")
-    total = len(CONFIGS) * sum(alphabet ** n for n in range(1, max_length + 1))
-    echo(subject_header(lib := load_subject()))
-    bar = Progress(total, "histories")
-    results = sweep(lib, k=alphabet, max_len=max_length, configs=CONFIGS, progress=bar)
-    bar.close()
-    echo(restarts_text(results))
-    if json_path:
-        write_json(json_path, {"alphabet": alphabet, "max_length": max_length,
-                               "configs": [r.to_json() for r in results]})
-    return EXIT_FINDING if any(is_finding(k) for r in results for k in r.counts) else EXIT_OK
-
-
-def restarts_vocab(vocabs, check, seconds, json_path, echo) -> int:
-    """`dryz restarts --vocab`: the work is dryz.enumerate.vocab_restarts.run."""
-    lib = load_subject()
-    try:
-        names = vocab_names(vocabs)
-        for n in names:
-            resolve_vocab(n)
-    except VocabUnavailable as e:
-        fail(f"--vocab: {e}")
-    echo(f"dryz restarts --vocab: {', '.join(names)}")
-    echo(subject_header(lib))
-    result = run(lib, names, ("construction", "promise") if check == "both" else (check,), seconds, log=echo)
-    echo(summary_text(result))
-    if json_path:
-        write_json(json_path, result)
-        echo(f"results   {json_path}")
-    return EXIT_FINDING if result["findings"] else EXIT_OK

@@ -1,6 +1,5 @@
 """The space a `dryz exhaustive` command line selects: its configurations, alphabet, shard and workload
-(select_space), the executor's workers and Dask client (executor), and for --vocab the vocabulary, tokens,
-breakers and configurations (select_vocab_space). Bad options are one line and exit 2 (files.fail); nothing is
+(select_space) and the executor's workers and Dask client (executor); --vocab's are in vocab_command. Bad options are one line and exit 2 (files.fail); nothing is
 run here."""
 
 from __future__ import annotations
@@ -13,12 +12,9 @@ from ..case import CaseError
 from ..config import CONFIG_NAMES, parameter_names, space_config, window_cap_names
 from ..space import CanonicalError, case_count, expected_canonical, space_for
 from ..symbols import MAX_ALPHABET
-from ..vocab_cases import BREAKER_PRESETS, load_vocab
 from .dask_exec import connect, SchedulerError, worker_threads
-from .vocab_space import default_tokens
 
 MAX_SPACE_CASES = 2_000_000_000      # cases in one symbol-space run
-MAX_VOCAB_HISTORIES = 50_000_000     # histories in one in-process --vocab run
 
 
 @dataclass
@@ -104,41 +100,6 @@ def executor(scheduler, workers):
             client.close()
         fail(f"--jobs must be in 1..{limit} here (4 per core), got {workers}")
     return workers, client
-
-
-def select_vocab_space(lib, vocab, tokens, breakers, max_length, configs, parameters, window_caps):
-    """(vocabulary, token ids, breaker strings, specs, histories per configuration) for `exhaustive --vocab`."""
-    v = load_vocab(vocab, lib)
-    if tokens is None:
-        ids = default_tokens(v)
-    else:
-        try:
-            ids = [int(x) for x in tokens.split(",") if x.strip()]
-        except ValueError:
-            fail(f"--token must be a token id, got {tokens!r}")
-        if not ids or len(set(ids)) != len(ids):
-            fail("--token must name each token id once")
-        bad = [t for t in ids if not 0 <= t < v.n_tokens]
-        if bad:
-            fail(f"--token {bad[0]} is outside the vocabulary {vocab} (ids 0..{v.n_tokens - 1})")
-    strings = []
-    for b in breakers or ("default",):
-        strings += BREAKER_PRESETS[b] if b in BREAKER_PRESETS else [b.replace("\\n", "\n").replace("\\t", "\t")]
-    strings = list(dict.fromkeys(strings))
-    total_h = sum(len(ids) ** n for n in range(1, max_length + 1))
-    names = config_names(configs, ["base", "window4"], parameters, window_caps, max_length)
-    if total_h * len(names) > MAX_VOCAB_HISTORIES:
-        fail(f"{total_h * len(names):,} histories is too many for one in-process run; lower --max-length or "
-             "give fewer --token")
-    specs = []
-    for n in names:
-        if n.split("/")[0] == "breaker":
-            fail("--config breaker is the symbol space's; with --vocab the breakers are --breakers")
-        try:
-            specs.append(space_config(n, 64, max_length))
-        except ValueError as e:
-            fail(f"--config {n}: {e}")
-    return v, ids, strings, specs, total_h
 
 
 TRACE_ALPHABET = 2   # the trace space's alphabet (dryz/enumerate/traces.py's default)
