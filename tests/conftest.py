@@ -88,6 +88,14 @@ def default_sigint():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def default_signals():
+    """preexec_fn for a child that a test stops with SIGINT or SIGTERM: both back to their default dispositions
+    before exec, whatever the runner inherited (an ignored disposition survives exec)."""
+    import signal
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 REQUIRE_ENGINES = os.environ.get("DRYZ_REQUIRE_ENGINES") == "1"
 
 

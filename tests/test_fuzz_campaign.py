@@ -14,7 +14,7 @@ from dryz.corpus import load_entry
 from dryz.shrink import signature_in
 
 
-from conftest import dryz
+from conftest import default_signals, dryz
 
 
 def test_fault_injected_campaign_finds_minimizes_and_stores(tmp_path, monkeypatch, lib):
@@ -185,7 +185,7 @@ def test_fork_server_runs_every_harness_process_as_its_fork(tmp_path, lib):
         ended = []
         for e in (env, alone):  # SIGTERM to the launcher, as the campaign stops libFuzzer
             q = subprocess.Popen([str(launcher), "-max_total_time=120"], env=e, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                                 stderr=subprocess.PIPE, text=True, cwd=tmp_path, preexec_fn=default_signals)
             if e is env:
                 deadline = time.monotonic() + 60
                 while not _children(pid) and time.monotonic() < deadline:
