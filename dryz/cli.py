@@ -13,12 +13,11 @@ from .errors import EXIT_ERROR, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_OK, DryzErr
 from .files import fail as _fail
 from .inputs import (judge_case_file, judge_trace_file, load_case_file, load_subject, load_trace_file, on_vocab,
                      quiet_mode, say, vocab_filter, with_runtime)
-from .options import (BASE, CHANGE, EXPECT_FILE, FIX, INPUT, INPUT_FOLDER, LIB, MATRIX_RELEASE, MODE,
-                      OPERATOR, OUTPUT, OUTPUT_FOLDER, PROPERTY, READ_AS, RELEASE, SCHEDULER, SHARD,
-                      SPACE_CONFIG, SUBJECT, SUBJECT_OR_SERVER, VOCAB, Bound, Duration, Input, Vocabulary,
-                      _max_alphabet, _max_trace_events, _sanitizers, case_file_options, check_environment, meaning,
-                      old,
-                      with_old_spellings)
+from .options import (BASE, CERTIFICATE, CHANGE, ENTRY, EXPECT_FILE, FIX, INPUT, INPUT_FOLDER, KILL_ORDER, LIB,
+                      MATRIX_RELEASE, MODE, OPERATOR, OUTPUT, OUTPUT_FOLDER, PROPERTY, READ_AS, RELEASE, REPORT_INPUT,
+                      SCHEDULER, SHARD, SPACE_CONFIG, SUBJECT, SUBJECT_OR_SERVER, TRIAGE, VOCAB, WITNESS, Bound, Duration,
+                      Vocabulary, _max_alphabet, _max_trace_events, _sanitizers, case_file_options, check_environment,
+                      meaning, old, with_old_spellings)
 
 
 def say_subject(lib) -> None:
@@ -112,7 +111,7 @@ def subject_build(version, patch, jobs, force, server, sanitize):
               help=meaning("--jobs", "At most 4 per core. [default: all cores]"))
 @old("--workers", "-j/--jobs", "workers", type=int)
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (after 1 s).")
-@click.option("--resume", "resume_path", default=None, type=INPUT, metavar="FILE",
+@click.option("--resume", "resume_path", default=None, type=CERTIFICATE, metavar="FILE",
               help="Continue an interrupted run (its partial result JSON); give the same space options.")
 @click.option("--vocab", "vocab", default=None, type=VOCAB, metavar="NAME|PATH",
               help=meaning("--vocab", "Histories over its real tokens (--token), restart sequences from its "
@@ -138,7 +137,7 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=INPUT)
+@click.argument("paths", nargs=-1, required=True, type=CERTIFICATE)
 @click.option("--json", "json_path", required=True, type=OUTPUT, metavar="FILE",
               help=meaning("--json", "The merged certificate."))
 def merge(paths, json_path):
@@ -226,7 +225,7 @@ def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_
 
 
 @cli.command("export")
-@click.argument("entry", type=INPUT)
+@click.argument("entry", type=ENTRY)
 @click.option("--as", "form", type=click.Choice(["test-sampling", "pytest", "c"]), required=True,
               help=meaning("--as", "What the entry is written as: test-sampling (a test_dry call for llama.cpp's "
                                    "tests/test-sampling.cpp), pytest (a pytest file on llama-cpp-python's bindings) or "
@@ -400,7 +399,7 @@ def conformance(rows, names, seconds, max_length, workdir, json_path, md_path):
 
 @cli.command()
 @click.option("--property", "names", multiple=True, type=PROPERTY, metavar="NAME", help=meaning("--property"))
-@click.option("--witness", "witnesses", multiple=True, type=INPUT, metavar="FILE",
+@click.option("--witness", "witnesses", multiple=True, type=WITNESS, metavar="FILE",
               help="Also judge this case, trace or crash file and name the property its difference belongs to; "
                    "give it once per file.")
 @click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE", help=meaning("--json", "Every cell."))
@@ -456,13 +455,13 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
 @click.option("--lanes", type=click.IntRange(1, 2), default=2, show_default=True, help=meaning("--lanes"))
 @click.option("--first-kill", is_flag=True,
               help="Cancel a mutant's other modes at its first kill (faster; the kill matrix shows the first killer).")
-@click.option("--kill-order", default=None, type=Input(also=("gate",)), metavar="FILE|gate", help="Each lane's modes kill-first, as this kill "
+@click.option("--kill-order", default=None, type=KILL_ORDER, metavar="FILE|gate", help="Each lane's modes kill-first, as this kill "
               "matrix orders them (or an earlier run's --json), or `gate`. [default: the release's, if shipped]")
 @click.option("--scheduler", default=None, type=SCHEDULER, metavar="ADDRESS",
               help=meaning("--scheduler", "The mutants as tasks (each worker builds its mutants)."))
 @click.option("--no-upstream", is_flag=True, help="Do not run llama.cpp's test-sampling (the baseline).")
 @click.option("--keep-builds", is_flag=True, help="Keep each mutant's libllama in the subject cache.")
-@click.option("--triage", "triage_path", default=None, type=INPUT, metavar="FILE",
+@click.option("--triage", "triage_path", default=None, type=TRIAGE, metavar="FILE",
               help="Survivor triage (equivalent or gap, with the reason). [default: the release's, shipped]")
 @click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--json", "The summary and every result."))
@@ -530,7 +529,7 @@ def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes
 
 
 @cli.command()
-@click.argument("inputs", nargs=-1, required=True, type=Input(either=True))
+@click.argument("inputs", nargs=-1, required=True, type=REPORT_INPUT)
 @click.option("--html", "html_path", default=None, type=OUTPUT, metavar="FILE", help=meaning("--html"))
 @click.option("--markdown", "md_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--markdown", "Without --html and --markdown, the Markdown is printed."))

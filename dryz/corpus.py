@@ -199,11 +199,16 @@ def dumps_readable(data: dict) -> str:
 
 
 def validate_entry(data, where: str) -> Case:
+    from .formats import FormatError, check_as  # on use (the format's shape first, then what a shape cannot say)
     if not isinstance(data, dict):
         raise CorpusError(f"{where}: a corpus entry must be a JSON object")
     schema = data.get("schema")
     if schema != CORPUS_SCHEMA:
         raise CorpusError(f"{where}: schema {schema!r} is not {CORPUS_SCHEMA!r}")
+    try:
+        check_as(data, "corpus", where)
+    except FormatError as e:
+        raise CorpusError(str(e)) from None
     if "trace" in data and "case" not in data:
         return validate_trace_entry(data, where)
     _entry_head(data, where, "case")

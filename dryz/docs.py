@@ -1,6 +1,7 @@
 """The documentation's generated pages, made from the code so they cannot drift: one page per command (from the
 click definitions), the verdict-class glossary (from dryz.verdict.KINDS), the environment variables and cache
-folders (checked against every DRYZ_* name and cache folder the code uses), the corpus's findings (from
+folders (checked against every DRYZ_* name and cache folder the code uses), the file formats (from
+dryz.formats), the corpus's findings (from
 corpus/findings/) and the benchmarks (from bench/records/*.json).
 
     python -m dryz.docs            # (re)write every generated page under docs/
@@ -552,6 +553,64 @@ def mutation_page(workdir: Path | None = None, test_set: Path | None = None) -> 
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------------------------------------- file formats
+
+def _type_text(t) -> str:
+    """A format's type in words: integer, array of string, map of object, ..."""
+    words = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean",
+             "object": "object", "any": "any", "array": "array", "map": "map"}
+    w = words[t.kind]
+    if t.kind in ("array", "map") and t.item is not None:
+        w += " of " + _type_text(t.item)
+    if t.values:
+        w += " (" + ", ".join(f"`{v}`" for v in t.values) + ")"
+    return w + (", or null" if t.nullable else "")
+
+
+def _field_rows(t, prefix: str = "", depth: int = 0) -> list[str]:
+    """The rows of a format's fields (nested objects to one level), each: field, type, required, meaning."""
+    rows = []
+    for name, ft in t.fields.items():
+        path = f"{prefix}{name}"
+        need = "yes" if ft.required and not ft.unless else f"unless `{ft.unless}`" if ft.unless else "no"
+        rows.append(f"| `{path}` | {_type_text(ft)} | {need} | {_cell(ft.meaning)} |")
+        inner = ft if ft.kind == "object" else ft.item if ft.kind in ("array", "map") and ft.item is not None \
+            and ft.item.kind == "object" else None
+        if inner is not None and inner.fields and depth < 1:
+            sep = "." if ft.kind == "object" else "[]." if ft.kind == "array" else ".KEY."
+            rows += _field_rows(inner, path + sep, depth + 1)
+    return rows
+
+
+def file_formats_page() -> str:
+    from .formats import FORMATS, shape
+    lines = ["# File formats\n", MARK,
+             "Every file dryz reads is UTF-8 JSON (a libFuzzer crash file, `crash-SHA1` and its kin, is fuzz bytes: "
+             "read with `--as bytes`, or by its name; `dryz gate --expect-file` is text). Each format below is "
+             "code (`dryz/formats.py`), and this page is made from it: every reader checks a file against its "
+             "format before using it, so a file that is not what it should be is refused in one line naming the "
+             "file and the first field that is missing or of the wrong type, exit 2 "
+             "([bad input](exit-codes.md#bad-input)); tests/test_formats.py feeds every reader malformed files "
+             "generated from these shapes. A field not listed is kept and not read.\n"]
+    for key, f in FORMATS.items():
+        lines += [f"## {f.heading}\n"]
+        if f.about:
+            lines.append(f.about + "\n")
+        lines.append(f"Written by {f.written_by}; read by " + ", ".join(f"`{r}`" if r.startswith("dryz") and
+                                                                          "(" not in r else r for r in f.read_by)
+                     + ".\n")
+        lines += ["| field | type | required | meaning |", "|---|---|---|---|", *_field_rows(shape(key)), ""]
+        lines += ["A minimal one:\n", "```json", json.dumps(f.example), "```\n"]
+    lines += ["## A list of changes: `dryz gate --expect-file`\n",
+              "Text: one change class a line, as `--expect-change` takes it (`CLASS[@window=-1|<-1|=0|>0"
+              "[,n_ctx_train<=0|<window]]`), `#` starts a comment. Each line is checked as the option checks it; "
+              "the first bad one is refused naming the file and its line.\n",
+              "## An adapter's protocol: `dryz.adapter/1`\n",
+              "JSON lines on an engine adapter's stdin and stdout (`cmd:COMMAND` subjects): the handshake, the batch "
+              "call, the declared deviations. [The adapter guide](../adapters.md#the-schema-dryzadapter1).\n"]
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------------------------- all of them
 
 def pages() -> dict[str, str]:
@@ -559,6 +618,7 @@ def pages() -> dict[str, str]:
     out = command_pages()
     out["reference/verdict-classes.md"] = glossary_page()
     out["reference/environment.md"] = environment_page()
+    out["reference/file-formats.md"] = file_formats_page()
     out["corpus-findings.md"] = findings_page()
     out["benchmarks.md"] = benchmarks_page()
     out["results/conformance.md"] = conformance_page()

@@ -91,6 +91,8 @@ def load_case_file(path: str, read_as: str = "auto", vocab=None, breakers=None):
             fail(str(e))
     if isinstance(data, dict) and "schema" in data and data["schema"] != "dryz.case/1":
         fail(f"{path}: unknown schema {data['schema']!r} (this dryz reads dryz.case/1 and {CORPUS_SCHEMA})")
+    from .formats import check_as  # on use: keeps start-up fast
+    check_as(data, "case", path)
     try:
         return Case.from_json(data), "case JSON"
     except CaseError as e:
@@ -164,6 +166,8 @@ def _load_trace_file(path: str, read_as: str, as_trace: bool):
             fail(f"{path}: decodes to an invalid trace: {e}")
     data = parse_json_file(path, raw)
     if isinstance(data, dict) and data.get("schema") == TRACE_SCHEMA:
+        from .formats import check_as  # on use: keeps start-up fast
+        check_as(data, "trace", path)
         try:
             return Trace.from_json(data), "trace JSON"
         except TraceError as e:

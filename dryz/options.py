@@ -96,6 +96,8 @@ def _where(param, ctx) -> str:
         return "value"
     if isinstance(param, str):  # an environment variable's name (options.env)
         return param
+    if isinstance(param, click.Argument):  # an argument: the reason names the file or value itself
+        return ""
     if ctx is not None and param.name and ctx.get_parameter_source(param.name) is ParameterSource.ENVIRONMENT:
         env = param.envvar if isinstance(param.envvar, str) else None
         if env:
@@ -107,7 +109,7 @@ def refuse(param, ctx, reason: str):
     """The one line (exit 2) for a refused value: "OPTION: reason" (the reason as it is where it names the option
     itself)."""
     where = _where(param, ctx)
-    raise click.UsageError(reason if reason.startswith(where + " ") else f"{where}: {reason}")
+    raise click.UsageError(reason if not where or reason.startswith(where + " ") else f"{where}: {reason}")
 
 
 class Checked(click.ParamType):
@@ -493,6 +495,39 @@ CHANGE = ChangeClass()
 RELEASE = Parsed("release", _release, bad=("0.3.x", "latest"))
 MATRIX_RELEASE = Parsed("release", _matrix_release, bad=("0.3.x", "xllamacpp==x"))
 SPACE_CONFIG = Parsed("configuration", _space_config, bad=("nope", "window0"))
+def _reader(key: str):
+    def read_file(path):
+        from .formats import read_as  # on use: keeps start-up fast
+        return read_as(key)(path)
+    return read_file
+
+
+def _kill_order(path):
+    from .formats import kill_order_file  # on use: keeps start-up fast
+    return kill_order_file(path)
+
+
+def _report_input(path):
+    from .formats import report_input  # on use: keeps start-up fast
+    return report_input(path)
+
+
+def _case_or_trace(path):
+    from .formats import case_or_trace  # on use: keeps start-up fast
+    return case_or_trace(path)
+
+
+WITNESS = Input(read=_case_or_trace)                 # properties --witness: a case, trace, entry or crash file
+CERTIFICATE = Input(read=_reader("certificate"))     # merge's shards, exhaustive --resume
+def _entry(path):
+    from .formats import entry_file  # on use: keeps start-up fast
+    return entry_file(path)
+
+
+ENTRY = Input(read=_entry)                           # export's corpus entry
+TRIAGE = Input(read=_reader("triage"))               # mutate --triage
+KILL_ORDER = Input(also=("gate",), read=_kill_order)  # mutate --kill-order
+REPORT_INPUT = Input(either=True, read=_report_input)  # report's inputs
 SUBJECT_OR_SERVER = Subject(bare=("server",))  # conformance --row: `server` is the pinned release's llama-server
 EXPECT_FILE = Input(read=read_expect_file)
 SHARD = Parsed("shard", _shard, bad=("3/2", "x"))

@@ -92,6 +92,6 @@ class GateResult:
 
 def from_json(d: dict) -> GateResult:
     modes = [ModeResult(**{k: v for k, v in m.items() if k != "findings"},
-                        findings=[Finding(**f) for f in m["findings"]]) for m in d["modes"]]
+                        findings=[Finding(**f) for f in m.get("findings", [])]) for m in d["modes"]]
     keep = {k: v for k, v in d.items() if k in GateResult.__dataclass_fields__ and k not in ("modes", "changes")}
-    return GateResult(**{**keep, "modes": modes, "changes": [Change(**c) for c in d["changes"]]})
+    return GateResult(**{**keep, "modes": modes, "changes": [Change(**c) for c in d.get("changes", [])]})
