@@ -39,8 +39,9 @@ def test_a_missing_engine_package_is_one_line_naming_the_extra():
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert "pip install 'dryz[exllamav2]'" in p.stderr and "dryz_absent_package" in p.stderr
     p = dryz("--subject", "engine:nosuch", "subject", "show")
-    assert p.returncode == 2 and p.stderr.strip() == \
-        "dryz: error: --subject: engine:nosuch: unknown engine 'nosuch' (engines: mistralrs, exllamav2, aphrodite)"
+    assert p.returncode == 2 and p.stderr.strip() == (
+        "dryz: error: --subject: engine:nosuch: unknown engine 'nosuch' (engines: mistralrs, exllamav2, aphrodite, "
+        "aphrodite-python)")
 
 
 def test_exllamav2_raising_on_a_case_is_a_crash_finding(tmp_path):
@@ -91,6 +92,36 @@ def test_aphrodite_refuses_as_it_documents(tmp_path):
     assert v["class"] == "declared-base-below-one:refused", v
     v = verdict(dryz("--subject", spec, "check", str(case(tmp_path, "aa"))))  # L 1 is never penalized: a finding
     assert v["class"] == "mismatch" and v["expected_logits"] == [-1.0] and v["observed_logits"] == [0.0]
+
+
+def test_aphrodite_compiled_scan_and_its_python_fallback(tmp_path):
+    """engine:aphrodite runs the op 0.24.1's CUDA runner calls (torch.ops._C.dry_scan_penalties from the wheel's
+    library, on the CPU), engine:aphrodite-python apply_dry's Python fallback (DryRequestState); each names its
+    path. Both scan only when the tail (the tokens back to a breaker, at most dry_max_ngram + 1) is longer than
+    allowed_length + 1; where a breaker ends the tail the fallback counts the breaker into it, the compiled scan
+    does not, so the two differ there."""
+    compiled, fallback = engine("aphrodite"), engine("aphrodite-python")
+
+    def both(history, **kw):
+        f = case(tmp_path, history, **kw)
+        out = [json.loads(dryz("--subject", s, "check", str(f)).stdout) for s in (compiled, fallback)]
+        return [(o["verdict"]["class"], o["verdict"]["observed_logits"]) for o in out], [o["subject"] for o in out]
+
+    # no breaker: both find abc again before d: L 3, 2^(3 - 2)
+    (c, p), (cs, ps) = both("abcdabc", allowed_length=2)
+    assert c == p == ("agree", [0.0, 0.0, 0.0, -2.0])
+    assert cs["engine"] == "aphrodite" and ("compiled scan _C::dry_scan_penalties from aphrodite/_C_stable_libtorch"
+                                            ".abi3.so (sha256 d78652145f69ef31) on the CPU; torch 2.13.0"
+                                            ) in cs["engine_version"]
+    assert ps["engine"] == "aphrodite-python" and "Python fallback DryRequestState" in ps["engine_version"]
+    # breaker c, then aaa: llama.cpp penalizes a (L 2, 2^0); the compiled scan's tail aaa is not longer than
+    # allowed_length + 1, the fallback's caaa is, and it penalizes a as llama.cpp does
+    (c, p), _ = both("caaa", allowed_length=2, breakers=("c",))
+    assert c == ("mismatch", [0.0, 0.0, 0.0]) and p == ("agree", [-1.0, 0.0, 0.0])
+    # breaker d: the fallback's tail dabc passes and it penalizes the breaker d (the token after abc, which
+    # llama.cpp exempts); the compiled scan's abc does not pass
+    (c, p), _ = both("abcdabc", allowed_length=2, breakers=("d",))
+    assert c == ("agree", [0.0, 0.0, 0.0, 0.0]) and p == ("mismatch", [0.0, 0.0, 0.0, -2.0])
 
 
 def test_exhaustive_counts_what_an_engine_cannot_express(tmp_path):

@@ -4,8 +4,11 @@ dryz.subject.command): `--subject engine:NAME` runs `python -m dryz.subject.engi
   mistralrs   mistral.rs end to end: a request as a user sends it (ChatCompletionRequest) to a Runner over dryz's
               tiny zero-logit GGUF; the penalties read back exactly from log-probabilities with logit_bias masking
   exllamav2   exllamav2's ExLlamaV2Sampler.apply_dry with its own Settings, on CPU (the CUDA extension not loaded)
-  aphrodite   Aphrodite's DRY (aphrodite/v1/sample/ops: DryRequestState, SamplingOps.apply_dry) executed from the
-              engine's wheel, fetched once with pip download (AGPL-3.0: loaded at run time, never copied)
+  aphrodite   Aphrodite's DRY (SamplingOps.apply_dry with the metadata its CUDA runner's input batch builds: the
+              compiled scan torch.ops._C.dry_scan_penalties) executed from the engine's wheel, fetched once with pip
+              download (AGPL-3.0: loaded at run time, never copied)
+  aphrodite-python  the same, through apply_dry's Python fallback (DryRequestState: no token history in the
+              metadata, as Aphrodite's Metal runner builds it)
 
 Each adapter declares only the deviations its engine's own user documentation states, with the citation; every
 other difference is judged as a finding. The engine packages are extras: pip install 'dryz[NAME]'.
@@ -37,5 +40,7 @@ class Engine:
 ENGINES = {
     "mistralrs": Engine("mistralrs", "dryz.subject.engines.mistralrs", ("mistralrs", "gguf"), "mistralrs", "0.9.5"),
     "exllamav2": Engine("exllamav2", "dryz.subject.engines.exllamav2", ("exllamav2", "torch"), "exllamav2", "0.3.2"),
-    "aphrodite": Engine("aphrodite", "dryz.subject.engines.aphrodite", ("torch",), "aphrodite", "0.24.1"),
+    "aphrodite": Engine("aphrodite", "dryz.subject.engines.aphrodite", ("torch", "nvidia"), "aphrodite", "0.24.1"),
+    "aphrodite-python": Engine("aphrodite-python", "dryz.subject.engines.aphrodite_python", ("torch",), "aphrodite",
+                               "0.24.1"),
 }

@@ -1,13 +1,37 @@
-"""dryz's adapter for Aphrodite's DRY (pip install 'dryz[aphrodite]': torch; the engine's wheel is fetched once):
-`--subject engine:aphrodite`.
+"""dryz's adapter for Aphrodite's DRY (pip install 'dryz[aphrodite]': torch and CUDA's runtime library; the
+engine's wheel is fetched once): `--subject engine:aphrodite` (the compiled scan, what 0.24.1 runs on Linux) and
+`--subject engine:aphrodite-python` (its Python fallback).
 
-Aphrodite (aphrodite-engine 0.24.1, AGPL-3.0) is a CUDA wheel; its DRY is plain Python in
-aphrodite/v1/sample/ops/dry.py (DryRequestState, _compute_dry_penalties) applied by SamplingOps.apply_dry
-(aphrodite/v1/sample/ops/__init__.py) to the logits with a SamplingMetadata (aphrodite/v1/sample/metadata.py). Those
-three files are read from the wheel (fetched with `pip download --no-deps` into dryz's cache, never installed) and
-executed at run time with stand-ins for the modules they import and do not use here; nothing of Aphrodite is copied
-into dryz. SamplingOps.apply_dry takes its Python path (DryRequestState: no token_history_ids_cpu in the metadata);
-the GPU runner takes a C++ kernel (csrc/cpu/dry.cpp) that the wheel ships only for CUDA.
+Aphrodite (aphrodite-engine 0.24.1, AGPL-3.0) is a CUDA wheel. Its DRY is applied by SamplingOps.apply_dry
+(aphrodite/v1/sample/ops/__init__.py:93-196) to the logits with a SamplingMetadata (aphrodite/v1/sample/metadata.py),
+which takes one of two paths to find the penalized tokens and their match lengths:
+  compiled  when the metadata carries token_history_ids_cpu and the other *_cpu fields (ops/__init__.py:109-141):
+            the op torch.ops._C.dry_scan_penalties of the wheel's aphrodite/_C_stable_libtorch.abi3.so, registered
+            for the CPU dispatch key (csrc/cpu/dry.cpp). The V1 model runner's input batch fills those fields for
+            every batch with a DRY request (v1/worker/gpu_input_batch.py:1289-1291, 1355-1365; dry_multiplier > 0 at
+            :606), so this is the path a CUDA user of 0.24.1 runs when DRY is applied: `engine:aphrodite`.
+  python    otherwise (ops/__init__.py:143-195): DryRequestState and _compute_dry_penalties in
+            aphrodite/v1/sample/ops/dry.py. 0.24.1's Metal runner builds no token history
+            (metal/v1/sampling_batch.py:431-442) and takes it: `engine:aphrodite-python`.
+Either way the penalties are then base ** (L - allowed_length) * multiplier, subtracted in the logits' dtype by the
+same Python (ops/__init__.py:136-140, 190-193), here on CPU tensors (on the user's GPU in a real run).
+
+0.24.1's default model runner on CUDA (V2: config/aphrodite.py:634-663, unless APHRODITE_USE_V2_MODEL_RUNNER=0,
+Triton is missing or a feature it lacks is asked for) has a sampler of its own (v1/worker/gpu/sample/sampler.py)
+that reads no dry_* parameter: there a request's DRY parameters change nothing. dryz audits the DRY code 0.24.1
+ships, not that wiring (it needs a GPU to run).
+
+The wheel's three Python files are read from the wheel (fetched with `pip download --no-deps` into dryz's cache,
+never installed) and executed at run time with stand-ins for the modules they import and do not use here. The
+compiled path extracts the wheel's library unchanged into the cache and loads it with torch.ops.load_library (as
+platforms/cuda.py:41 imports it) into torch 2.13.0, the release the wheel requires (its METADATA: torch==2.13.0; the
+library's stable-ABI calls target 2.13). Its other dependencies on a machine without a GPU: libcudart.so.13 is the
+real one (PyPI's nvidia-cuda-runtime); libcuda.so.1 (the NVIDIA driver, which no package installs) is the machine's
+if it has one, else a stand-in that defines the three driver entry points the library links and answers each as
+NVIDIA's own stub library does (CUDA_ERROR_STUB_LIBRARY); with a CPU build of torch, libtorch_cuda.so and the cuBLAS
+entry points the library links are a stand-in that aborts with its name if ever called. The stand-ins are built
+from the C source below with the machine's C compiler into the cache; the CPU kernel reaches none of them. Nothing
+of Aphrodite is copied into dryz. The handshake's version names the path, the library and the stand-ins used.
 
 The request's parameters go into the metadata by their documented meaning (SamplingParams, sampling_params.py:387):
 dry_multiplier, dry_base, dry_allowed_length, dry_range = penalty_last_n ("Token window used by DRY."), the
@@ -24,6 +48,10 @@ and the four refusals. Nothing else: what only the code does is judged as a find
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
+import os
+import shutil
 import subprocess
 import sys
 import types
@@ -57,10 +85,14 @@ DECLARED = [
 ]
 
 
+def engine_dir() -> Path:
+    from ..cache import cache_dir  # on use: the adapter's start-up (run as its own process)
+    return cache_dir() / "engines" / f"aphrodite-{VERSION}"
+
+
 def wheel() -> Path:
     """The aphrodite-engine wheel in dryz's cache, fetched once with pip download (not installed)."""
-    from ..cache import cache_dir  # on use: the adapter's start-up (run as its own process)
-    d = cache_dir() / "engines" / f"aphrodite-{VERSION}"
+    d = engine_dir()
     found = sorted(d.glob("aphrodite_engine-*.whl"))
     if not found:
         d.mkdir(parents=True, exist_ok=True)
@@ -108,15 +140,123 @@ def load(path: Path):
     return ops.SamplingOps, meta.SamplingMetadata
 
 
+LIBRARY = "aphrodite/_C_stable_libtorch.abi3.so"  # platforms/cuda.py:41: `import aphrodite._C_stable_libtorch`
+OP = "_C::dry_scan_penalties"
+# Stand-ins for what the library links and a machine without a GPU lacks (never reached by the CPU kernel).
+DRIVER_STAND_IN = """/* dryz's stand-in for the NVIDIA driver library (none on this machine): the three entry points
+   aphrodite/_C_stable_libtorch.abi3.so links, each answering CUDA_ERROR_STUB_LIBRARY as NVIDIA's stub does */
+int cuGetProcAddress_v2(void) { return 34; }
+int cuPointerGetAttribute(void) { return 34; }
+int cuTensorMapEncodeTiled(void) { return 34; }
+"""
+TORCH_CUDA_STAND_IN = """/* dryz's stand-in for libtorch_cuda.so and the cuBLAS entry points (a CPU build of torch has
+   neither) that aphrodite/_C_stable_libtorch.abi3.so links: its CUDA kernels call them, its CPU kernels do not */
+#include <stdio.h>
+#include <stdlib.h>
+#define STAND_IN(name) void name(void) { fputs("dryz stand-in reached: " #name "\\n", stderr); abort(); }
+STAND_IN(aoti_torch_get_current_cuda_stream) STAND_IN(torch_c10_cuda_check_msg)
+STAND_IN(torch_c10_cuda_free_error_msg) STAND_IN(torch_get_current_cuda_blas_handle)
+STAND_IN(cublasGemmEx) STAND_IN(cublasGetMathMode) STAND_IN(cublasHgemm) STAND_IN(cublasSetPointerMode_v2)
+STAND_IN(cublasSetStream_v2) STAND_IN(cublasSetWorkspace_v2)
+"""
+
+
+def _log(msg: str) -> None:
+    print(f"dryz engine:aphrodite: {msg}", file=sys.stderr)
+
+
+def _library(path: Path, d: Path) -> tuple[Path, str]:
+    """The wheel's compiled library, extracted unchanged (zipfile checks its CRC) into dryz's cache, and its
+    sha256 (computed once, beside it)."""
+    from ..cache import sha256_file  # on use: the adapter's start-up
+    out = d / path.stem / Path(LIBRARY).name
+    digest = out.with_name(out.name + ".sha256")
+    if not (out.exists() and digest.exists()):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".part")
+        with zipfile.ZipFile(path) as zf, zf.open(LIBRARY) as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.replace(tmp, out)
+        digest.write_text(sha256_file(out) + "\n")
+    return out, digest.read_text().strip()
+
+
+def _stand_in(d: Path, soname: str, source: str) -> Path:
+    """A stand-in library built from `source` with the machine's C compiler, once, into dryz's cache."""
+    out = d / "stand-ins" / hashlib.sha256(source.encode()).hexdigest()[:12] / soname
+    if out.exists():
+        return out
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise SystemExit(f"engine:aphrodite needs a C compiler (cc) to build its stand-in {soname}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src, tmp = out.parent / f"{soname}.c", out.parent / f"{soname}.part"
+    src.write_text(source)
+    p = subprocess.run([cc, "-shared", "-fPIC", "-O2", f"-Wl,-soname,{soname}", "-o", str(tmp), str(src)],
+                       capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit(f"engine:aphrodite: cannot build its stand-in {soname}: "
+                         f"{(p.stderr.strip().splitlines() or ['?'])[-1]}")
+    os.replace(tmp, out)
+    return out
+
+
+def _cudart() -> Path:
+    """libcudart.so.13 from PyPI's nvidia-cuda-runtime (torch's CUDA builds depend on it too)."""
+    import importlib.util
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        lib = Path(base) / "cu13" / "lib" / "libcudart.so.13"
+        if lib.exists():
+            return lib
+    raise SystemExit("engine:aphrodite needs libcudart.so.13 (nvidia-cuda-runtime): "
+                     "pip install 'dryz[aphrodite]'")
+
+
+def load_scan(path: Path, torch) -> str:
+    """Load the wheel's library, which registers torch.ops._C.dry_scan_penalties (what apply_dry calls); returns
+    what was loaded to run it, as a line."""
+    from ..cache import locked  # on use: the adapter's start-up
+    d = engine_dir()
+    with locked(d / ".lock", _log):
+        lib, sha256 = _library(path, d)
+        driver = torch_cuda = None
+        try:
+            ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)  # as platforms/cuda.py:24-34 preloads it
+        except OSError:
+            driver = _stand_in(d, "libcuda.so.1", DRIVER_STAND_IN)
+        if torch.version.cuda is None:
+            torch_cuda = _stand_in(d, "libtorch_cuda.so", TORCH_CUDA_STAND_IN)
+    ctypes.CDLL(str(_cudart()), mode=ctypes.RTLD_GLOBAL)
+    for stand_in in (driver, torch_cuda):
+        if stand_in is not None:
+            ctypes.CDLL(str(stand_in), mode=ctypes.RTLD_GLOBAL)
+    torch.ops.load_library(str(lib))
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(OP, "CPU"):
+        raise SystemExit(f"engine:aphrodite: {LIBRARY} registers no CPU kernel for {OP}")
+    stand_ins_used = [n for n, x in (("libcuda.so.1", driver), ("libtorch_cuda.so + cuBLAS", torch_cuda)) if x]
+    return (f"compiled scan {OP} from {LIBRARY} (sha256 {sha256[:16]}) on the CPU; torch {torch.__version__}; "
+            f"stand-ins: {', '.join(stand_ins_used) or 'none'}")
+
+
+PATHS = {
+    "compiled": "aphrodite",         # the V1 runner's input batch fills token_history_ids_cpu: the op runs
+    "python": "aphrodite-python",    # no token history in the metadata (the Metal runner): DryRequestState
+}
+
+
 class Adapter:
-    def __init__(self):
+    def __init__(self, path: str = "compiled"):
         import torch
         torch.set_num_threads(1)
         self.torch = torch
+        self.compiled = path == "compiled"
         self.path = wheel()
         ops, self.Metadata = load(self.path)
         self.ops = ops()
         self.pieces = symbol_pieces()
+        self.scan = load_scan(self.path, torch) if self.compiled else \
+            "Python fallback DryRequestState/_compute_dry_penalties (aphrodite/v1/sample/ops/dry.py)"
 
     def run(self, req):
         torch = self.torch
@@ -138,7 +278,7 @@ class Adapter:
         logits = torch.zeros((1, V), dtype=torch.float32)
         for t, lg in req["candidates"]:
             logits[0, t] = float("-inf") if lg == "-inf" else float(lg)
-        if m > 0.0:  # a request enables DRY with a positive multiplier (gpu_input_batch.py)
+        if m > 0.0:  # a request enables DRY with a positive multiplier (gpu_input_batch.py:606)
             breakers = sorted(set().union(*(containing(self.pieces, b) for b in p["breakers"])))
             md = self.metadata(req["history"], m, base, allowed, breakers, window, V)
             logits = engine(self.ops.apply_dry, logits, md)
@@ -148,29 +288,42 @@ class Adapter:
         torch = self.torch
         f32 = lambda x: torch.tensor([x], dtype=torch.float32)  # noqa: E731
         i32 = lambda x: torch.tensor([x], dtype=torch.int32)  # noqa: E731
+        # gpu_input_batch.py:1495-1514: the breakers padded with vocab_size, (1, 0) when there are none
+        br = lambda: (torch.tensor([breakers], dtype=torch.long) if breakers  # noqa: E731
+                      else torch.empty((1, 0), dtype=torch.long))
         md = self.Metadata(
             temperature=None, all_greedy=True, all_random=False, top_p=None, top_k=None, generators={},
             max_num_logprobs=None, no_penalties=True,
             prompt_token_ids=torch.tensor([list(history) or [V]], dtype=torch.long),
             frequency_penalties=torch.zeros(1), presence_penalties=torch.zeros(1), repetition_penalties=torch.ones(1),
             output_token_ids=[[]], allowed_token_ids_mask=None, bad_words_token_ids={}, logitsprocs=None,
-            dry_multiplier=f32(m), dry_base=f32(base), dry_allowed_length=i32(allowed),
-            dry_sequence_breaker_ids=(torch.tensor([breakers], dtype=torch.long) if breakers
-                                      else torch.empty((1, 0), dtype=torch.long)),
+            dry_multiplier=f32(m), dry_base=f32(base), dry_allowed_length=i32(allowed), dry_sequence_breaker_ids=br(),
             dry_ranges=i32(window), dry_max_ngram=i32(MAX_NGRAM), dry_max_occurrences=i32(MAX_OCCURRENCES),
             dry_early_exit_match_len=i32(EARLY_EXIT))
         md.persistent_data = {}
-        md.token_history_ids_cpu = None  # the Python path (DryRequestState)
+        if not self.compiled:
+            md.token_history_ids_cpu = None  # the Python path (DryRequestState), as the Metal runner's metadata
+            return md
+        # as the V1 input batch builds them (gpu_input_batch.py:1289-1291, 1355-1365): the history a view of the
+        # int32 token buffer (:138-143, zeros past the request's tokens; its width is max_model_len), its length
+        # int32 (:1442-1454), the parameters from their own CPU tensors (:322-356)
+        buffer = torch.zeros((1, len(history) + 1), dtype=torch.int32)
+        buffer[0, :len(history)] = torch.tensor(list(history), dtype=torch.int32)
+        md.token_history_ids_cpu = buffer[:1, :len(history)]
+        md.token_history_lens_cpu = i32(len(history))
+        md.dry_multiplier_cpu, md.dry_allowed_length_cpu, md.dry_sequence_breaker_ids_cpu = f32(m), i32(allowed), br()
+        md.dry_ranges_cpu, md.dry_max_ngram_cpu = i32(window), i32(MAX_NGRAM)
+        md.dry_max_occurrences_cpu, md.dry_early_exit_match_len_cpu = i32(MAX_OCCURRENCES), i32(EARLY_EXIT)
         return md
 
 
-def main() -> int:
+def main(path: str = "compiled") -> int:
     from .serve import answers_stream  # on use: the adapter's start-up
     out = answers_stream()
-    adapter = Adapter()
-    hello = {"engine": "aphrodite", "version": f"{VERSION} ({adapter.path.name})", "deviations": DECLARED,
-             "vocabularies": ["symbols"], "initial_logits": True, "candidate_arrays": True, "sorted_flag": False,
-             "batch": 64}
+    adapter = Adapter(path)
+    hello = {"engine": PATHS[path], "version": f"{VERSION} ({adapter.path.name}; {adapter.scan})",
+             "deviations": DECLARED, "vocabularies": ["symbols"], "initial_logits": True, "candidate_arrays": True,
+             "sorted_flag": False, "batch": 64}
     return serve(hello, adapter.run, out)
 
 
