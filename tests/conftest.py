@@ -96,6 +96,21 @@ def default_signals():
         signal.signal(sig, signal.SIG_DFL)
 
 
+@pytest.fixture
+def terminal_signals():
+    """For a test that sends signals to processes it starts without a preexec_fn (dryz's own Popen calls): this
+    process takes SIGINT as an interactive one does (Python's handler; SIGTERM at its default) while the test
+    runs, so the children start with SIGINT and SIGTERM at their defaults whatever the runner inherited (a runner
+    started as a background job ignores SIGINT, and an ignored disposition survives fork and exec)."""
+    import signal
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for s, h in old.items():
+        signal.signal(s, h)
+
+
 REQUIRE_ENGINES = os.environ.get("DRYZ_REQUIRE_ENGINES") == "1"
 
 

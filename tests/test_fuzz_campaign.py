@@ -159,7 +159,7 @@ def _children(pid: int) -> set[int]:
     return out
 
 
-def test_fork_server_runs_every_harness_process_as_its_fork(tmp_path, lib):
+def test_fork_server_runs_every_harness_process_as_its_fork(tmp_path, lib, terminal_signals):
     """With the campaign's fork server the launcher's harness is a fork of the server (its descriptors, its
     directory, its argv): the same output and exit code as the launcher running the harness itself, a SIGTERM to
     the launcher reaches it, and stopping the server leaves no process behind."""
@@ -201,6 +201,78 @@ def test_fork_server_runs_every_harness_process_as_its_fork(tmp_path, lib):
     finally:
         c.stop_forkserver(server)
     assert server[0].poll() is not None and not Path(env[ENV]).exists()
+
+
+def test_a_harness_that_cannot_stop_is_killed_and_leaves_no_process(tmp_path, lib, terminal_signals):
+    """A harness in the state one was found in (asleep in its own shutdown, deadlocked: here frozen with SIGSTOP,
+    which acts on no signal but SIGKILL): SIGTERM to its launcher, as the campaign stops libFuzzer, is forwarded,
+    and once its grace has passed the harness gets SIGKILL, said on stderr; the launcher ends as its harness did,
+    and no process is left."""
+    import signal
+    import time
+    from dryz.fuzz import forkserver
+    from dryz.fuzz.campaign import Campaign
+    c = Campaign(seconds=1, jobs=1, workdir=tmp_path / "w", artifacts=tmp_path / "w" / "a", target="traces",
+                 subject=lib)
+    c.log = lambda m: None
+    env = c.env()
+    server = c.start_forkserver(env)
+    assert server is not None
+    pid = server[0].pid
+    try:
+        q = subprocess.Popen([str(c.launcher()), "-max_total_time=120"], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        deadline = time.monotonic() + 120
+        while not _children(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (child,) = _children(pid)
+        time.sleep(2)  # running inputs: libFuzzer's handlers and atheris's alarm are set
+        os.kill(child, signal.SIGSTOP)
+        q.send_signal(signal.SIGTERM)
+        try:
+            _, err = q.communicate(timeout=forkserver.STOP_GRACE + 60)
+        except subprocess.TimeoutExpired:
+            q.kill()
+            pytest.fail("the launcher did not end")
+        assert q.returncode == -signal.SIGKILL, (q.returncode, err[-1000:])  # as its harness ended
+        assert f"the harness (pid {child}) did not end within {forkserver.STOP_GRACE} s of SIGTERM: killed " \
+               "(SIGKILL)" in err
+        assert not os.path.exists(f"/proc/{child}") and not _children(pid)
+    finally:
+        c.stop_forkserver(server)
+    assert server[0].poll() is not None
+
+
+def test_the_harness_stops_with_no_alarm_armed():
+    """The harness's stop guard (dryz.fuzz.harness.StopGuard) in a process with a native SIGTERM handler (as
+    libFuzzer installs its own: here libc's _exit, which ends the process with the signal's number) and a periodic
+    SIGALRM armed (as atheris arms it): a SIGTERM first turns the timer off and ignores SIGALRM, then runs the
+    native handler (exit 15)."""
+    code = r"""
+import ctypes, os, signal, time
+from dryz.fuzz import harness
+libc = ctypes.CDLL(None, use_errno=True)
+act = ctypes.create_string_buffer(harness.SIGACTION_BYTES)
+ctypes.c_void_p.from_buffer(act).value = ctypes.cast(libc._exit, ctypes.c_void_p).value
+assert libc.sigaction(int(signal.SIGTERM), act, None) == 0
+signal.signal(signal.SIGALRM, lambda *a: None)
+signal.setitimer(signal.ITIMER_REAL, 5, 5)
+guard = harness.StopGuard()
+guard.install()
+assert signal.getsignal(signal.SIGTERM) == guard.stop
+disarm = harness.disarm_alarm
+def said():
+    disarm()
+    print("timer", signal.getitimer(signal.ITIMER_REAL), "alarm", signal.getsignal(signal.SIGALRM).name, flush=True)
+harness.disarm_alarm = said
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(30)
+print("not ended", flush=True)
+"""
+    import sys
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 15 and p.stdout == "timer (0.0, 0.0) alarm SIG_IGN\n", (p.returncode, p.stdout,
+                                                                                   p.stderr[-1000:])
 
 
 def test_every_job_and_merge_of_a_campaign_is_a_fork_of_the_server(tmp_path):

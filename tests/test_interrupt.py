@@ -63,10 +63,11 @@ def has_mapped(pid: int, fragment: str) -> bool:
         return False
 
 
-def interrupt_when(run: Run, ready, then: float = 1.0, limit: float = 300.0, disposition: str = "caught"):
-    """Wait until ready() (the run's work has begun), `then` seconds more, send SIGINT to the run's process group;
-    (exit code, stdout, stderr). A run that ends before it is interrupted, or does not end within ENDS_WITHIN
-    seconds of the SIGINT, fails the test (and is killed)."""
+def interrupt_when(run: Run, ready, then: float = 1.0, limit: float = 300.0, disposition: str = "caught",
+                   group: bool = True):
+    """Wait until ready() (the run's work has begun), `then` seconds more, send SIGINT to the run's process group
+    (group=False: to the dryz process alone); (exit code, stdout, stderr). A run that ends before it is
+    interrupted, or does not end within ENDS_WITHIN seconds of the SIGINT, fails the test (and is killed)."""
     t0 = time.monotonic()
     while not ready():
         if run.poll() is not None:
@@ -78,7 +79,7 @@ def interrupt_when(run: Run, ready, then: float = 1.0, limit: float = 300.0, dis
     time.sleep(then)
     assert run.poll() is None, "the run ended before it could be interrupted"
     assert sigint_disposition(run.pid) == disposition  # caught: Python's handler, the run will see the Ctrl-C
-    os.killpg(run.pid, signal.SIGINT)
+    (os.killpg if group else os.kill)(run.pid, signal.SIGINT)
     try:
         return run.wait(timeout=ENDS_WITHIN)
     except subprocess.TimeoutExpired:
@@ -151,13 +152,21 @@ def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
         and bad.stderr.count("\n") == 1, bad.stderr
 
 
-def test_fuzz_sigint_says_interrupted(tmp_path):
+@pytest.mark.parametrize("to", ["the group", "dryz alone"])
+def test_fuzz_sigint_says_interrupted(tmp_path, to):
+    """Ctrl-C in a terminal (SIGINT to the process group) and SIGINT to the dryz process alone (kill PID) stop the
+    campaign alike: libFuzzer ends as on a Ctrl-C (its interrupt exit), the summary and --json say interrupted,
+    exit 130, no process of the campaign left."""
     run = Run("fuzz", "--time", "600", "--jobs", "1", "--workdir", "w", "--json", "f.json", cwd=tmp_path)
     # interrupted once libFuzzer is running inputs (the campaign has printed a progress line: "[  6s] execs ...")
-    rc, out, err = interrupt_when(run, lambda: any(ln.startswith("[") and "] execs" in ln for ln in run.out))
+    rc, out, err = interrupt_when(run, lambda: any(ln.startswith("[") and "] execs" in ln for ln in run.out),
+                                  group=(to == "the group"))
     assert rc == 130, (rc, err[-2000:])
     assert "INTERRUPTED" in err and "Traceback" not in err
-    assert json.loads((tmp_path / "f.json").read_text())["interrupted"] is True
+    s = json.loads((tmp_path / "f.json").read_text())
+    assert s["interrupted"] is True and s["libfuzzer_exit"] == 72 and s["execs"] > 0, s
+    assert json.loads((tmp_path / "w" / "summary.json").read_text()) == s
+    assert _gone(run.pid), _left(run.pid)
 
 
 def test_fuzz_that_ignores_sigint_still_says_libfuzzer_was_interrupted(tmp_path):
@@ -253,6 +262,65 @@ def test_fuzz_with_its_fork_server_leaves_no_process(tmp_path, sig):
     if left:
         os.killpg(run.pid, signal.SIGKILL)
     assert not left, [open(f"/proc/{p}/cmdline", "rb").read() for p in left if os.path.exists(f"/proc/{p}")]
+
+
+def _gone(sid: int, within: float = ENDS_WITHIN) -> bool:
+    """No live process of the session is left (waiting up to `within` seconds for the last to be reaped)."""
+    deadline = time.monotonic() + within
+    while _session(sid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _session(sid)
+
+
+def _left(sid: int) -> list:
+    left = [open(f"/proc/{p}/cmdline", "rb").read()[:120] for p in _session(sid) if os.path.exists(f"/proc/{p}")]
+    if left:
+        os.killpg(sid, signal.SIGKILL)
+    return left
+
+
+def _server_forks(sid: int) -> list[int]:
+    """The fork server's children (the harness processes, each a fork of it) and what they started."""
+    out = []
+    for pid in _session(sid):
+        try:
+            if b"dryz.fuzz.forkserver" in open(f"/proc/{pid}/cmdline", "rb").read():
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    out += [int(x) for x in open(f"/proc/{pid}/task/{task}/children").read().split()]
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.parametrize("how", ["SIGINT to dryz alone", "SIGTERM to dryz"])
+def test_a_campaign_whose_harnesses_cannot_stop_leaves_no_process(tmp_path, how):
+    """Every harness process frozen (SIGSTOP: like the one found deadlocked in its own shutdown, it acts on no
+    signal but SIGKILL), then the campaign stopped: what does not end within its grace is killed and reaped, dryz
+    ends (a Ctrl-C with its summary and --json, saying what it killed), and no process of its session is left."""
+    run = Run("fuzz", "--traces", "--time", "600", "--jobs", "1", "--workdir", "w", "--json", "f.json",
+              cwd=tmp_path)
+    t0 = time.monotonic()
+    while not any(ln.startswith("[") and "] execs" in ln for ln in run.out):
+        if run.poll() is not None or time.monotonic() - t0 > 300:
+            os.killpg(run.pid, signal.SIGKILL)
+            pytest.fail(f"no campaign running: {''.join(run.err)[-2000:]}")
+        time.sleep(0.1)
+    frozen = _server_forks(run.pid)
+    assert frozen
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    os.kill(run.pid, signal.SIGINT if how.startswith("SIGINT") else signal.SIGTERM)
+    try:
+        rc, out, err = run.wait(timeout=ENDS_WITHIN)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        pytest.fail(f"the campaign did not end within {ENDS_WITHIN} s of {how}")
+    assert _gone(run.pid), _left(run.pid)
+    if how.startswith("SIGINT"):
+        assert rc == 130 and json.loads((tmp_path / "f.json").read_text())["interrupted"] is True, err[-2000:]
+        assert "SIGKILL" in out, out[-2000:]
+    else:
+        assert rc == -signal.SIGTERM, (rc, err[-2000:])
 
 
 def _under(folder) -> set[int]:

@@ -38,7 +38,7 @@ from ..trace import trace_of_case
 from ..trace_check import check_trace
 from ..verdict import CLASSES, crash_fields, crash_verdict
 from ..vocab_cases import load_vocab
-from .forkserver import ENV, READY
+from .forkserver import ENV, READY, tree as _tree
 from .native import build_native
 from .target import input_decoder, is_new_finding
 
@@ -67,28 +67,22 @@ class CampaignError(RuntimeError, DryzError):
     pass
 
 
+STOP_GRACE = 10.0  # seconds what a stop was sent to has to end, before SIGKILL
+
+
+def _signal_tree(pid: int, sig) -> None:
+    for p in _tree(pid):
+        try:
+            os.kill(p, sig)
+        except OSError:
+            pass
+
+
 def _stop_tree(pid: int) -> None:
     """SIGTERM to a process and every descendant (libFuzzer's fork-mode jobs), SIGKILL to what is left after
-    5 s. Linux: the tree is read from /proc."""
-    import signal
-
-    def tree(root):
-        kids: dict[int, list] = {}
-        for d in os.listdir("/proc"):
-            if d.isdigit():
-                try:
-                    stat = open(f"/proc/{d}/stat").read()
-                    kids.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(d))
-                except (OSError, IndexError, ValueError):
-                    pass
-        out, todo = [], [root]
-        while todo:
-            p = todo.pop()
-            out.append(p)
-            todo += kids.get(p, [])
-        return out
+    5 s."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        procs = tree(pid)
+        procs = _tree(pid)
         for p in procs:
             try:
                 os.kill(p, sig)
@@ -98,6 +92,17 @@ def _stop_tree(pid: int) -> None:
         while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") and
                                                   "zombie" not in _state(p) for p in procs):
             time.sleep(0.1)
+
+
+def _logged(logf):
+    """Each line written to the log as it is read."""
+    def write(line):
+        try:
+            logf.write(line)
+        except (OSError, ValueError):  # the log closed under it: the stats still count
+            pass
+        return line
+    return write
 
 
 class _Terminated(Exception):
@@ -337,6 +342,9 @@ class Campaign:
                                              f"{stats.exec_per_s:,}  cov {stats.cov}  ft {stats.ft}  "
                                              f"corpus {stats.corpus}")
                         rc = proc.wait()
+                    except KeyboardInterrupt:
+                        interrupted = True
+                        rc = self.interrupt(proc, server, logf, stats)
                     finally:
                         watchdog.cancel()
                         fuzz_seconds = time.monotonic() - t_fuzz
@@ -375,12 +383,16 @@ class Campaign:
             # subject with hundreds of crash files took many times its --time).
             budget, t_re = max(RECHECK_MIN, RECHECK_SHARE * self.seconds), time.monotonic()
             findings = []
-            for p in order[:limit]:
-                if findings and time.monotonic() - t_re > budget:
-                    findings.append(self.kept(p, "--time spent"))
-                else:
-                    findings.append(self.recheck(p))
-            findings += [self.kept(p, "--recheck limit") for p in order[limit:]]
+            try:
+                for p in order[:limit]:
+                    if findings and time.monotonic() - t_re > budget:
+                        findings.append(self.kept(p, "--time spent"))
+                    else:
+                        findings.append(self.recheck(p))
+                findings += [self.kept(p, "--recheck limit") for p in order[limit:]]
+            except KeyboardInterrupt:  # a Ctrl-C during the re-checks: the rest kept, and the summary says so
+                interrupted = True
+                findings += [self.kept(p, "interrupted") for p in order[len(findings):]]
         findings, slow = split_slow(findings)
         # exec/s over the time libFuzzer ran (its --time, and any job it waits for after it); what came before
         # it once per campaign (the fork server's preparation: a real vocabulary's samplers; with --native the
@@ -447,17 +459,45 @@ class Campaign:
                  "merge a fork of it)")
         return server
 
-    @staticmethod
-    def stop_forkserver(server) -> None:
+    def interrupt(self, proc, server, logf, stats) -> int:
+        """A Ctrl-C reached this process (KeyboardInterrupt): libFuzzer, its jobs and the fork server's harness
+        processes get SIGINT as a terminal's Ctrl-C gives it to the whole process group, whether it came so or
+        to this process alone (the same stop, the same summary and --json); libFuzzer's last lines are read (its
+        final stats). What has not ended STOP_GRACE seconds later is stopped (SIGTERM, then SIGKILL), reaped and
+        said so. libFuzzer's exit code."""
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the stop short
+        try:
+            for root in [proc.pid] + ([server[0].pid] if server is not None else []):
+                _signal_tree(root, signal.SIGINT)  # (the fork server itself ignores it: its harnesses do not)
+            reader = threading.Thread(target=lambda: [stats.update(ln) for ln in map(_logged(logf), proc.stdout)],
+                                      daemon=True)
+            reader.start()
+            try:
+                rc = proc.wait(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                self.log(f"libFuzzer did not end within {STOP_GRACE:.0f} s of the Ctrl-C: stopped (SIGTERM, then "
+                         "SIGKILL to what was left)")
+                _stop_tree(proc.pid)
+                rc = proc.wait()
+            reader.join(timeout=STOP_GRACE)
+            return rc
+        finally:
+            signal.signal(signal.SIGINT, old)
+
+    def stop_forkserver(self, server) -> None:
+        """The fork server stopped (SIGTERM: it ends its harness processes, SIGKILL to any left after a few
+        seconds, and exits), SIGKILL to it too past STOP_GRACE seconds; reaped, its socket's folder removed."""
         if server is None:
             return
         proc, folder = server
         if proc.poll() is None:
             proc.terminate()  # it ends its children and exits
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=STOP_GRACE)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                getattr(self, "log", print)(f"fork server: did not end within {STOP_GRACE:.0f} s of SIGTERM: "
+                                            "killed (SIGKILL), with what it had started")
+                _signal_tree(proc.pid, signal.SIGKILL)
                 proc.wait()
         if proc.stdout:
             proc.stdout.close()

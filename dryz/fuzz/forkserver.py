@@ -21,7 +21,9 @@ Protocol, on a Unix socket: the launcher sends one JSON line {"argv", "cwd"} wit
 Signals, as a launcher running the harness itself would see them: the child gets the SIGINT disposition the
 server started with (that of a process the campaign starts) and SIGTERM's default. A Ctrl-C reaches the child
 through the process group (the server and its children are in the campaign's group), so the launcher leaves
-SIGINT to it; a SIGTERM sent to the launcher (the campaign stopping libFuzzer) is forwarded to the child. The
+SIGINT to it; a SIGTERM sent to the launcher (the campaign stopping libFuzzer) is forwarded to the child, and a
+child that has not ended STOP_GRACE seconds later gets SIGKILL (whatever it is doing: one hung in its own
+shutdown once, dryz.fuzz.harness), said on stderr. The
 server ignores SIGINT (its children decide how a campaign ends) and on SIGTERM ends its children (SIGTERM, then
 SIGKILL to any left after a few seconds) and exits.
 
@@ -68,7 +70,7 @@ def client(argv: list[str]) -> bool:
         s.close()
         return False
     pid = int(first[1])
-    signal.signal(signal.SIGTERM, lambda signum, frame: _forward(pid, signum))
+    signal.signal(signal.SIGTERM, _stopper(pid))
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the child through the process group
     line = f.readline().split()
@@ -81,9 +83,31 @@ def client(argv: list[str]) -> bool:
     sys.stdout.flush()
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # (their disposition cannot be set: always the default)
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     os._exit(os.waitstatus_to_exitcode(status) if not os.WIFSIGNALED(status) else 128 + os.WTERMSIG(status))
+
+
+STOP_GRACE = 10  # seconds a harness has to end once a SIGTERM is forwarded to it; then SIGKILL
+
+
+def _stopper(pid: int):
+    """The launcher's SIGTERM handler: forwarded to the harness, and SIGKILL to it if it has not ended
+    STOP_GRACE seconds later (a harness can hang in its own shutdown: libFuzzer's SIGTERM path interrupted by
+    atheris's alarm handler once deadlocked on malloc's lock), said on stderr. The launcher then ends as its
+    harness did."""
+    def kill(signum, frame):
+        if _alive(pid):
+            print(f"dryz-fuzz-harness: the harness (pid {pid}) did not end within {STOP_GRACE} s of SIGTERM: killed "
+                  "(SIGKILL)", file=sys.stderr, flush=True)
+            _forward(pid, signal.SIGKILL)
+
+    def term(signum, frame):
+        _forward(pid, signum)
+        signal.signal(signal.SIGALRM, kill)
+        signal.alarm(STOP_GRACE)
+    return term
 
 
 def _forward(pid: int, signum: int) -> None:
@@ -152,8 +176,28 @@ def serve(path: str, prepare, run) -> None:
                 conn.close()
 
 
+def tree(root: int) -> list[int]:
+    """A process and every descendant (Linux: from /proc)."""
+    kids: dict[int, list] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read()
+                kids.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += kids.get(p, [])
+    return out
+
+
 def _end_children(children, grace: float = 5.0) -> None:
-    """SIGTERM to every child, SIGKILL to those still running after `grace` seconds; every one reaped."""
+    """SIGTERM to every child, SIGKILL to those still running after `grace` seconds and to everything they
+    started (a fork-mode libFuzzer's job launchers, which would otherwise outlive it), said in the server's log;
+    every child reaped."""
     import time
     for pid in children:
         _forward(pid, signal.SIGTERM)
@@ -170,7 +214,13 @@ def _end_children(children, grace: float = 5.0) -> None:
             break
         if time.monotonic() > deadline:
             for pid in left:
-                _forward(pid, signal.SIGKILL)
+                try:
+                    print(f"stop {pid}: not ended within {grace:g} s of SIGTERM: killed (SIGKILL)", file=sys.stderr,
+                          flush=True)
+                except OSError:
+                    pass
+                for p in tree(pid):
+                    _forward(p, signal.SIGKILL)
             deadline = float("inf")
         time.sleep(0.02)
 

@@ -5,6 +5,7 @@ fuzz/dry_fuzz.py from a checkout, with libFuzzer flags."""
 import gc
 import importlib
 import os
+import signal
 import sys
 import types
 
@@ -50,10 +51,75 @@ def warm():
     warm()
 
 
+# -- stopping: no alarm during libFuzzer's shutdown ----------------------------------------------------------------
+#
+# libFuzzer ends a process on SIGTERM (and on SIGINT where it installs its handler: when SIGINT was ignored) from
+# inside its signal handler (Fuzzer::InterruptCallback), which allocates; atheris's SIGALRM handler
+# (atheris::HandleAlarm, armed on the first input with a periodic timer) allocates too (std::to_string) once the
+# current input is older than -timeout. One interrupting the other deadlocks on the allocator's lock: a harness
+# was found asleep 61 minutes after a SIGTERM. So from its first input the harness takes those signals itself,
+# at Python's level (a flag the interpreter reads between bytecodes, not code run in a signal handler): it turns
+# the timer off and ignores SIGALRM, puts libFuzzer's own handler back and sends itself the signal again, and
+# libFuzzer stops exactly as it would have, with no alarm left to fire. (A harness stuck in native code never
+# reaches that point: whatever stops it escalates to SIGKILL, dryz.fuzz.forkserver and the campaign.)
+
+SIGACTION_BYTES = 512  # more than sizeof(struct sigaction) on every Linux ABI (152 on x86-64): kept opaque
+
+
+def disarm_alarm() -> None:
+    """No SIGALRM from now on: the interval timer off, and one already pending ignored."""
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+
+
+class StopGuard:
+    """The stop signals taken before libFuzzer's handlers (module comment above); install() once libFuzzer has
+    set them (the first input)."""
+
+    def __init__(self):
+        self.saved: dict = {}
+        self.installed = False
+
+    def install(self) -> None:
+        import ctypes
+        self.installed = True
+        libc = ctypes.CDLL(None, use_errno=True)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            if signal.getsignal(sig) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+                continue  # Python's own handler (a Ctrl-C is a KeyboardInterrupt, caught by the target's wrapper)
+            buf = ctypes.create_string_buffer(SIGACTION_BYTES)
+            if libc.sigaction(int(sig), None, buf) != 0 or (ctypes.c_void_p.from_buffer(buf).value or 0) in (0, 1):
+                continue  # no native handler: the default (or ignored) stays
+            self.saved[sig] = (libc, buf)
+            signal.signal(sig, self.stop)
+
+    def stop(self, signum, frame) -> None:
+        disarm_alarm()
+        libc, buf = self.saved[signum]
+        libc.sigaction(int(signum), buf, None)  # libFuzzer's handler back
+        os.kill(os.getpid(), signum)            # and libFuzzer stops as it would have
+
+
+def guarded(target, guard: StopGuard | None = None):
+    """The target, with the stop guard installed on its first input and the alarm disarmed when a Ctrl-C (a
+    KeyboardInterrupt, which atheris turns into the process's end) leaves it."""
+    guard = guard or StopGuard()
+
+    def test_one_input(data):
+        if not guard.installed:
+            guard.install()
+        try:
+            return target(data)
+        except KeyboardInterrupt:
+            disarm_alarm()
+            raise
+    return test_one_input
+
+
 def run(argv):
     """libFuzzer with these flags on the target the campaign asked for (never returns)."""
     from dryz.fuzz.target import entry_point  # on use: imported after the oracles are instrumented (atheris)
-    atheris.Setup(argv, entry_point())
+    atheris.Setup(argv, guarded(entry_point()))
     atheris.Fuzz()
 
 
