@@ -23,6 +23,7 @@ KINDS = {
     "cmd": "dryz.subject.command:Command",
     "server": "dryz.subject.server:ServerSubject",
     "engine": "dryz.subject.command:EngineSubject",
+    "ik-llama": "dryz.subject.ik_llama:IkLlama",
 }
 
 # What `--subject` defaults to: the libllama that llama-cpp-python installed (the pinned release).
