@@ -32,7 +32,8 @@ def say_subject(lib) -> None:
               help="The subject under audit, for every command and every process it starts: libllama:PATH (a "
                    "libllama.so or its folder), server:PATH (a llama-server binary), llama-cpp-python: (the "
                    "installed binding), engine:NAME (mistralrs, exllamav2, aphrodite: another engine's DRY), "
-                   "cmd:COMMAND (your adapter, docs/adapters.md). [env: DRYZ_SUBJECT; default: llama-cpp-python's "
+                   "ik-llama:[PATH] (ik_llama.cpp's DRY: the installed ik-llama-cpp-python, or the fork's "
+                   "libllama.so), cmd:COMMAND (your adapter, docs/adapters.md). [env: DRYZ_SUBJECT; default: llama-cpp-python's "
                    "libllama]")
 @click.option("--lib", "lib_path", default=None, type=LIB, metavar="PATH", envvar="DRYZ_LIB",
               help=meaning("--lib", "Short for --subject libllama:PATH. [env: DRYZ_LIB]"))

@@ -185,7 +185,7 @@ TEST_ENV = {
     "DRYZ_REQUIRE_NATIVE": "`1`: the native-coverage test fails instead of skipping without clang.",
     "DRYZ_REQUIRE_BUILDS": "`1`: the real-subject tests build their libllamas instead of skipping without a "
                            "compiler or PyPI.",
-    "DRYZ_REQUIRE_ENGINES": "`1`: the engine tests (mistral.rs, exllamav2, Aphrodite) fail instead of skipping.",
+    "DRYZ_REQUIRE_ENGINES": "`1`: the engine tests (mistral.rs, exllamav2, Aphrodite, ik_llama.cpp) fail instead of skipping.",
     "DRYZ_SKIP_INSTALL": "Set by tests/test_ossfuzz.py for `.clusterfuzzlite/build.sh`: dryz is already installed.",
     "DRYZ_TEST_PYTHON": "Set by tests/test_ossfuzz.py: the interpreter its stand-in fuzzers run with.",
     "DRYZ_BASE": "In `docs/ci/dryz-gate.yml`: the base release the gate compares with.",

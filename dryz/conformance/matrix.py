@@ -36,7 +36,7 @@ from .properties import BY_NAME, OTHER, PROPERTIES
 # The rows when none is given: llama.cpp's library, its server and its Python binding (the pinned release), and
 # the engines dryz ships adapters for.
 DEFAULT_ROWS = ("libllama:", "server", "llama-cpp-python:", "engine:mistralrs", "engine:exllamav2",
-                "engine:aphrodite")
+                "engine:aphrodite", "ik-llama:")
 CAMPAIGNS = (("certificate", "certificate"), ("restarts", "restarts"), ("fuzz", "fuzz"))
 MAX_LENGTH = 8  # the certificate campaign's longest history (the default space is 11; an engine answers ~100/s)
 PROPERTIES_TIMEOUT = 3600

@@ -216,6 +216,8 @@ class IkLlama(Subject):
         if commit:
             ident["ik_llama_commit"] = commit
         who = ident.get("distribution") or "a libllama of the fork"
+        ident["engine"] = "ik_llama.cpp"  # a conformance row's name (conformance.matrix.label)
+        ident["engine_version"] = f"{commit[:12] if commit else '?'} ({who})"
         ident["label"] = (f"ik_llama.cpp {commit[:12] if commit else '(commit unknown)'} ({who}: "
                           "llama_sampler_init_dry, llama_sample_dry, llama_sampler_dry_*)")
         ident["shown"] = {"libllama": str(self.path), "sha256": ident["libllama_sha256"]}

@@ -1,0 +1,145 @@
+"""ik_llama.cpp's DRY (`--subject ik-llama:`, dryz/subject/ik_llama.py): dryz's own binding to the fork's API
+(llama_sampler_init_dry, llama_sample_dry, llama_sampler_dry_accept/reset/clone/free) in the CPU wheel of
+ik-llama-cpp-python 0.1.5, judged against llama.cpp's DRY by every mode. Skipped, with the extra to install, when
+the wheel is missing; required under DRYZ_REQUIRE_ENGINES=1 (CI).
+
+The facts asserted are the fork's at commit 55d3c05bf7b3 (docs/engines/ik_llama.md): what conforms (a
+certificate, a trace through reset) and each of its differences, with the exact logits it leaves beside
+llama.cpp's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REQUIRE_ENGINES, clean_env, dryz
+
+SPEC = "ik-llama:"
+SHA256 = "cc2e99ffa20c846b7d69a061a145939d487e035ef5920ad4e6bd5b64812f4654"  # the 0.1.5 wheel's libllama.so
+
+
+@pytest.fixture(scope="module")
+def ik():
+    from dryz.subject.ik_llama import missing
+    why = missing()
+    if why is not None:
+        if REQUIRE_ENGINES:
+            pytest.fail(f"ik_llama.cpp required (DRYZ_REQUIRE_ENGINES=1): {why}")
+        pytest.skip(why)
+    return SPEC
+
+
+def write_case(tmp_path, name, history, **kw):
+    from dryz.case import Case
+    from dryz.symbols import from_symbols
+    h = tuple(from_symbols(history))
+    p = tmp_path / name
+    p.write_text(Case(history=h, alphabet=kw.pop("alphabet", max(h) + 1), **kw).dumps())
+    return p
+
+
+def write_trace(tmp_path, name, events, **kw):
+    p = tmp_path / name
+    p.write_text(json.dumps({"schema": "dryz.trace/1", "alphabet": 2, "penalty_last_n": 64, "breakers": [],
+                             "multiplier": 1.0, "base": 2.0, "allowed_length": 1, "events": events, **kw}))
+    return p
+
+
+def check(spec, path):
+    p = dryz("--subject", spec, "check", str(path))
+    return p.returncode, json.loads(p.stdout)["verdict"]
+
+
+def test_the_subject_names_the_wheel_and_the_fork_commit(ik):
+    p = dryz("--subject", ik, "subject", "show")
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)
+    assert (s["kind"], s["distribution"], s["ik_llama_commit"], s["libllama_sha256"]) == \
+        ("ik-llama", "ik-llama-cpp-python 0.1.5", "55d3c05bf7b377deaa5dc84d255d9740a345a206", SHA256)
+    assert s["libllama_path"].endswith("/ik_llama_cpp/lib/libllama.so")
+    assert s["capabilities"]["calls"] == ["accept", "apply", "clone", "free", "reset"]
+    assert s["capabilities"]["in_process"] is True and s["init_dry_abi"] == 7
+
+
+def test_a_certificate_on_the_fork_certifies_the_space_llama_cpp_certifies(ik, tmp_path):
+    out = tmp_path / "cert.json"
+    p = dryz("--subject", ik, "-q", "exhaustive", "-n", "6", "-j", "1", "--no-progress", "--json", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    c = json.loads(out.read_text())
+    assert c["verdict"] == "certified"
+    assert c["totals"] == {"cases": 9828, "mismatches": 0, "oracle_disagreements": 0}
+    assert [(k["name"], k["cases"], k["penalized_cases"], k["max_L"]) for k in c["configs"]] == \
+        [("base", 3276, 1317, 5), ("window4", 3276, 915, 3), ("breaker", 3276, 614, 5)]
+
+
+def test_a_conforming_case_and_each_difference_with_the_exact_logits(ik, tmp_path):
+    code, v = check(ik, write_case(tmp_path, "ok.json", "abcab", penalty_last_n=64, allowed_length=2))
+    assert code == 0 and v["class"] == "agree" and v["observed_logits"] == [0.0, 0.0, -1.0]
+    # penalty_last_n -1: llama.cpp's init_dry clamps it to 0 (DRY off); the fork's window is the vocabulary's size
+    code, v = check(ik, write_case(tmp_path, "m1.json", "aa", penalty_last_n=-1))
+    assert code == 1 and v["class"] == "mismatch"
+    assert (v["expected_logits"], v["observed_logits"]) == ([0.0], [-1.0])
+    # every window is capped at the vocabulary's size (64 symbols): the 65th token back is out of the fork's window
+    code, v = check(ik, write_case(tmp_path, "cap.json", "a" * 65, penalty_last_n=65, allowed_length=0))
+    assert code == 1 and v["class"] == "mismatch"
+    assert (v["expected_logits"], v["observed_logits"]) == ([-2.0 ** 64], [-2.0 ** 63])
+    # penalty_last_n below -1: DRY enabled with a ring buffer of capacity 0; the first accept throws
+    code, v = check(ik, write_case(tmp_path, "m2.json", "a", penalty_last_n=-2))
+    assert code == 1 and v["class"] == "crash" and v["signal"] == "SIGABRT"
+    assert v["stderr"].endswith("what():  ring buffer: capacity is zero")
+
+
+def test_a_trace_through_reset_conforms_and_a_clone_crashes_judged_and_minimized_in_a_worker(ik, tmp_path):
+    code, v = check(ik, write_trace(tmp_path, "reset.json", [["accept", [0, 1, 0, 1]], ["apply", None], ["reset"],
+                                                             ["accept", [0, 0]], ["apply", None]]))
+    assert code == 0 and v["class"] == "agree"
+    assert [a["verdict"]["observed_logits"] for a in v["applies"]] == [[-2.0, 0.0], [-1.0, 0.0]]
+    clone = write_trace(tmp_path, "clone.json", [["accept", [0, 1, 0, 1]], ["clone"], ["apply", None]])
+    code, v = check(ik, clone)
+    assert code == 1 and (v["class"], v["signal"]) == ("crash", "SIGSEGV")
+    assert check("libllama:", clone)[1]["applies"][0]["verdict"]["observed_logits"] == [-2.0, 0.0]
+    p = dryz("--subject", ik, "minimize", str(clone), "--corpus", str(tmp_path / "min"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    (entry,) = (tmp_path / "min").glob("crash-trace-*.json")
+    e = json.loads(entry.read_text())
+    assert (e["class"], e["shortest"], e["spelled"]) == ("crash", "proven", "C A")
+    p = dryz("--subject", ik, "replay", str(tmp_path / "min"))
+    assert p.returncode == 0 and "replayed 1 entries: 1 as expected, 0 changed" in p.stdout, p.stdout + p.stderr
+
+
+def test_properties_judge_the_fork_cell_by_cell(ik, tmp_path):
+    out = tmp_path / "props.json"
+    p = dryz("--subject", ik, "properties", "--property", "repeats", "--property", "window-negative",
+             "--json", str(out))
+    assert p.returncode == 1, p.stdout + p.stderr
+    cells = json.loads(out.read_text())["cells"]
+    assert (cells["repeats"]["status"], cells["window-negative"]["status"]) == ("conforms", "differs")
+
+
+BOTH = """
+import sys
+from dryz.case import Case
+from dryz.subject import open_subject
+subjects = [open_subject(s) for s in sys.argv[1:]]
+case = Case(history=(0, 1, 0, 1), alphabet=2, penalty_last_n=-1)
+print([[float(x) for x in s.run(case).logits] for s in subjects])
+"""
+
+
+def test_the_fork_and_llama_cpp_load_into_one_process_in_either_order(ik):
+    """Both libraries export the same names; the fork is loaded local and deep-bound, so each runs its own code."""
+    for order, want in (([ik, "libllama:"], [[-2.0, 0.0], [0.0, 0.0]]), (["libllama:", ik], [[0.0, 0.0], [-2.0, 0.0]])):
+        p = subprocess.run([sys.executable, "-c", BOTH, *order], capture_output=True, text=True, env=clean_env())
+        assert p.returncode == 0 and json.loads(p.stdout) == want, p.stderr
+
+
+def test_without_the_wheel_the_subject_is_one_line_naming_the_extra():
+    code = ("import sys, importlib.util as u; f = u.find_spec; "
+            "u.find_spec = lambda n, *a: None if n == 'ik_llama_cpp' else f(n, *a); "
+            "from dryz.cli import main; sys.argv = ['dryz', '--subject', 'ik-llama:', 'subject', 'show']; main()")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "pip install 'dryz[ik-llama]'" in p.stderr and "ik-llama-cpp-python 0.1.5" in p.stderr
