@@ -3,11 +3,12 @@ fuzz campaign (execs per second, findings by class), one subject after another o
 benchmark record to bench/records/engines.json (bench/record.py: command, commit, machine, load, date, the
 figures; the per-subject rows beside them).
 
-Usage: python bench/engines.py [--time SECONDS] [--max-length N] [SUBJECT[@N] ...]
+Usage: python bench/engines.py [--time SECONDS] [--max-length N] [--record NAME] [SUBJECT[@N] ...]
   default subjects: libllama: engine:mistralrs@8 engine:exllamav2 engine:aphrodite; --time 300 (a 5-minute
   campaign), --max-length 11 (the default space of `dryz exhaustive`); SUBJECT@N: that subject's certificate to
   length N only (mistral.rs answers ~1,200 cases a second through its HTTP-like request path: the default space,
-  1.6 million cases, would take over 20 minutes)
+  1.6 million cases, would take over 20 minutes); --record NAME: write bench/records/NAME.json instead (a subject
+  measured on its own, e.g. `--time 60 --record engines-ik-llama ik-llama:`)
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--time", type=int, default=300)
     ap.add_argument("--max-length", type=int, default=11)
+    ap.add_argument("--record", default="engines")
     ap.add_argument("subjects", nargs="*", default=list(SUBJECTS))
     a = ap.parse_args()
     rows = []
@@ -71,7 +73,7 @@ def main() -> None:
     for r in rows:
         figures[f"{r['subject']} certificate cases/s"] = r["certificate"]["cases_per_second"]
         figures[f"{r['subject']} campaign execs/s"] = r["campaign"]["execs_per_second"]
-    out = write_record("engines", command_line(), figures,
+    out = write_record(a.record, command_line(), figures,
                        bench="engines", machine=machine(), load_after=round(os.getloadavg()[0], 2),
                        certificate_command="dryz --subject SUBJECT exhaustive -j 1 -n MAX_LENGTH",
                        campaign_command=f"dryz --subject SUBJECT fuzz --time {a.time} --jobs 1", rows=rows)

@@ -179,15 +179,25 @@ class IkLlama(Subject):
     # Every sampler call; any vocabulary; candidate arrays as given; native code in this process (modes isolate it).
     caps = Capabilities(batch=1, in_process=True)
 
+    @staticmethod
+    def check_arg(arg: str) -> None:
+        """The spec's argument, checked before anything is loaded (registry.check_spec): a file or folder."""
+        if arg:
+            try:
+                resolve(arg)
+            except SubjectError as e:
+                raise SubjectError(str(e).replace(f"--lib {arg}", f"ik-llama:{arg}", 1)) from None
+
     def __init__(self, arg: str = ""):
         if arg:
+            self.check_arg(arg)
             self.path = resolve(arg)
         else:
             p = installed_library()
             if p is None:
                 raise SubjectError(missing())
             self.path = p
-        self.spec = f"ik-llama:{arg}" if arg else "ik-llama:"
+        self.spec = f"ik-llama:{self.path}" if arg else "ik-llama:"  # resolved: a child elsewhere opens the same file
         self.L = IkBinding(self.path)
         self.vocab_path = symbol_vocab_path()
         self.model, self.vocab = self.L.load_vocab(self.vocab_path)
