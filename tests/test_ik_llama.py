@@ -143,3 +143,28 @@ def test_without_the_wheel_the_subject_is_one_line_naming_the_extra():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env())
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert "pip install 'dryz[ik-llama]'" in p.stderr and "ik-llama-cpp-python 0.1.5" in p.stderr
+
+
+def test_a_real_vocabulary_case_on_a_fresh_sampler_and_after_reset(ik, tmp_path):
+    """llama-bpe through the fork's own tokenizer (its vocabulary loaded into the fork); the case on a fresh
+    sampler (init_dry) and on its configuration's sampler after llama_sampler_dry_reset (DRYZ_VOCAB_SAMPLER=reset,
+    `dryz fuzz --vocab NAME --sampler reset`): the same verdict and logits."""
+    from conftest import vocab
+    from dryz.case import Case
+    from dryz.subject import open_subject
+    v = vocab("llama-bpe", open_subject(ik))
+    h = v.tokenize("the cat sat on the mat: the cat sat on the")
+    ids = sorted(set(h))
+    p = tmp_path / "bpe.json"
+    p.write_text(Case(history=h, alphabet=v.n_tokens, penalty_last_n=64, breakers=("\n", ":", "\"", "*"),
+                      allowed_length=2, candidates=tuple((t, 0.0) for t in ids), vocab="llama-bpe",
+                      vocab_sha256=v.ref.sha256).dumps())
+    got = []
+    for mode in ("clone", "reset"):
+        r = dryz("--subject", ik, "check", str(p), env={"DRYZ_VOCAB_SAMPLER": mode})
+        assert r.returncode == 0, r.stdout + r.stderr
+        verdict = json.loads(r.stdout)["verdict"]
+        got.append((verdict["class"], verdict["observed_logits"]))
+    penalized = {t: lg for t, lg in zip(ids, got[0][1]) if lg}
+    assert got[0] == got[1] and got[0][0] == "agree"
+    assert penalized == {v.tokenize(" mat")[0]: -4.0}, penalized  # " cat sat on the" repeats: L 4, 2^(4-2)

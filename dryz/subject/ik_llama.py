@@ -92,6 +92,14 @@ VOCAB_ONLY_OFFSET = 152
 DEFAULT_BOOLS = bytes([0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])
 
 
+def _reuse_samplers() -> bool:
+    """DRYZ_VOCAB_SAMPLER=reset (as LibLlama.reuse_samplers reads it); clone, the default, means a fresh sampler."""
+    mode = os.environ.get("DRYZ_VOCAB_SAMPLER", "clone")
+    if mode not in ("clone", "reset"):
+        raise SubjectError(f"DRYZ_VOCAB_SAMPLER must be clone or reset, got {mode!r}")
+    return mode == "reset"
+
+
 def installed_library() -> Path | None:
     """The libllama ik-llama-cpp-python installed (ik_llama_cpp/lib/libllama.so, the one its own loader opens),
     found without importing the package."""
@@ -276,17 +284,39 @@ class IkLlama(Subject):
 
     def run(self, case) -> Output:
         """A fresh sampler of the case's configuration (init_dry on its vocabulary), its history accepted, one
-        llama_sample_dry, the sampler freed."""
-        vocab = None if case.vocab is None else self._vocab_handle(case)
-        s = self.new_sampler(case.multiplier, case.base, case.allowed_length, case.penalty_last_n, case.breakers,
-                             vocab=vocab)
+        llama_sample_dry, the sampler freed. A real-vocabulary case under DRYZ_VOCAB_SAMPLER=reset (`dryz fuzz
+        --vocab NAME --sampler reset`) runs instead on its configuration's sampler after llama_sampler_dry_reset
+        (init_dry reads the whole vocabulary for the breakers: ~80 ms on llama-bpe); there is no clone mode here,
+        the fork's clone crashes (docs/engines/ik_llama.md)."""
+        reuse = case.vocab is not None and _reuse_samplers()
+        s = self._prototype(case) if reuse else self.new_sampler(
+            case.multiplier, case.base, case.allowed_length, case.penalty_last_n, case.breakers,
+            vocab=None if case.vocab is None else self._vocab_handle(case))
         try:
+            if reuse:
+                self.reset(s)
             accept = self.accept
             for t in case.history:
                 accept(s, t)
             return self.apply_once(s, case.ids, case.logits, case.sorted)
         finally:
-            self.free(s)
+            if not reuse:
+                self.free(s)
+
+    PROTOTYPES = 64  # configurations' samplers kept in reset mode (least recently used freed)
+
+    def _prototype(self, case):
+        protos = self.__dict__.setdefault("_protos", {})
+        key = (case.vocab, case.vocab_sha256, case.multiplier, case.base, case.allowed_length, case.penalty_last_n,
+               tuple(case.breakers))
+        s = protos.pop(key, None)
+        if s is None:
+            s = self.new_sampler(case.multiplier, case.base, case.allowed_length, case.penalty_last_n, case.breakers,
+                                 vocab=self._vocab_handle(case))
+            while len(protos) >= self.PROTOTYPES:
+                self.free(protos.pop(next(iter(protos))))
+        protos[key] = s  # most recently used last
+        return s
 
     def _vocab_handle(self, case):
         from .vendored_vocabs import vocab_of
