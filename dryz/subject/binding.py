@@ -180,6 +180,16 @@ def resolve(path: str | os.PathLike) -> Path:
     return p.resolve()
 
 
+def check_path_arg(kind: str, arg: str) -> None:
+    """A KIND:PATH spec's argument (a libllama.so or its folder), checked before anything is loaded; empty: the
+    kind's default."""
+    if arg:
+        try:
+            resolve(arg)
+        except SubjectError as e:
+            raise SubjectError(str(e).replace(f"--lib {arg}", f"{kind}:{arg}", 1)) from None
+
+
 def _preload_ggml(folder: Path) -> list:
     """The ggml libraries beside libllama, loaded first from the same folder (by their sonames the loader then
     reuses them for libllama's own dependencies, whatever its RUNPATH says)."""
@@ -200,6 +210,34 @@ def _preload_ggml(folder: Path) -> list:
     return handles
 
 
+def load_library(path: Path, mode: int, marks, refusal: str):
+    """ctypes.CDLL(path, mode), refused with one line (`refusal` saying what it is not) unless it exports every
+    symbol in marks."""
+    try:
+        handle = ctypes.CDLL(str(path), mode=mode)
+    except OSError as e:
+        raise SubjectError(f"cannot load {path}: {e}") from None
+    missing = [n for n in marks if not hasattr(handle, n)]
+    if missing:
+        raise SubjectError(f"{path} does not export {', '.join(missing)}: {refusal}")
+    return handle
+
+
+def bind(obj, handle, path: Path, table: dict) -> None:
+    """Every function of table ({name: (argtypes or None, restype)}) declared and set on obj; one line naming the
+    first the file does not export."""
+    for name, (args, res) in table.items():
+        try:
+            f = getattr(handle, name)
+        except AttributeError:
+            raise SubjectError(f"{path} does not export {name} (dryz needs it to load a vocabulary or drive the "
+                               "sampler)") from None
+        if args is not None:
+            f.argtypes = args
+        f.restype = res
+        setattr(obj, name, f)
+
+
 class Binding:
     """One libllama file, its symbols bound, the init_dry ABI known."""
 
@@ -209,24 +247,8 @@ class Binding:
         # stdout) before the abort: dryz reports a crash itself (class crash, the library's last line).
         os.environ.setdefault("GGML_NO_BACKTRACE", "1")
         self._ggml = _preload_ggml(self.path.parent)
-        try:
-            self.handle = ctypes.CDLL(str(self.path), mode=ctypes.RTLD_GLOBAL)
-        except OSError as e:
-            raise SubjectError(f"cannot load {self.path}: {e}") from None
-        missing = [n for n in DRY_SYMBOLS if not hasattr(self.handle, n)]
-        if missing:
-            raise SubjectError(f"{self.path} does not export {', '.join(missing)}: not a libllama with the DRY "
-                               "sampler")
-        for name, (args, res) in REQUIRED.items():
-            try:
-                f = getattr(self.handle, name)
-            except AttributeError:
-                raise SubjectError(f"{self.path} does not export {name} (dryz needs it to load a vocabulary "
-                                   "or drive the sampler)") from None
-            if args is not None:
-                f.argtypes = args
-            f.restype = res
-            setattr(self, name, f)
+        self.handle = load_library(self.path, ctypes.RTLD_GLOBAL, DRY_SYMBOLS, "not a libllama with the DRY sampler")
+        bind(self, self.handle, self.path, REQUIRED)
         for name, (args, res) in OPTIONAL.items():
             f = getattr(self.handle, name, None)
             if f is not None:

@@ -36,7 +36,6 @@ finding (docs/engines/ik_llama.md lists what its source does differently).
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
 from functools import cached_property
 from pathlib import Path
@@ -45,10 +44,10 @@ import numpy as np
 
 from ..symbols import MAX_ALPHABET
 from .answers import Capabilities, Output
-from .binding import _SILENT, _LOG_CB, N_CTX_TRAIN_DEFAULT, PARAMS_BUFFER, TOKEN_DATA, SubjectError, _Params, \
-    llama_token_data, llama_token_data_array, resolve
+from .binding import _SILENT, ARGS7, N_CTX_TRAIN_DEFAULT, OPTIONAL, PARAMS_BUFFER, REQUIRED, TOKEN_DATA, SubjectError, \
+    _Params, bind, check_path_arg, llama_token_data, llama_token_data_array, load_library, resolve
 from .cache import sha256_file
-from .libllama import owning_distribution
+from .libllama import owning_distribution, package_library
 from .protocol import Subject
 from .symbol_vocab import symbol_vocab_path
 from .tinymodel import ModelError, tiny_model
@@ -61,28 +60,20 @@ VERSION = "0.1.5"            # the release dryz pins and cites
 # wheel's installed include/llama.h to the sdist's). The wheel's binary does not record a commit.
 VENDORED = {"0.1.5": "55d3c05bf7b377deaa5dc84d255d9740a345a206"}
 
-_vp = ctypes.c_void_p
-_tok = ctypes.c_int32
-SYMBOLS = {  # name: (argtypes, restype); every one must exist in the file
-    "llama_sampler_init_dry": ([_vp, ctypes.c_float, ctypes.c_float, ctypes.c_int32, ctypes.c_int32, _vp,
-                                ctypes.c_size_t], _vp),
-    "llama_sample_dry": ([_vp, _vp, _vp], None),
-    "llama_sampler_dry_accept": ([_vp, _tok], None),
-    "llama_sampler_dry_reset": ([_vp], None),
-    "llama_sampler_dry_clone": ([_vp], _vp),
-    "llama_sampler_dry_free": ([_vp], None),
-    "llama_backend_init": ([], None),
-    "llama_log_set": ([_LOG_CB, _vp], None),
-    "llama_model_load_from_file": ([ctypes.c_char_p, _Params], _vp),
-    "llama_model_get_vocab": ([_vp], _vp),
-    "llama_vocab_n_tokens": ([_vp], ctypes.c_int32),
-    # The fork's llama_tokenize and llama_token_to_piece take a model; these take the vocabulary (as
-    # dryz.subject.vendored_vocabs calls them under llama.cpp's names).
-    "llama_vocab_tokenize": ([_vp, ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(_tok), ctypes.c_int32,
-                              ctypes.c_bool, ctypes.c_bool], ctypes.c_int32),
-    "llama_token_to_piece_vocab": ([_vp, _tok, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_bool],
-                                   ctypes.c_int32),
-}
+# name: (argtypes, restype); every one must exist in the file. The signatures the fork shares with llama.cpp's
+# are binding.py's: its init_dry is the 7-argument one; accept, reset, clone and free take and give what
+# llama_sampler_* do (a sampler pointer, a token); llama_vocab_tokenize and llama_token_to_piece_vocab are the
+# fork's vocabulary forms of llama_tokenize and llama_token_to_piece (its own take a model), and are bound under
+# those names for dryz.subject.vendored_vocabs.
+_SAME = {"llama_sampler_dry_accept": "llama_sampler_accept", "llama_sampler_dry_reset": "llama_sampler_reset",
+         "llama_sampler_dry_clone": "llama_sampler_clone", "llama_sampler_dry_free": "llama_sampler_free",
+         "llama_vocab_tokenize": "llama_tokenize", "llama_token_to_piece_vocab": "llama_token_to_piece",
+         **{n: n for n in ("llama_backend_init", "llama_model_load_from_file", "llama_model_get_vocab",
+                           "llama_vocab_n_tokens")}}
+SYMBOLS = {"llama_sampler_init_dry": (ARGS7, ctypes.c_void_p),
+           "llama_sample_dry": ([ctypes.c_void_p] * 3, None),  # (ctx, sampler, candidates)
+           "llama_log_set": OPTIONAL["llama_log_set"],
+           **{n: REQUIRED[theirs] for n, theirs in _SAME.items()}}
 DRY_SYMBOLS = ("llama_sampler_init_dry", "llama_sample_dry", "llama_sampler_dry_accept")
 # llama_model_params of the fork at VENDORED's commit (include/llama.h): a pointer, 22 int32/enum fields and one
 # bool (104 bytes with padding), six pointers, then twelve bools kept together, vocab_only first. Checked at load
@@ -103,14 +94,7 @@ def _reuse_samplers() -> bool:
 def installed_library() -> Path | None:
     """The libllama ik-llama-cpp-python installed (ik_llama_cpp/lib/libllama.so, the one its own loader opens),
     found without importing the package."""
-    spec = importlib.util.find_spec("ik_llama_cpp")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for d in spec.submodule_search_locations:
-        p = Path(d) / "lib" / "libllama.so"
-        if p.exists():
-            return p.resolve()
-    return None
+    return package_library("ik_llama_cpp")
 
 
 def missing() -> str | None:
@@ -127,22 +111,10 @@ class IkBinding:
     def __init__(self, path: Path):
         self.path = Path(path)
         os.environ.setdefault("GGML_NO_BACKTRACE", "1")
-        try:
-            self.handle = ctypes.CDLL(str(self.path), mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)
-        except OSError as e:
-            raise SubjectError(f"cannot load {self.path}: {e}") from None
-        gone = [n for n in DRY_SYMBOLS if not hasattr(self.handle, n)]
-        if gone:
-            raise SubjectError(f"{self.path} does not export {', '.join(gone)}: not an ik_llama.cpp libllama "
-                               "(its DRY API: llama_sampler_init_dry, llama_sample_dry, llama_sampler_dry_*)")
-        for name, (args, res) in SYMBOLS.items():
-            try:
-                f = getattr(self.handle, name)
-            except AttributeError:
-                raise SubjectError(f"{self.path} does not export {name} (dryz needs it to load a vocabulary or "
-                                   "drive the sampler)") from None
-            f.argtypes, f.restype = args, res
-            setattr(self, name, f)
+        self.handle = load_library(self.path, os.RTLD_LOCAL | os.RTLD_DEEPBIND, DRY_SYMBOLS,
+                                   "not an ik_llama.cpp libllama (its DRY API: llama_sampler_init_dry, "
+                                   "llama_sample_dry, llama_sampler_dry_*)")
+        bind(self, self.handle, self.path, SYMBOLS)
         self.llama_tokenize, self.llama_token_to_piece = self.llama_vocab_tokenize, self.llama_token_to_piece_vocab
         self.llama_log_set(_SILENT, None)
         self.llama_backend_init()
@@ -190,11 +162,7 @@ class IkLlama(Subject):
     @staticmethod
     def check_arg(arg: str) -> None:
         """The spec's argument, checked before anything is loaded (registry.check_spec): a file or folder."""
-        if arg:
-            try:
-                resolve(arg)
-            except SubjectError as e:
-                raise SubjectError(str(e).replace(f"--lib {arg}", f"ik-llama:{arg}", 1)) from None
+        check_path_arg("ik-llama", arg)
 
     def __init__(self, arg: str = ""):
         if arg:

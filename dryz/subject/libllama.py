@@ -20,7 +20,8 @@ import numpy as np
 from ..symbols import MAX_ALPHABET
 from .cache import sha256_file
 from .symbol_vocab import symbol_vocab_path
-from .binding import N_CTX_TRAIN_DEFAULT, TOKEN_DATA, Binding, SubjectError, llama_token_data, llama_token_data_array, resolve
+from .binding import N_CTX_TRAIN_DEFAULT, TOKEN_DATA, Binding, SubjectError, check_path_arg, llama_token_data, \
+    llama_token_data_array, resolve
 from .build import BUILD_INFO, PINNED_VERSION  # noqa: F401 (PINNED_VERSION: read by callers)
 from .answers import Capabilities, Output, Outputs
 from .protocol import Subject
@@ -71,7 +72,12 @@ def layout() -> tuple[int, ...]:
 
 def pip_library() -> Path | None:
     """The libllama llama-cpp-python installed (found without importing its bindings)."""
-    spec = importlib.util.find_spec("llama_cpp")
+    return package_library("llama_cpp")
+
+
+def package_library(package: str) -> Path | None:
+    """PACKAGE/lib/libllama.so of an installed Python package (found without importing it), or None."""
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
     for d in spec.submodule_search_locations:
@@ -134,11 +140,7 @@ class LibLlama(Subject):
     @staticmethod
     def check_arg(arg: str) -> None:
         """The spec's argument, checked before anything is loaded (registry.check_spec): a file or folder."""
-        if arg:
-            try:
-                resolve(arg)
-            except SubjectError as e:
-                raise SubjectError(str(e).replace(f"--lib {arg}", f"libllama:{arg}", 1)) from None
+        check_path_arg("libllama", arg)
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = resolve(path) if path else default_library()
