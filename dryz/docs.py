@@ -401,7 +401,8 @@ def conformance_page(path: Path | None = None) -> str:
                  "cell's witness is minimized on its subject and checked in under `docs/results/conformance/`; "
                  "the last table's command replays it. Per engine, what the differences mean and how to "
                  "reproduce them with the engine alone: [mistral.rs](../engines/mistralrs.md), "
-                 "[exllamav2](../engines/exllamav2.md), [Aphrodite](../engines/aphrodite.md).\n")
+                 "[exllamav2](../engines/exllamav2.md), [Aphrodite](../engines/aphrodite.md), "
+                 "[ik_llama.cpp](../engines/ik_llama.md).\n")
     if r.get("note"):
         lines.append(r["note"] + "\n")
     lines.append(markdown(r))

@@ -182,3 +182,29 @@ def test_the_witnesses_replay_and_the_standalone_reproduction_shows_each_differe
     got = [ln.split(":", 1)[1].strip() for ln in p.stdout.splitlines() if ln.strip().startswith("ik_llama.cpp:")]
     assert got == ["{'a': 1.0}", "{'a': 9.223372036854776e+18}",
                    "the process dies (exit -6,   what():  ring buffer: capacity is zero)", "the process dies (exit -11)"]
+
+
+def test_the_fork_is_the_8_argument_init_dry_with_the_vocabulary_size_as_n_ctx_train(ik):
+    """Rows 1-3 of docs/engines/ik_llama.md are one cause: every output equals dryz's model of llama.cpp's
+    8-argument init_dry with n_ctx_train = the vocabulary's size (64 symbols), where many differ from the pinned
+    7-argument one's. (Windows below -1 crash the fork, as they crash that ABI: not run here, in this process.)"""
+    import random
+    from dryz.case import Case
+    from dryz.config import Semantics
+    from dryz.judge import judge_output
+    from dryz.subject import open_subject
+    subject = open_subject(ik)
+    rng = random.Random(7)
+    got = {7: {}, 8: {}}
+    for last_n in (-1, 0, 1, 3, 63, 64, 65, 200):
+        for length in (1, 2, 3, 5, 8, 64, 65, 66, 130):
+            for _ in range(4):
+                k = rng.choice((1, 2, 3))
+                c = Case(history=tuple(rng.randrange(k) for _ in range(length)), alphabet=k, penalty_last_n=last_n,
+                         allowed_length=rng.choice((0, 1, 2)), n_ctx_train=64)
+                out = subject.run(c)
+                for abi in (7, 8):
+                    v = judge_output(c, Semantics(kind="ik-llama", abi=abi), out).status
+                    got[abi][v] = got[abi].get(v, 0) + 1
+    assert got[8] == {"agree": 288}
+    assert got[7] == {"agree": 251, "mismatch": 37}, got[7]  # the pinned 7-argument semantics
