@@ -51,6 +51,7 @@ from .libllama import owning_distribution, package_library
 from .protocol import Subject
 from .symbol_vocab import symbol_vocab_path
 from .tinymodel import ModelError, tiny_model
+from .vendored_vocabs import load, vocab_of
 
 EXTRA = "ik-llama"          # pip install 'dryz[ik-llama]'
 DISTRIBUTION = "ik-llama-cpp-python"
@@ -287,11 +288,9 @@ class IkLlama(Subject):
         return s
 
     def _vocab_handle(self, case):
-        from .vendored_vocabs import vocab_of
         return vocab_of(case, self).handle
 
     def vocabulary(self, spec):
         """A real vocabulary (a vendored NAME or a GGUF PATH) loaded into the fork's library, once: the oracles
         then read its token texts and tokenizations as the fork's own tokenizer gives them."""
-        from .vendored_vocabs import load
         return load(spec, self)
