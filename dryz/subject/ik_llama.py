@@ -42,14 +42,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..symbols import MAX_ALPHABET
 from .answers import Capabilities, Output
 from .binding import _SILENT, ARGS7, N_CTX_TRAIN_DEFAULT, OPTIONAL, PARAMS_BUFFER, REQUIRED, TOKEN_DATA, SubjectError, \
     _Params, bind, check_path_arg, llama_token_data, llama_token_data_array, load_library, resolve
 from .cache import sha256_file
-from .libllama import owning_distribution, package_library
+from .libllama import owning_distribution, package_library, symbol_vocabulary
 from .protocol import Subject
-from .symbol_vocab import symbol_vocab_path
 from .tinymodel import ModelError, tiny_model
 from .vendored_vocabs import load, vocab_of
 
@@ -175,13 +173,8 @@ class IkLlama(Subject):
                 raise SubjectError(missing())
             self.path = p
         self.spec = f"ik-llama:{self.path}" if arg else "ik-llama:"  # resolved: a child elsewhere opens the same file
-        self.L = IkBinding(self.path)
-        self.vocab_path = symbol_vocab_path()
-        self.model, self.vocab = self.L.load_vocab(self.vocab_path)
-        n = self.L.llama_vocab_n_tokens(self.vocab)
-        if n != MAX_ALPHABET:
-            raise SubjectError(f"vocabulary has {n} tokens, expected {MAX_ALPHABET}")
-        L = self.L
+        self.L = L = IkBinding(self.path)
+        self.vocab_path, self.model, self.vocab = symbol_vocabulary(L)
         self._init, self._apply = L.llama_sampler_init_dry, L.llama_sample_dry
         self.accept, self.reset, self.free = L.llama_sampler_dry_accept, L.llama_sampler_dry_reset, \
             L.llama_sampler_dry_free

@@ -128,6 +128,17 @@ def owning_distribution(path: Path) -> tuple[str, str] | None:
     return None
 
 
+def symbol_vocabulary(L) -> tuple:
+    """(path, model, vocab): dryz's symbol vocabulary loaded through a binding L (its load_vocab), checked to have
+    MAX_ALPHABET tokens."""
+    path = symbol_vocab_path()
+    model, vocab = L.load_vocab(path)
+    n = L.llama_vocab_n_tokens(vocab)
+    if n != MAX_ALPHABET:
+        raise SubjectError(f"vocabulary has {n} tokens, expected {MAX_ALPHABET}")
+    return path, model, vocab
+
+
 class LibLlama(Subject):
     """One loaded libllama plus the symbol vocabulary (`--subject libllama:PATH`, `--lib PATH`)."""
 
@@ -146,11 +157,7 @@ class LibLlama(Subject):
         self.path = resolve(path) if path else default_library()
         self.spec = f"libllama:{self.path}"
         self.L = Binding(self.path)
-        self.vocab_path = symbol_vocab_path()
-        self.model, self.vocab = self.L.load_vocab(self.vocab_path)
-        n = self.L.llama_vocab_n_tokens(self.vocab)
-        if n != MAX_ALPHABET:
-            raise SubjectError(f"vocabulary has {n} tokens, expected {MAX_ALPHABET}")
+        self.vocab_path, self.model, self.vocab = symbol_vocabulary(self.L)
         self.abi = self.L.detect_abi(self.vocab)
         if _DRIVE is not None and _DRIVE.layout() != layout():
             raise SubjectError(f"dryz.subject._drive assumes the llama.h struct layout {_DRIVE.layout()}, the "
