@@ -79,9 +79,15 @@ class Finished:
         return outcome(self.exit, self.timed_out)
 
     def last_error(self) -> str:
-        """The child's last line on stderr (its one-line error)."""
-        lines = [ln for ln in self.stderr.splitlines() if ln.strip()]
-        return lines[-1][:200] if lines else "no message"
+        """The child's own one-line error: its last line on stderr that dryz wrote (`dryz: error: ...`, `dryz
+        CMD: ...`). A line the subject wrote (a library's abort message, a sanitizer's report) is never given as
+        a reason: without a line of dryz's, how the process ended."""
+        lines = [ln.strip() for ln in self.stderr.splitlines() if ln.strip().startswith("dryz")]
+        if lines:
+            return lines[-1][:200]
+        if self.exit is not None and self.exit < 0:
+            return f"the dryz process died of {signal_name(self.exit)}"
+        return "no result" if self.timed_out else f"exit {self.exit}, without a message from dryz"
 
     def failure(self, timeout: float) -> str:
         """Why the child could not run at all, in a table's cell (hang, crash, error), or "" when it exited 0 or 1."""

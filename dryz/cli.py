@@ -257,15 +257,16 @@ def replay(directory, vocab, json_path):
     Default: the project's own corpus (shipped inside the package)."""
     from .corpus import DEFAULT_DIR, replay as replay_dir, replay_json, replay_text  # on use: keeps start-up fast
     from .output import write_json  # on use: keeps start-up fast
+    from .render import replay_ending  # on use: keeps start-up fast
     lib = load_subject()
     say_subject(lib)
     directory = directory or str(DEFAULT_DIR)
     rows = replay_dir(directory, lib, select=vocab_filter(vocab, lib) if vocab else None)
     if not rows:  # CI pointed at the wrong folder must not pass
         _fail(f"{directory}: no corpus entry to replay" + (f" on vocabulary {vocab}" if vocab else ""))
-    click.echo(replay_text(rows, lib.identity))
     if json_path:
         write_json(json_path, replay_json(rows, directory, lib.identity))
+    click.echo(replay_text(rows, lib.identity) + "\n" + replay_ending(rows, json_path, inputs.selected_spec()))
     if all(r.not_judged for r in rows):  # nothing judged is no pass
         _fail(f"the subject can express none of the {len(rows)} entries of {directory}")
     bad = [r for r in rows if not r.ok]

@@ -18,7 +18,7 @@ from .errors import DryzError
 from .files import fail
 from .judge import check_in
 from .output import write_json
-from .render import compare_text
+from .render import compare_ending, compare_text
 from .shrink import reduce_case
 from .subject.identity import subject_line
 from .subject.isolation import Worker
@@ -213,9 +213,10 @@ def compare_command(base, new: str, kept, random_cases, seconds, corpus_dir, jso
                      Path(corpus_dir) if corpus_dir else None, log)
     echo(f"new       {r['new']['subject']}\n          {r['new']['spec']}\nbase      {r['base']['subject']}\n"
          f"          {r['base']['spec']}")
-    echo(compare_text(r))
     if json_path:
         write_json(json_path, r)
+    echo(compare_text(r))
+    echo(compare_ending(r, json_path, new, base, base_lib))
     if r["counts"].get("error"):
         fail(f"{r['counts']['error']} case(s) could not be judged on one side: the harness is in doubt")
     return 1 if r["differences"] else 0

@@ -221,6 +221,8 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
     lines.append(f"{'candidate':<10} " + " ".join(f"{f'L({n})':>5}" for n, _ in MATCH_LENGTHS)
                  + f" {'L(lib)':>6} {'expected':>12} {'observed':>12}  where the repeat is")
     quiet = len(verdict["candidates"]) - len(shown)
+    initial = dict(zip(case._ids, case._logits))
+    single = {h for h, t in cfg.seqs if not t} if isinstance(cfg.seqs, (tuple, list)) else set()
     for i in shown:
         z = verdict["candidates"][i]
         a = verdict["oracle_L"][i]
@@ -229,14 +231,16 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
         row = (f"{lab(z):<10} " + " ".join(f"{verdict[k][i]:>5}" for k in keys)
                + f" {'-' if lib_L[i] is None else lib_L[i]:>6} {_fmt(exp):>12} {_fmt(obs):>12}  ")
         js = matched_at(window, z, a) if a and window else []
+        why = rule_of(window, z, a, case.allowed_length, exp != initial.get(z, 0.0), z in single, lab)
         if not js:
-            lines.append(row + mark)
+            lines.append(row + why + mark)
             continue
         j = js[-1]
         toks = [lab(t) for t in window]
         parts = (toks[:j - a], toks[j - a:j], toks[j], toks[j + 1:])
         at = f"   (at {j - len(window)})"
         full = _where(parts, (lambda x: x), (lambda x: x))
+        at += f"; {why}" if why else ""
         if len(row) + len(full) + len(at) + len(mark) <= width or not long:
             lines.append(row + _where(parts, hi, nxt) + at + mark)
             continue
@@ -253,6 +257,8 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
         lines += wrap(f"({quiet} more candidates: L 0 by both oracles and the library, logit unchanged)", width, 1)
     lines += wrap("(the repeat: [the suffix it repeats] <the candidate's earlier occurrence>, at its position)",
                   width, 1)
+    if cfg.enabled:
+        lines += wrap(rule_line(case, bool(single)), width, 12)
     if verdict.get("broken_promises"):
         lines.append("")
         lines.append("broken promises: " + ", ".join(verdict["broken_promises"]))
@@ -261,6 +267,36 @@ def explain(case: Case, verdict: dict, subject_line: str, color: bool = False, w
         lines.append(f"sorted flag: expected {verdict['expected_sorted']}, observed {verdict['observed_sorted']}"
                      "  <- DIFFERS")
     return "\n".join(lines)
+
+
+def rule_of(window: list[int], z: int, L: int, allowed: int, penalized: bool, breaker: bool, lab) -> str:
+    """Why a candidate's logit is what the oracles say, in words, from the verdict's L and whether the expected
+    logit moved (the oracles' own figures: this computes no L and no penalty): a penalty at L 0 (allowed_length 0
+    penalizes every token after the window's first), a single-token breaker (never penalized). (The oracles give
+    L only where it reaches allowed_length: a shorter repeat is L 0, unpenalized.)"""
+    if penalized and L == 0:
+        at = [j for j in range(1, len(window)) if window[j] == z]
+        where = f"{lab(z)} at {at[-1] - len(window)}: " if at else ""
+        return f"{where}allowed_length 0 penalizes every token after the window's first (L 0)"
+    if not penalized and breaker and L >= allowed and (L or allowed == 0) and z in window[1:]:
+        return "a single-token breaker: never penalized"
+    return ""
+
+
+def rule_line(case: Case, breakers: bool) -> str:
+    """The rule every penalty of the table comes from, with this case's parameters (Step 3 and Step 4 of
+    llama_sampler_dry_apply)."""
+    A = case.allowed_length
+    text = (f"rule        a candidate with L >= allowed_length is penalized multiplier*base^(L-allowed_length) = "
+            f"{case.multiplier:g}*{case.base:g}^(L-{A}) (the exponent capped so the penalty stays a float); L is the "
+            "longest suffix of the window that emitting the candidate repeats (each earlier occurrence of the "
+            "candidate extends the suffix before it), capped by rep_limit")
+    if A == 0:
+        text += ("; with allowed_length 0 every token after the window's first follows a repeat of at least 0 "
+                 f"tokens, so each is penalized at least {case.multiplier:g}*{case.base:g}^0")
+    if breakers:
+        text += "; a single-token breaker is never penalized"
+    return text
 
 
 def _compact_where(parts, budget: int, force: bool = False):

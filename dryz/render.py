@@ -7,10 +7,51 @@ so that a command loads only what it prints (tests/test_startup.py)."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
+from pathlib import Path
 
 from .subject.identity import subject_details, subject_line
 from .case import Case
 from .symbols import SYMBOLS
+
+
+def ending(classes: dict | None, written: list[str], steps: list[tuple[str, str]], unit: str = "") -> str:
+    """How every command ends: the counts by class (None: the command has none), what it wrote where (or that it
+    wrote nothing), and the next commands to run, each with what it is for, so that nobody has to guess what the
+    output means or what to do with it."""
+    lines = []
+    if classes is not None:
+        lines.append("classes   " + (f"{unit}: " if unit else "")
+                     + ("  ".join(f"{k} {n:,}" for k, n in classes.items() if n) or "none"))
+    lines += [f"{'written' if i == 0 else '':<9} {w}" for i, w in enumerate(written or ["nothing"])]
+    width = max((len(c) for c, _ in steps), default=0)
+    for i, (c, why) in enumerate(steps):
+        head = "next" if i == 0 else ""
+        lines += [f"{head:<9} {c:<{width}}  # {why}"] if width <= 72 else [f"{head:<9} {c}", f"{'':<11}# {why}"]
+    return "\n".join(lines)
+
+
+def here(path) -> str:
+    """A path as a person reads it: relative to the working directory when it lies below it."""
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("..") else str(path)
+
+
+def dryz_on(spec: str, fault: str | None = None) -> str:
+    """The start of a command line that runs dryz on the subject the user selected again (spec: as selected;
+    nothing for the default one), under the same planted fault."""
+    pre = f"DRYZ_FAULT={fault} " if fault else ""
+    if spec in ("", "libllama:"):
+        return pre + "dryz"
+    if spec.startswith("libllama:") and "+declare=" not in spec:
+        return pre + f"dryz --lib {shlex.quote(spec.removeprefix('libllama:'))}"
+    return pre + f"dryz --subject {shlex.quote(spec)}"
+
+
+def again(argv, fallback: str = "dryz") -> str:
+    """The command line that ran this command (main()'s arguments), to be run again with more options."""
+    return f"dryz {shlex.join(argv)}" if argv else fallback
 
 
 def _confirmation(controls: dict) -> str:
@@ -105,7 +146,38 @@ def traces_text(tr: dict) -> str:
     return "\n".join(lines)
 
 
-def certificate_report(result: dict, json_path) -> str:
+def certificate_ending(result: dict, json_path, spec: str = "", argv=None) -> str:
+    """The end of a certificate's report: its histories by class, where it was written, what to run next."""
+    configs = result["configs"]
+    odd: dict = {}
+    for c in configs:
+        for k, n in c.get("history_classes", {}).items():
+            odd[k] = odd.get(k, 0) + n
+    judged = sum(c["histories"] for c in configs)
+    classes = {"agree": judged - sum(n for k, n in odd.items() if k != "crash"), **dict(sorted(odd.items()))}
+    nj = sum(c.get("not_judged_histories", 0) for c in configs)
+    if nj:
+        classes["not judged"] = nj
+    on = dryz_on(spec)
+    steps = []
+    if result["verdict"] in ("mismatch", "crash"):
+        steps = [(f"{on} minimize CASE.json --corpus findings", "CASE.json: a case above, saved to a file; shrunk to "
+                  "a shortest reproducer"), (f"{on} explain CASE.json", "the case laid out: L by each oracle and by the "
+                                                                         "subject, where the repeat is")]
+    elif result["verdict"] != "void" and not result.get("shard"):
+        steps = [(f"{on} fuzz --time 600", "beyond the space: long histories, random windows, parameters and arrays")]
+    if json_path and not result.get("shard"):
+        steps.append((f"dryz report {shlex.quote(here(json_path))} --html certificate.html", "the certificate on one page"))
+    elif result.get("shard"):
+        steps.append(("dryz merge SHARD.json... --json certificate.json", "every shard's result, one certificate"))
+    else:
+        steps.append((f"{again(argv, f'{on} exhaustive')} --json results/main.json", "the same run, its certificate "
+                                                                                 "kept as JSON (dryz report makes its page)"))
+    return ending(classes, [f"{here(json_path)} (the certificate)"] if json_path else [], steps,
+                  unit=f"{judged:,} histories in {len(configs)} configurations")
+
+
+def certificate_report(result: dict, json_path, spec: str = "", argv=None) -> str:
     """What `dryz exhaustive` and `dryz merge` print: the certificate, the canonical counts, the shard, the trace
     space, where the results are, and every finding's case."""
     text = certificate_text(result)
@@ -125,8 +197,6 @@ def certificate_report(result: dict, json_path) -> str:
         lines.append(f"merged    {len(result['merged_from'])} shards of {result['shards']}")
     if result.get("traces"):
         lines.append(traces_text(result["traces"]))
-    if json_path:
-        lines.append(f"results   {json_path}")
     lines += [f"{ex['kind']} ({c['name']}): {Case.from_json(ex['case']).dumps()}"
               for c in result["configs"] for ex in c["examples"]]
     lines += [f"{ex['kind']} (periodic control, the library misses its closed form): "
@@ -134,6 +204,7 @@ def certificate_report(result: dict, json_path) -> str:
     lines += [f"{ex['kind']} (ABI confirmation control, the library misses logit -1): "
               f"{Case.from_json(ex['case']).dumps()}"
               for ex in (result["controls"].get("abi_confirmation") or {}).get("findings", [])]
+    lines.append(certificate_ending(result, json_path, spec, argv))
     return "\n".join(lines)
 
 
@@ -152,8 +223,13 @@ def vocab_certificate_text(result: dict, results: list, pieces) -> str:
     return "\n".join(lines)
 
 
-def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: float) -> str:
-    """What `dryz fuzz` prints after its campaign: the figures, and every finding with its re-check."""
+FINDINGS_SHOWN = 10  # finding lines a campaign prints (the rest are counted; every one is in its summary.json)
+
+
+def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: float, work=None, spec: str = "",
+                      json_path=None) -> str:
+    """What `dryz fuzz` prints after its campaign: the figures, the findings (those that reproduce first, at most
+    FINDINGS_SHOWN, smallest first), their counts by class, what was written where and the next commands."""
     lines = [f"summary: {'traces: ' if traces else ''}{summary['execs']:,} execs in {summary['seconds']} s "
              f"({summary['exec_per_s_fuzz']:,} exec/s over libFuzzer's {summary['fuzz_seconds']} s, after "
              f"{summary['setup_seconds']} s of set-up), cov {summary['cov']}, ft {summary['ft']}, "
@@ -163,25 +239,72 @@ def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: flo
     if summary.get("stopped_at_hard_limit"):
         lines.append(f"note: libFuzzer outlasted --time {seconds} (its seed pass restarts after every crash); dryz "
                      f"stopped it at {hard_limit:.0f} s")
-    for f in summary["findings"]:
+    findings = sorted(summary["findings"], key=lambda f: f["reproduces"] is not True)  # (a stable sort)
+    for f in findings[:FINDINGS_SHOWN]:
         if f["klass"].startswith("not re-checked"):
             lines.append(f"finding: {f['file']} ({f['klass']})")
             continue
         again = {True: "reproduces", False: "does NOT reproduce", None: "not re-checked"}[f["reproduces"]]
         lines.append(f"finding: {f['file']} (re-checked in a clean process on the subject: {f['klass']}, {again})")
+    if len(findings) > FINDINGS_SHOWN:
+        lines.append(f"  ... and {len(findings) - FINDINGS_SHOWN:,} more crash files (every one with its class in "
+                     f"{here(work / 'summary.json') if work else 'the summary'})")
     v = summary.get("vocab")
+    decode = ""
+    fault = summary.get("fault")
     if v and any(f["reproduces"] for f in summary["findings"]):  # its crash files are the vocabulary decoder's bytes
-        spec = (summary.get("subject") or {}).get("spec")
-        fault = f"DRYZ_FAULT={summary['fault']} " if summary.get("fault") else ""
-        lines.append(f"to read a crash file as this campaign did: {fault}dryz{' --subject ' + spec if spec else ''} "
-                     f"check|minimize --vocab {v.get('spec') or v['path']} --decode-breakers {v['breakers']} FILE (a "
-                     "finding the re-check judged also has its decoded case beside it, FILE.case.json)")
+        decode = f" --vocab {v.get('spec') or v['path']} --decode-breakers {v['breakers']}"
+        lines.append(f"to read a crash file as this campaign did: {dryz_on(spec, fault)} check|minimize{decode} FILE "
+                     "(a finding the re-check judged also has its decoded case beside it, FILE.case.json)")
     for f in summary.get("slow", []):
         again = ", slow again" if f["recheck_seconds"] >= summary["slow_unit_seconds"] else ""
         lines.append(f"slow input (not a finding): {f['file']} (libFuzzer saw one run take "
                      f"{summary['slow_unit_seconds']} s or more; re-checked in a clean process: {f['klass']} in "
                      f"{f['recheck_seconds']} s{again})")
+    classes: dict = {}
+    for f in summary["findings"]:
+        k = f["klass"] if f["reproduces"] is not False else f"{f['klass']} (does not reproduce)"
+        classes[k] = classes.get(k, 0) + 1
+    written = []
+    if work is not None:
+        written = [f"{here(work / 'summary.json')} (the summary)", f"{here(work / 'libfuzzer.log')} (libFuzzer's log)",
+                   f"{here(work / 'corpus')}/ ({summary['corpus']:,} inputs kept)"]
+        if summary["findings"]:
+            written.append(f"{here(Path(summary['findings'][0]['file']).parent)}/ ({len(summary['findings']):,} "
+                           "crash files)")
+    if json_path:
+        written.append(f"{json_path} (the summary)")
+    steps = []
+    first = next((f for f in summary["findings"] if f["reproduces"]), None)
+    if first is not None:
+        crash = shlex.quote(here(first["file"]))
+        steps.append((f"{dryz_on(spec, fault)} minimize {crash}{decode} --corpus findings",
+                      f"the smallest finding ({first['klass']}) shrunk to a shortest reproducer"))
+    if work is not None:
+        steps.append((f"dryz report {shlex.quote(here(work))} --html fuzz.html", "the campaign on one page"))
+    if first is None and not summary.get("interrupted"):
+        steps.append((f"{dryz_on(spec)} fuzz --time {max(600, 10 * seconds)}", "a longer campaign"))
+    lines.append(ending(classes, written, steps))
     return "\n".join(lines)
+
+
+def replay_ending(rows, json_path, spec: str) -> str:
+    """The end of `dryz replay` (rows: dryz.corpus.ReplayRow): the classes the entries have now, where the result
+    was written, and what to run on the first entry whose verdict changed."""
+    classes: dict = {}
+    for r in rows:
+        k = "invalid" if r.error else "not judged" if r.not_judged else r.got or "?"
+        classes[k] = classes.get(k, 0) + 1
+    on = dryz_on(spec)
+    changed = next((r for r in rows if not r.ok and not r.error and not r.not_judged), None)
+    if changed is not None:
+        entry = shlex.quote(here(changed.path))
+        steps = [(f"{on} explain {entry}", f"the first changed entry ({changed.expect}, now {changed.got}) laid out"),
+                 (f"{on} minimize {entry} --corpus changed", "shrunk to a shortest reproducer of its new verdict")]
+    else:
+        steps = [(f"{on} fuzz --time 600", "new inputs beyond the corpus")]
+    return ending(dict(sorted(classes.items())), [f"{here(json_path)} (every entry's status)"] if json_path else [],
+                  steps, unit=f"{len(rows)} entries, as judged now")
 
 
 def compare_text(r: dict) -> str:
@@ -195,6 +318,23 @@ def compare_text(r: dict) -> str:
                      f"(shortest {d['shortest']}); base {d['reference'].get('klass') or d['reference'].get('detail')}, "
                      f"new {d['other'].get('klass') or d['other'].get('detail')}")
     return "\n".join(lines)
+
+
+def compare_ending(r: dict, json_path, new: str, base: str, base_spec: str) -> str:
+    """The end of `dryz compare`: the differences by class, the witnesses written, and what to run on the first."""
+    written = [f"{here(d['written'])} (a witness: {d['class']})" for d in r["differences"] if "written" in d]
+    if json_path:
+        written.append(f"{here(json_path)} (the comparison)")
+    steps = []
+    first = next((d for d in r["differences"] if "written" in d and not d["written"].startswith("(")), None)
+    if first is not None:
+        w = shlex.quote(here(first["written"]))
+        steps = [(f"{dryz_on(new)} explain {w}", "the first witness laid out on the new subject"),
+                 (f"{dryz_on(base_spec)} explain {w}", "and on the base")]
+    elif r["differences"]:
+        steps = [(f"{dryz_on(new)} compare --base {shlex.quote(base)} --corpus witnesses",
+                  "the same comparison, each difference's witness written")]
+    return ending(r["counts"], written, steps, unit=f"{r['compared']:,} cases compared")
 
 
 def restarts_text(results) -> str:
@@ -221,11 +361,67 @@ def properties_text(result: dict) -> str:
             shown = probe_line(w["probe"]) if "probe" in w else w.get("file", "")
             lines.append(f"      {w['class']}" + (f" (= llama.cpp with {w['explained_by']})" if w.get("explained_by")
                                                    else "") + f": {shown}")
+            lines += [f"        {x}" for x in values_lines(w.get("probe") or {}, w.get("verdict"))]
         if c["status"] == "not expressible":
             for why in c.get("not_judged", {}):
                 lines.append(f"      {why}")
     lines.append(f"wall {result['seconds']} s")
     return "\n".join(lines)
+
+
+def _num(x) -> str:
+    """A logit as a person reads it: float32's seven digits (-0.8, not -0.800000011920929)."""
+    return f"{x:.7g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
+
+
+def properties_ending(result: dict, json_path, spec: str, argv) -> str:
+    """The end of `dryz properties`: the cells by status, what was written, and what to run on a difference."""
+    classes: dict = {}
+    for c in result["cells"].values():
+        classes[c["status"]] = classes.get(c["status"], 0) + 1
+    written = [f"{here(w)} (a differing property's first probe)" for w in result.get("written", [])]
+    if json_path:
+        written.append(f"{here(json_path)} (every cell)")
+    on = dryz_on(spec)
+    steps = []
+    if result.get("written"):
+        w = shlex.quote(here(result["written"][0]))
+        steps = [(f"{on} explain {w}", "the first differing probe laid out"),
+                 (f"{on} minimize {w} --corpus witnesses", "shrunk to a shortest reproducer")]
+    elif "differs" in classes:
+        steps = [(f"{again(argv, f'{on} properties')} --corpus witnesses", "the same run, each differing property's "
+                                                                          "first probe written as a corpus entry")]
+    if spec in ("", "libllama:"):
+        steps.append(("dryz exhaustive", "the certificate: every history of a bounded space, on the same subject"))
+    else:
+        steps.append(("dryz conformance --row libllama: --row " + shlex.quote(spec),
+                      "the subject beside llama.cpp's libllama, each difference minimized"))
+    return ending(dict(sorted(classes.items())), written, steps, unit=f"{len(result['cells'])} properties")
+
+
+def values_lines(probe: dict, verdict: dict | None, most: int = 3) -> list[str]:
+    """What llama.cpp's semantics give and what the subject gave on a probe's differing candidates (at most
+    `most`, the rest counted): logit and L by the first oracle and by the subject; a crash's detail; a refusal."""
+    if not verdict:
+        return []
+    if verdict.get("class") in ("crash", "memory"):
+        return [f"the subject failed: {verdict.get('summary') or verdict.get('detail', '')}"]
+    vocab = "vocab" in probe and probe.get("vocab") is not None
+    cands = list(verdict.get("candidates") or [])
+    out = []
+    diff = verdict.get("differing") or []
+    for d in diff[:most]:
+        if d["id"] < 0:  # the array, the sorted flag, or a request the server refused or ran
+            out.append(f"llama.cpp: {d['expected']}; the subject: {d['observed']}")
+            continue
+        name = f"token {d['id']}" if vocab or d["id"] >= len(SYMBOLS) else repr(SYMBOLS[d["id"]])
+        j = cands.index(d["id"]) if d["id"] in cands else None
+        L = (lambda key: f", L {verdict[key][j]}" if j is not None and j < len(verdict.get(key) or []) else "")
+        out.append(f"candidate {name}: llama.cpp gives logit {_num(d['expected'])}{L('oracle_L')}, the subject "
+                   f"{_num(d['observed'])}{L('library_L')}")
+    if len(diff) > most:
+        out.append(f"(and {len(diff) - most} more differing candidates)")
+    return out
 
 
 def probe_line(probe: dict) -> str:

@@ -21,6 +21,7 @@ from .conformance.matrix import shown as conformance_shown, columns as conforman
     markdown as conformance_markdown
 from .matrix import markdown as matrix_markdown
 from .oracle.shipped import Config, penalties
+from .render import probe_line
 from .subject.identity import subject_line
 
 CSS = """
@@ -30,6 +31,7 @@ table{border-collapse:collapse;margin:.6rem 0;font-size:.85rem}td,th{border:1px 
 text-align:left;vertical-align:top}th{background:#f3f3f3}code,pre{font-family:ui-monospace,monospace;font-size:.82rem}
 pre{background:#f7f7f7;padding:.6rem;overflow-x:auto}.ok{color:#176c1f;font-weight:600}.bad{color:#b00020;font-weight:600}
 .plots{display:flex;flex-wrap:wrap;gap:1rem}.plot{border:1px solid #ddd;padding:.4rem}
+.mixed{border-left:4px solid #b26a00;background:#fff6e5;padding:.4rem .6rem}
 """
 
 
@@ -333,46 +335,82 @@ def conformance_section(d: dict, name: str) -> tuple[str, str]:
              f"wall {d['wall_seconds']} s</p>", th]
     for anchor, r, key, w in witnesses:
         body = {"subject": r["subject"], "property": key, "class": w.get("class"),
-                "explained_by": w.get("explained_by"), "first probe that differs": w.get("probe") or w.get("file"),
+                "explained_by": w.get("explained_by"),
+                "first probe that differs": probe_line(w["probe"]) if w.get("probe") else w.get("file"),
                 "minimized": w.get("minimized"), "shortest": w.get("shortest"),
                 "replay": f"dryz --subject {r['spec']} check {w.get('minimized') or w.get('source') or w.get('file')}"}
-        parts.append(f'<h3 id="{anchor}">{esc(r["subject"])}: {esc(key)}</h3><pre>{esc(json.dumps(body, indent=1))}'
-                     f"</pre>")
+        rows = [[k, f"<code>{esc(v)}</code>" if k == "replay" else esc(v)] for k, v in body.items()
+                if v not in (None, "")]
+        parts.append(f'<h3 id="{anchor}">{esc(r["subject"])}: {esc(key)}</h3>' + _table(["", ""], rows)[0])
     return "".join(parts), f"## Conformance `{name}`\n\n" + conformance_markdown(d)
 
 
+def _subject_key(s: dict | None):
+    """What tells two judged subjects apart: the file mapped (sha256), else the spec, else the line naming it."""
+    if not s:
+        return None
+    return s.get("libllama_sha256") or s.get("spec") or subject_line(s)
+
+
+def _mixed_note(s: dict, n: int) -> tuple[str, str]:
+    """A section's header line when the report's sections judge different subjects: which one this one judges."""
+    sha = s.get("libllama_sha256")
+    text = (f"This section judges {subject_line(s)}" + (f" (sha256 {sha[:12]})" if sha else "")
+            + f"; this report's sections judge {n} different subjects: each verdict holds for its own section's "
+              "subject only.")
+    return f'<p class="mixed">{esc(text)}</p>', f"*{text}*\n\n"
+
+
 def build_report(inputs: list[str]) -> tuple[str, str]:
-    """(HTML, Markdown) for the inputs, one section each; ReportError for one that is none of the four."""
-    sections = []
+    """(HTML, Markdown) for the inputs, one section each; ReportError for one that is none of the four. When the
+    sections that judge one subject each (a certificate, a campaign, a gate) judge different subjects, the page
+    says so at its top and in each such section's header."""
+    sections = []  # (HTML, Markdown, the subject the section judges, or None: a matrix or corpus names its own)
     for item in inputs:
         p = Path(item)
         if p.is_dir():
             if (p / "libfuzzer.log").exists() or (p / "summary.json").exists():
-                sections.append(campaign_section(p))
+                summary = _read_json(p / "summary.json") if (p / "summary.json").exists() else {}
+                sections.append((*campaign_section(p), (summary or {}).get("subject")))
             elif any(p.rglob("*.json")):
-                sections.append(corpus_section(p))
+                sections.append((*corpus_section(p), None))
             else:
                 raise ReportError(f"{item}: neither a campaign work directory (libfuzzer.log) nor a corpus (*.json)")
             continue
         d = _read_json(p)
         tool = d.get("tool") if isinstance(d, dict) else None
         if tool == "dryz exhaustive":
-            sections.append(certificate_section(d, p.name))
+            sections.append((*certificate_section(d, p.name), d.get("subject")))
         elif tool == "dryz matrix":
-            sections.append(matrix_section(d, p.name))
+            sections.append((*matrix_section(d, p.name), None))
         elif tool == "dryz gate":
-            sections.append(gate_section(d, p.name))
+            sections.append((*gate_section(d, p.name), d.get("subject")))
         elif tool == "dryz conformance":
-            sections.append(conformance_section(d, p.name))
+            sections.append((*conformance_section(d, p.name), None))
         else:
             raise ReportError(f"{item}: not a result of dryz exhaustive, matrix, gate or conformance (tool {tool!r})")
-    body_h = "".join(h for h, _ in sections)
-    body_m = "\n".join(m for _, m in sections)
+    keys = {_subject_key(s): s for _, _, s in sections if _subject_key(s) is not None}
+    top_h = top_m = ""
+    if len(keys) > 1:
+        names = "; ".join(subject_line(s) + (f" (sha256 {s['libllama_sha256'][:12]})" if s.get("libllama_sha256")
+                                             else "") for s in keys.values())
+        text = f"These sections judge {len(keys)} different subjects: {names}."
+        top_h, top_m = f'<p class="mixed"><strong>{esc(text)}</strong></p>', f"**{text}**\n\n"
+        shown = []
+        for h, m, s in sections:
+            if _subject_key(s) is not None:
+                nh, nm = _mixed_note(s, len(keys))
+                h = h.replace("</h2>", "</h2>" + nh, 1)
+                m = m.replace("\n", "\n\n" + nm, 1)
+            shown.append((h, m, s))
+        sections = shown
+    body_h = "".join(h for h, _, _ in sections)
+    body_m = "\n".join(m for _, m, _ in sections)
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dryz report</title>"
             f"<style>{CSS}</style></head><body><h1>dryz report</h1><p>dryz {__version__}: is llama.cpp's DRY "
             f"sampler correct in this build? Every figure below comes from the files named in each section."
-            f"</p>{body_h}</body></html>\n")
-    return page, "# dryz report\n\n" + body_m
+            f"</p>{top_h}{body_h}</body></html>\n")
+    return page, "# dryz report\n\n" + top_m + body_m
 
 
 def command(inputs, html_path: str | None, md_path: str | None) -> str:

@@ -3,10 +3,14 @@ subject (dryz.shrink), write the reproducer as a corpus entry, say what was writ
 
 from __future__ import annotations
 
+import os
+import shlex
+
 from .corpus import USER_DIR, write_entry
 from .files import fail
-from .inputs import load_case_file, load_subject, load_trace_file, on_vocab, say, spelled
+from .inputs import load_case_file, load_subject, load_trace_file, on_vocab, say, selected_spec, spelled
 from .output import write_json
+from .render import dryz_on, ending, here
 from .shrink import flatten, NothingToMinimize, minimize_case, minimize_trace_input
 
 
@@ -43,7 +47,16 @@ def command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_t
              f"{m.calls} predicate calls, {m.seconds:.1f} s")
         for why, n in getattr(m, "not_judged", {}).items():  # shortest among the cases this subject expresses
             echo(f"not judged: {n} candidate(s): {why}")
-    echo(f"written: {written}")
+    on = dryz_on(selected_spec(), os.environ.get("DRYZ_FAULT"))
+    entry_path = shlex.quote(here(written))
+    form = "pytest" if t is not None or getattr(m, "case", None) is not None and m.case.vocab is not None \
+        else "test-sampling"
+    steps = [(f"{on} explain {entry_path}", "the reproducer laid out: L by each oracle and by the subject"),
+             *(() if os.environ.get("DRYZ_FAULT") else
+               ((f"dryz export {entry_path} --as {form}", "the reproducer as a test in its target's own style"),)),
+             (f"{on} replay {shlex.quote(here(written.parent))}", "every reproducer of that folder judged again")]
+    echo(ending({entry["expect"]: 1}, [f"{here(written)} (the reproducer, a corpus entry)"]
+                + ([f"{here(json_path)} (how it was shrunk)"] if json_path else []), steps))
 
 
 def minimized_trace_text(m) -> str:

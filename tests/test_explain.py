@@ -111,3 +111,31 @@ def test_width_is_kept_in_colour_and_narrower_terminals(lib):
             assert "restart     'b' with its head at -7 sets rep_limit 6" in text
     plain = explain(case, v, "libllama (test)", width=80)
     assert "[f j d] <h>" in plain and "(at -36)" in plain
+
+
+def test_each_penalty_says_the_rule_that_made_it(tmp_path):
+    """`aba` with allowed_length 0: both oracles give `a` L 0 and expect -1; the row says why (every token after
+    the window's first is penalized), the repeat of `b` is drawn, `c` (never in the window) says nothing; the
+    rule line gives the formula with the case's numbers."""
+    p = _explain(tmp_path, Case(history=(0, 1, 0), alphabet=3, penalty_last_n=64, allowed_length=0))
+    assert p.returncode == 0, p.stderr
+    rows = {ln.split()[0]: ln for ln in p.stdout.splitlines() if ln[:2] in ("a ", "b ", "c ")}
+    assert rows["a"].split()[1:6] == ["0", "0", "-", "-1", "-1"]
+    assert rows["a"].endswith("a at -1: allowed_length 0 penalizes every token after the window's first (L 0)")
+    assert rows["b"].endswith("[a] <b> a   (at -2)")
+    assert rows["c"].split()[1:6] == ["0", "0", "-", "0", "0"] and len(rows["c"].split()) == 6
+    text = " ".join(p.stdout.split())
+    assert "rule a candidate with L >= allowed_length is penalized multiplier*base^(L-allowed_length) = " \
+           "1*2^(L-0)" in text
+    assert "with allowed_length 0 every token after the window's first follows a repeat of at least 0 tokens" in text
+
+
+def test_a_breaker_says_why_it_is_not_penalized(tmp_path):
+    """A single-token breaker in the window is never penalized, and its row and the rule line say so."""
+    p = _explain(tmp_path, Case(history=(0, 1, 2, 1), alphabet=3, penalty_last_n=64, allowed_length=0,
+                                breakers=("c",)))
+    rows = {ln.split()[0]: ln for ln in p.stdout.splitlines() if ln[:2] in ("a ", "b ", "c ")}
+    assert rows["c"].split()[1:6] == ["0", "0", "-", "0", "0"]
+    assert rows["c"].endswith("a single-token breaker: never penalized")
+    assert rows["b"].endswith("b at -1: allowed_length 0 penalizes every token after the window's first (L 0)")
+    assert "a single-token breaker is never penalized" in " ".join(p.stdout.split())

@@ -3,6 +3,7 @@ yields nothing; with native coverage the instrumented libllama's counters are se
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,23 @@ def test_fault_injected_campaign_finds_minimizes_and_stores(tmp_path, monkeypatc
     assert p.returncode == 1, p.stdout + p.stderr
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["execs"] > 0 and summary["findings"], summary
+    # progress lines give exec/s by dryz's clock (libFuzzer's fork mode prints 0 while its jobs crash)
+    rates = [(int(m[1].replace(",", "")), int(m[2].replace(",", "")))
+             for m in re.finditer(r"^\[ *\d+s\] execs ([\d,]+)  exec/s ([\d,]+)", p.stdout, re.M)]
+    assert rates and all(r > 0 for (e, r), (e0, _) in zip(rates[1:], rates) if e > e0), rates
+    # the ending: at most 10 finding lines, the classes, what was written, the next commands
+    lines = p.stdout.splitlines()
+    assert sum(ln.startswith("finding: ") for ln in lines) == min(10, len(summary["findings"]))
+    classes = {}
+    for f in summary["findings"]:
+        classes[f["klass"]] = classes.get(f["klass"], 0) + 1
+    [cl] = [ln for ln in lines if ln.startswith("classes   ")]
+    assert cl == "classes   " + "  ".join(f"{k} {n:,}" for k, n in classes.items())
+    assert f"written   {tmp_path / 'w' / 'summary.json'} (the summary)" in lines
+    first = next(f for f in summary["findings"] if f["reproduces"])
+    [nxt] = [ln for ln in lines if ln.startswith("next      ")]
+    assert nxt.split("  #")[0].split() == ["next", "DRYZ_FAULT=off-by-one", "dryz", "minimize", first["file"],
+                                           "--corpus", "findings"]
     crash = Path(summary["findings"][0]["file"])
     assert crash.name.startswith("crash-") and crash.exists()
     # minimize the crash file (decoded with the harness's decoder) into a scratch corpus

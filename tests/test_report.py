@@ -63,3 +63,24 @@ def test_report_refuses_what_it_cannot_read(tmp_path):
                      ("empty", "neither a campaign"), ("nowhere.json", "No such file")):
         p = dryz("report", arg, cwd=tmp_path)
         assert p.returncode == 2 and msg in p.stderr and p.stderr.count("\n") == 1, (arg, p.stderr)
+
+
+def test_a_report_that_mixes_subjects_says_so_in_each_section(tmp_path):
+    """Two certificates of different builds (their sha256): the page says at its top that its sections judge two
+    subjects, and each certificate's header names its own; one subject alone gets no such note."""
+    import json
+    assert dryz("exhaustive", "-n", "3", "--json", "a.json", "--no-progress", cwd=tmp_path).returncode == 0
+    a = json.loads((tmp_path / "a.json").read_text())
+    b = dict(a, subject=dict(a["subject"], libllama_sha256="f" * 64, llama_cpp_python="0.3.34"))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    p = dryz("report", "a.json", "a.json", "--markdown", "one.md", cwd=tmp_path)
+    assert p.returncode == 0 and "different subjects" not in (tmp_path / "one.md").read_text()
+    p = dryz("report", "a.json", "b.json", "--markdown", "r.md", "--html", "r.html", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    md = (tmp_path / "r.md").read_text()
+    assert md.count("this report's sections judge 2 different subjects") == 2
+    assert md.splitlines()[2].startswith("**These sections judge 2 different subjects: llama-cpp-python 0.3.36")
+    assert "This section judges llama-cpp-python 0.3.34" in md.split("## Certificate `b.json`")[1]
+    assert "(sha256 ffffffffffff)" in md.split("## Certificate `b.json`")[1]
+    html = (tmp_path / "r.html").read_text()
+    assert html.count('<p class="mixed">') == 3

@@ -19,9 +19,10 @@ from ..judge import judge_output, semantics
 from ..subject.answers import Crash, Unsupported
 from ..subject.isolation import Worker
 from ..files import fail
-from ..inputs import load_case_file, load_subject, load_trace_file, say
+from .. import inputs
+from ..inputs import load_case_file, load_subject, load_trace_file, say, selected_spec
 from ..output import write_json
-from ..render import properties_text
+from ..render import properties_ending, properties_text
 from ..trace import Trace
 from ..trace_check import check_trace
 from ..verdict import AGREE, crash_verdict, is_finding
@@ -242,8 +243,7 @@ def command(names, witnesses, json_path, corpus_dir, echo) -> int:
     if corpus_dir:
         result["written"] = write_witnesses(result, corpus_dir)
     echo(properties_text(result))
-    for w in result.get("written", []):
-        echo(f"written: {w}")
     if json_path:
         write_json(json_path, result)
+    echo(properties_ending(result, json_path, selected_spec(), inputs.ENTRY_ARGV))
     return exit_code(result)

@@ -5,9 +5,10 @@ Bad input raises (dryz.files.fail, or a DryzError): one line, exit 2. `exhaustiv
 
 from __future__ import annotations
 
+from .. import inputs
 from ..errors import EXIT_ERROR, EXIT_FINDING, EXIT_OK
 from ..files import fail, parse_json_file, read
-from ..inputs import load_subject
+from ..inputs import load_subject, selected_spec
 from ..output import write_json
 from ..render import certificate_report
 from .certificate import merge as merge_results
@@ -75,7 +76,7 @@ def exhaustive(alphabet, max_length, configs, canonical, all_alphabets, window_c
 
 def certificate_exit(result, json_path, echo) -> int:
     """Print a certificate's report; its exit code (a void one: the harness in doubt, with the failed checks)."""
-    echo(certificate_report(result, json_path))
+    echo(certificate_report(result, json_path, selected_spec(), inputs.ENTRY_ARGV))
     if result["verdict"] == "void":
         failed = ", ".join(k for k, ok in result["checks"].items() if not ok)
         echo(f"dryz: error: the harness is in doubt, the run is void: failed {failed}", err=True)

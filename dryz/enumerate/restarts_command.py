@@ -8,7 +8,8 @@ from ..errors import EXIT_FINDING, EXIT_OK
 from ..files import fail
 from ..inputs import load_subject
 from ..output import Progress, write_json
-from ..render import restarts_text
+from .. import inputs
+from ..render import again, ending, restarts_text
 from ..subject.identity import subject_header
 from ..subject.vendored_vocabs import resolve_vocab, VocabUnavailable
 from ..verdict import is_finding
@@ -32,6 +33,15 @@ def restarts(alphabet, max_length, json_path, vocabs, check, seconds, echo) -> i
     if json_path:
         write_json(json_path, {"alphabet": alphabet, "max_length": max_length,
                                "configs": [r.to_json() for r in results]})
+    classes: dict = {}
+    for r in results:
+        for k, n in r.to_json()["counts"].items():
+            classes[k] = classes.get(k, 0) + n
+    steps = [] if json_path else [(f"{again(inputs.ENTRY_ARGV)} --json restarts.json",
+                                   "the same sweep, its counts and each class's first history kept")]
+    steps.append(("dryz restarts --vocab all", "restart sequences on the pinned sdist's 19 real vocabularies"))
+    echo(ending(classes, [f"{json_path} (the counts)"] if json_path else [], steps,
+                unit=f"{sum(r.histories for r in results):,} histories in {len(results)} configurations"))
     return EXIT_FINDING if any(is_finding(k) for r in results for k in r.counts) else EXIT_OK
 
 
@@ -50,5 +60,12 @@ def restarts_vocab(vocabs, check, seconds, json_path, echo) -> int:
     echo(summary_text(result))
     if json_path:
         write_json(json_path, result)
-        echo(f"results   {json_path}")
+    classes: dict = {}
+    for f in result["findings"]:
+        classes[f["klass"]] = classes.get(f["klass"], 0) + 1
+    steps = [] if json_path else [(f"{again(inputs.ENTRY_ARGV)} --json restarts.json",
+                                   "the same run, every finding's case kept")]
+    if result["findings"]:
+        steps.append(("dryz explain CASE.json", "CASE.json: a finding's case above, saved to a file, laid out"))
+    echo(ending(classes, [f"{json_path} (every probe's result)"] if json_path else [], steps, unit="findings"))
     return EXIT_FINDING if result["findings"] else EXIT_OK

@@ -8,7 +8,8 @@ from ..files import fail
 from ..inputs import load_subject
 from ..output import Progress, write_json
 from ..config import space_config
-from ..render import vocab_certificate_text
+from .. import inputs
+from ..render import again, ending, vocab_certificate_text
 from ..vocab_cases import BREAKER_PRESETS, load_vocab
 from .selection import config_names
 from .vocab_space import certificate, default_tokens
@@ -30,7 +31,18 @@ def exhaustive(vocab, tokens, breakers, max_length, configs, parameters, window_
     if json_path:
         write_json(json_path, result)
     echo(vocab_certificate_text(result, results, v.pieces()))
-    echo(f"verdict   {result['verdict']}" + (f"\nresults   {json_path}" if json_path else ""))
+    echo(f"verdict   {result['verdict']}")
+    odd: dict = {}
+    for r in results:
+        for k, n in r.history_classes.items():
+            odd[k] = odd.get(k, 0) + n
+    histories = sum(r.histories for r in results)
+    steps = [(f"{again(inputs.ENTRY_ARGV)} --json vocab.json", "the same run, its result kept")] if not json_path else []
+    if result["verdict"] != "agree":
+        steps.append(("dryz explain CASE.json --vocab " + str(vocab), "CASE.json: a case above, saved to a file, "
+                                                                       "laid out"))
+    echo(ending({"agree": histories - sum(odd.values()), **odd}, [f"{json_path} (the result)"] if json_path else [],
+                steps, unit=f"{histories:,} histories in {len(results)} configurations"))
     if not any(r.off_by_one_flagged for r in results):
         echo("dryz: error: the off-by-one control flagged nothing: the harness is in doubt", err=True)
         return EXIT_ERROR

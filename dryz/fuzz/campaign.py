@@ -306,7 +306,7 @@ class Campaign:
         log_path = self.workdir / "libfuzzer.log"
         stats = Stats()
         t0 = time.monotonic()
-        last = 0.0
+        last, shown = 0.0, 0  # when the last progress line was printed, and the execs it showed
         self.log(f"libFuzzer: {' '.join(cmd)}")
         self.log(f"coverage: {'python + native (instrumented libllama)' if self.native else 'python only'}"
                  f"{'; FAULT INJECTED: ' + self.fault if self.fault else ''}")
@@ -337,10 +337,12 @@ class Campaign:
                             if stats.update(line):
                                 now = time.monotonic()
                                 if now - last >= 5:
-                                    last = now
-                                    self.log(f"[{now - t0:6.0f}s] execs {stats.execs:,}  exec/s "
-                                             f"{stats.exec_per_s:,}  cov {stats.cov}  ft {stats.ft}  "
-                                             f"corpus {stats.corpus}")
+                                    # exec/s by dryz's own clock since the line before (libFuzzer's fork mode
+                                    # prints 0 while its jobs crash)
+                                    rate = (stats.execs - shown) / max(now - (last or t_fuzz), 1e-3)
+                                    last, shown = now, stats.execs
+                                    self.log(f"[{now - t0:6.0f}s] execs {stats.execs:,}  exec/s {rate:,.0f}  "
+                                             f"cov {stats.cov}  ft {stats.ft}  corpus {stats.corpus}")
                         rc = proc.wait()
                     except KeyboardInterrupt:
                         interrupted = True

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from ..files import fail
-from ..inputs import load_subject, say
+from ..inputs import load_subject, say, selected_spec
 from ..case import Case
 from ..output import write_json
 from ..render import abi_confirmation_text, fuzz_summary_text
@@ -52,10 +52,10 @@ def run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, brea
     except SystemExit as e:  # the native build reports a missing toolchain this way
         fail(f"native build unavailable (exit {e.code}); run without --native for Python coverage only")
     camp.complete(summary, confirmation, sampler)  # the subject and vocabulary, which the text names too
-    echo(fuzz_summary_text(summary, traces, seconds, camp.hard_limit()))
     write_json(work / "summary.json", summary)  # beside the log: what dryz report reads
     if json_path:
         write_json(json_path, summary)
+    echo(fuzz_summary_text(summary, traces, seconds, camp.hard_limit(), work, selected_spec(), json_path))
     rc, why = exit_code(summary, confirmation, seconds)
     if why:
         echo(why, err=True)

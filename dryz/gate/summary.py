@@ -36,10 +36,10 @@ def markdown(res: GateResult, limit: int = 60) -> str:
         for m in res.modes:
             for f in m.findings[:1]:
                 where = f.minimized or f.witness or ""
-                if where and where in shown:
-                    tail.append(f"- **{f.mode}** `{f.klass}`: the same witness as **{shown[where]}**")
+                if where and where in shown and shown[where][1] == f.klass:  # one witness, one class: said once
+                    tail.append(f"- **{f.mode}** `{f.klass}`: the same witness as **{shown[where][0]}**")
                     continue
-                shown[where] = f.mode
+                shown.setdefault(where, (f.mode, f.klass))
                 tail.append(f"- **{f.mode}** `{f.klass}`: {f.spelled or f.detail} (shortest: {f.shortest or '?'}; "
                             f"`{Path(where).name}`)")
                 if f.explain:
