@@ -15,9 +15,9 @@ from .inputs import (judge_case_file, judge_trace_file, load_case_file, load_sub
                      quiet_mode, say, vocab_filter, with_runtime)
 from .options import (BASE, CERTIFICATE, CHANGE, ENTRY, EXPECT_FILE, FIX, INPUT, INPUT_FOLDER, KILL_ORDER, LIB,
                       MATRIX_RELEASE, MODE, OPERATOR, OUTPUT, OUTPUT_FOLDER, PROPERTY, READ_AS, RELEASE, REPORT_INPUT,
-                      SCHEDULER, SHARD, SPACE_CONFIG, SUBJECT, SUBJECT_OR_SERVER, TRIAGE, VOCAB, WITNESS, Bound, Duration,
-                      Vocabulary, _max_alphabet, _max_trace_events, _sanitizers, case_file_options, check_environment,
-                      meaning, old, with_old_spellings)
+                      SANITIZER, SCHEDULER, SHARD, SPACE_CONFIG, SUBJECT, SUBJECT_OR_SERVER, TRIAGE, VOCAB, WITNESS,
+                      Bound, Duration, Vocabulary, _max_alphabet, _max_trace_events, _sanitizers, case_file_options,
+                      check_environment, meaning, old, with_old_spellings)
 
 
 def say_subject(lib) -> None:
@@ -78,7 +78,7 @@ def subject_show():
 @click.option("--force", is_flag=True, help="Rebuild even when cached.")
 @click.option("--server", is_flag=True,
               help="Build the llama-server executable instead (its own build directory); prints its path.")
-@click.option("--sanitize", "sanitize", multiple=True, metavar="NAME", callback=_sanitizers,
+@click.option("--sanitize", "sanitize", multiple=True, type=SANITIZER, metavar="NAME", callback=_sanitizers,
               help=meaning("--sanitize", "Give it once per sanitizer. libllama in its own work tree."))
 @with_old_spellings
 def subject_build(version, patch, jobs, force, server, sanitize):
@@ -108,9 +108,9 @@ def subject_build(version, patch, jobs, force, server, sanitize):
 @click.option("--shard", default=None, type=SHARD, metavar="I/N", help="Run only shard I of N (combine with dryz merge).")
 @click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--json", "The certificate (interrupted: the partial result --resume continues)."))
-@click.option("-j", "--jobs", "workers", type=int, default=None,
+@click.option("-j", "--jobs", "workers", type=Bound(int, 1), default=None,
               help=meaning("--jobs", "At most 4 per core. [default: all cores]"))
-@old("--workers", "-j/--jobs", "workers", type=int)
+@old("--workers", "-j/--jobs", "workers", type=Bound(int, 1))
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (after 1 s).")
 @click.option("--resume", "resume_path", default=None, type=CERTIFICATE, metavar="FILE",
               help="Continue an interrupted run (its partial result JSON); give the same space options.")
@@ -240,8 +240,8 @@ def export_cmd(entry, form, output):
     from .export import export  # on use: keeps start-up fast
     text = export(entry, form)
     if output:
-        with open(output, "w") as f:
-            f.write(text)
+        from .output import write_text  # on use: keeps start-up fast
+        write_text(output, text)
     else:
         click.echo(text, nl=False)
 
@@ -470,7 +470,7 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
 @click.option("--markdown", "md_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--markdown", "The score, kill matrix and survivors."))
 @click.option("--list", "list_only", is_flag=True, help="Print the selected mutants as JSON lines and exit.")
-@click.option("--sanitize", "sanitize", multiple=True, metavar="NAME", callback=_sanitizers,
+@click.option("--sanitize", "sanitize", multiple=True, type=SANITIZER, metavar="NAME", callback=_sanitizers,
               help=meaning("--sanitize", "Every mutant and the pristine control; a report kills as memory."))
 @click.option("--test-set", "test_set", default=None, type=OUTPUT_FOLDER, metavar="DIR", help="Then the fewest test_dry vectors that "
               "kill what dryz kills and test-sampling misses: a patch to tests/test-sampling.cpp in DIR, scored.")

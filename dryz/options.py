@@ -233,10 +233,10 @@ class Base(Subject):
 
 class Parsed(Checked):
     """A value with a form of its own, read by the function its module reads it with (parse(value) raises
-    ValueError or a DryzError with the reason); bad: values of the form that must be refused."""
+    ValueError or a DryzError with the reason); bad: values of the form that must be refused, good: one taken."""
 
-    def __init__(self, what: str, parse, bad=()):
-        self.name, self.parse, self.bad = what, parse, tuple(bad)
+    def __init__(self, what: str, parse, bad=(), good: str = ""):
+        self.name, self.parse, self.bad, self.good = what, parse, tuple(bad), good
 
     def check(self, value):
         self.parse(value)
@@ -487,14 +487,14 @@ VOCAB = Vocabulary()
 SUBJECT = Subject()
 LIB = Subject(kind="libllama")
 BASE = Base()
-FIX = Parsed("fix", _fix, bad=("finite-penalty:saturat", ""))
+FIX = Parsed("fix", _fix, bad=("finite-penalty:saturat", ""), good="finite-penalty:saturate")
 PROPERTY = Name("property", _properties)
 MODE = Name("mode", _modes)
 OPERATOR = Name("operator", _operators)
 CHANGE = ChangeClass()
-RELEASE = Parsed("release", _release, bad=("0.3.x", "latest"))
-MATRIX_RELEASE = Parsed("release", _matrix_release, bad=("0.3.x", "xllamacpp==x"))
-SPACE_CONFIG = Parsed("configuration", _space_config, bad=("nope", "window0"))
+RELEASE = Parsed("release", _release, bad=("0.3.x", "latest"), good="0.3.36")
+MATRIX_RELEASE = Parsed("release", _matrix_release, bad=("0.3.x", "xllamacpp==x"), good="xllamacpp==0.2.9")
+SPACE_CONFIG = Parsed("configuration", _space_config, bad=("nope", "window0"), good="window4/allowed2")
 def _reader(key: str):
     def read_file(path):
         from .formats import read_as  # on use: keeps start-up fast
@@ -530,8 +530,16 @@ KILL_ORDER = Input(also=("gate",), read=_kill_order)  # mutate --kill-order
 REPORT_INPUT = Input(either=True, read=_report_input)  # report's inputs
 SUBJECT_OR_SERVER = Subject(bare=("server",))  # conformance --row: `server` is the pinned release's llama-server
 EXPECT_FILE = Input(read=read_expect_file)
-SHARD = Parsed("shard", _shard, bad=("3/2", "x"))
-SCHEDULER = Parsed("address", _scheduler, bad=("garbage", "ftp://h:1"))
+def _sanitizer(value: str) -> None:
+    from .subject.build import parse_sanitize  # on use: keeps start-up fast
+    if not value.strip():
+        raise ValueError("an empty sanitizer name (address, undefined)")
+    parse_sanitize(value)
+
+
+SANITIZER = Parsed("sanitizer", _sanitizer, bad=("leak", ""), good="address")  # (the callback joins them)
+SHARD = Parsed("shard", _shard, bad=("3/2", "x"), good="1/2")
+SCHEDULER = Parsed("address", _scheduler, bad=("garbage", "ftp://h:1"), good="tcp://127.0.0.1:8786")
 
 
 # -- environment variables: each read with the type of the option it stands for ------------------------------------

@@ -75,11 +75,20 @@ def environment() -> dict:
 
 def write_json(path: str | Path, data: dict) -> None:
     """Atomic write: a result is never half-written."""
+    write_text(path, json.dumps(data, indent=2) + "\n")
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """An output file (--json, --markdown, --html, --output) written whole or not at all, its folders made: the
+    one way a command writes what its options name (each proven writable before the work: dryz.files.writable)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 class ClosedPipeSafe:
@@ -116,4 +125,4 @@ def table_out(result: dict, table: str, json_path, md_path, echo) -> None:
     if json_path:
         write_json(json_path, result)
     if md_path:
-        Path(md_path).write_text(table)
+        write_text(md_path, table)

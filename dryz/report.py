@@ -427,8 +427,9 @@ def command(inputs, html_path: str | None, md_path: str | None) -> str:
         fail(f"an input lacks what its kind must have ({type(e).__name__}: {e}); not written by this dryz?")
     if html_path is None and md_path is None:
         return md
+    from .output import write_text  # on use
     if html_path:
-        Path(html_path).write_text(page)
+        write_text(html_path, page)
     if md_path:
-        Path(md_path).write_text(md)
+        write_text(md_path, md)
     return "written: " + ", ".join(p for p in (html_path, md_path) if p)

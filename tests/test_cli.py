@@ -14,7 +14,7 @@ from conftest import dryz
     (["exhaustive", "--max-length", "-3"], "--max-length must be at least 1"),
     (["exhaustive", "--config", "nope"], "--config: unknown configuration 'nope'"),
     (["exhaustive", "--alphabet", "x"], "'x' is not a valid integer"),
-    (["exhaustive", "-j", "0"], "--jobs must be in 1.."),
+    (["exhaustive", "-j", "0"], "--jobs must be at least 1, got 0"),
     (["exhaustive", "--jobs", "1000"], "--jobs must be in 1.."),
     (["exhaustive", "-c", "window2147483647"], "penalty_last_n 2147483647 is above"),
     (["exhaustive", "--scheduler", "garbage"], "expected HOST:PORT"),

@@ -21,14 +21,14 @@ def run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, brea
         libfuzzer_flags, echo) -> int:
     if traces and vocab is not None:
         fail("--traces fuzzes traces over the symbol vocabulary (not with --vocab)")
+    for f in libfuzzer_flags:
+        if not f.startswith("-"):
+            fail(f"unexpected argument {f!r} (libFuzzer flags start with '-')")
     lib = load_subject()
     if native:
         if lib.kind != "libllama" or lib.path != pip_library():
             fail("--native fuzzes an instrumented libllama built from the pinned sdist, not the selected subject; "
                  "run without --native to audit it")
-    for f in libfuzzer_flags:
-        if not f.startswith("-"):
-            fail(f"unexpected argument {f!r} (libFuzzer flags start with '-')")
     work = Path(workdir).resolve()  # libFuzzer runs with the work dir as its cwd: paths must be absolute
     camp = Campaign(seconds=seconds, jobs=jobs or os.cpu_count() or 1, workdir=work,
                     artifacts=Path(artifacts).resolve() if artifacts else work / "artifacts",

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from ..children import run as run_child
-from ..output import write_json
+from ..output import write_json, write_text
 from ..subject.binding import SubjectError, resolve
 from ..subject.registry import resolve_base, split_declared, with_declared
 from ..oracle.deviations import fix_for
@@ -77,6 +77,6 @@ def command(gate_lib, selected: str, seconds, base, expect, expect_file, workdir
     if json_path:
         write_json(json_path, data)
     if md_path:
-        Path(md_path).write_text(md)
+        write_text(md_path, md)
     echo(md, nl=False)
     return res

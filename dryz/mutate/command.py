@@ -11,6 +11,7 @@ from .order import default_matrix, kill_first, kill_matrix, load_matrix
 from .operators import OPERATORS, generate, sdist_source
 from .report import TriageError, default_triage, load_triage, markdown, summarize
 from .runner import Killer, MutateError, prepare, run, sample
+from ..output import write_json, write_text
 
 EXIT_OK, EXIT_FINDING, EXIT_ERROR = 0, 1, 2
 
@@ -96,9 +97,9 @@ def main(version: str, workdir: Path, n: int | None, operators, ids, mode_names,
                                                                f"on each, {budget:g} s)")
     md = markdown(summary, results, {m.id: m for m in chosen}, names)
     if json_path:
-        Path(json_path).write_text(json.dumps({"summary": summary, "results": results}, indent=2) + "\n")
+        write_json(json_path, {"summary": summary, "results": results})
     if md_path:
-        Path(md_path).write_text(md)
+        write_text(md_path, md)
     echo(md)
     if test_set is not None:
         from .testset import TestSetError, select_and_measure, sentence  # on use: only --test-set needs it
