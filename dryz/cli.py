@@ -15,9 +15,9 @@ from .inputs import (judge_case_file, judge_trace_file, load_case_file, load_sub
                      quiet_mode, say, vocab_filter, with_runtime)
 from .options import (BASE, CERTIFICATE, CHANGE, ENTRY, EXPECT_FILE, FIX, INPUT, INPUT_FOLDER, KILL_ORDER, LIB,
                       MATRIX_RELEASE, MODE, OPERATOR, OUTPUT, OUTPUT_FOLDER, PROPERTY, READ_AS, RELEASE, REPORT_INPUT,
-                      SANITIZER, SCHEDULER, SHARD, SPACE_CONFIG, SUBJECT, SUBJECT_OR_SERVER, TRIAGE, VOCAB, WITNESS,
-                      Bound, Duration, Vocabulary, _max_alphabet, _max_trace_events, _sanitizers, case_file_options,
-                      check_environment, meaning, old, with_old_spellings)
+                      RESUMED, SANITIZER, SCHEDULER, SHARD, SPACE_CONFIG, SUBJECT, SUBJECT_OR_SERVER, TRIAGE, VOCAB,
+                      WITNESS, Bound, Duration, Group, Vocabulary, _max_alphabet, _max_trace_events, _sanitizers,
+                      case_file_options, check_environment, meaning, old, with_old_spellings)
 
 
 def say_subject(lib) -> None:
@@ -26,7 +26,7 @@ def say_subject(lib) -> None:
     click.echo(subject_header(lib))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dryz")
 @click.option("--subject", "subject_spec", default=None, type=SUBJECT, metavar="KIND:ARG", envvar="DRYZ_SUBJECT",
               help="The subject under audit, for every command and every process it starts: libllama:PATH (a "
@@ -112,7 +112,7 @@ def subject_build(version, patch, jobs, force, server, sanitize):
               help=meaning("--jobs", "At most 4 per core. [default: all cores]"))
 @old("--workers", "-j/--jobs", "workers", type=Bound(int, 1))
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr (after 1 s).")
-@click.option("--resume", "resume_path", default=None, type=CERTIFICATE, metavar="FILE",
+@click.option("--resume", "resume_path", default=None, type=RESUMED, metavar="FILE",
               help="Continue an interrupted run (its partial result JSON); give the same space options.")
 @click.option("--vocab", "vocab", default=None, type=VOCAB, metavar="NAME|PATH",
               help=meaning("--vocab", "Histories over its real tokens (--token), restart sequences from its "

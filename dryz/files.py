@@ -148,12 +148,14 @@ def writable(path, folder: bool = False) -> Path:
         probe_in = real
     probe = probe_in / f".dryz-probe-{os.getpid()}-{secrets.token_hex(4)}"
     try:
+        times = os.stat(probe_in)
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.write(fd, b"x")
         finally:
             os.close(fd)
             os.unlink(probe)
+            os.utime(probe_in, ns=(times.st_atime_ns, times.st_mtime_ns))  # the folder's times as they were
         if not folder and anc == p:
             os.close(os.open(real, os.O_WRONLY | os.O_APPEND))  # the file itself: opened, not changed
     except OSError as e:

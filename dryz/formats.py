@@ -247,7 +247,7 @@ CERTIFICATE = obj({
     "verdict": s("`certified`, `mismatch`, `crash`, `void`, `partial` (one `--shard`) or `interrupted`",
                  values=("certified", "mismatch", "crash", "void", "partial", "interrupted")),
     "subject": obj(SUBJECT.fields, SUBJECT.meaning),
-    "space": obj({"alphabet": T("integer", nullable=True), "min_length": i(), "max_length": i(),
+    "space": obj({"alphabet": anything("the number of symbols, or `all`"), "min_length": i(), "max_length": i(),
                   "enumeration": s(values=("canonical", "plain"))},
                  "the alphabet, symbols, lengths, candidates, enumeration (canonical or plain), configurations, "
                  "expected case count"),
@@ -484,6 +484,9 @@ def report_input(path) -> None:
     by_tool = {f.tag[1]: k for k, f in FORMATS.items() if f.tag and f.tag[0] == "tool"}
     if not isinstance(tool, str) or tool not in by_tool:
         raise FormatError(f"{path}: not a result of dryz exhaustive, matrix, gate or conformance (tool {tool!r})")
+    if tool == "dryz exhaustive" and data.get("mode") == "vocab":
+        raise FormatError(f"{path}: a dryz exhaustive --vocab result, which dryz report does not render (it renders "
+                          "certificates of the symbol space)")
     check_as(data, by_tool[tool], path)
 
 

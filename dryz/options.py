@@ -148,11 +148,11 @@ class Output(Checked):
 class Input(Checked):
     """A file (folder=True: a folder; either=True: either) this command reads: it exists and can be read; with
     `read`, a function of the path that reads it and raises (one line) where its shape is not its format's
-    (dryz.formats)."""
+    (dryz.formats). updated: an output may name it (a run it continues and rewrites: --resume)."""
     bad = ("/nonexistent/dryz-refused",)
 
-    def __init__(self, folder: bool = False, either: bool = False, read=None, also=()):
-        self.folder, self.either, self.read, self.also = folder, either, read, tuple(also)
+    def __init__(self, folder: bool = False, either: bool = False, read=None, also=(), updated: bool = False):
+        self.folder, self.either, self.read, self.also, self.updated = folder, either, read, tuple(also), updated
         self.name = "path" if either else "folder" if folder else "file"
 
     def check(self, value):
@@ -518,7 +518,8 @@ def _case_or_trace(path):
 
 
 WITNESS = Input(read=_case_or_trace)                 # properties --witness: a case, trace, entry or crash file
-CERTIFICATE = Input(read=_reader("certificate"))     # merge's shards, exhaustive --resume
+CERTIFICATE = Input(read=_reader("certificate"))     # merge's shards
+RESUMED = Input(read=_reader("certificate"), updated=True)  # exhaustive --resume: rewritten as the run goes on
 def _entry(path):
     from .formats import entry_file  # on use: keeps start-up fast
     return entry_file(path)
@@ -641,3 +642,47 @@ def check_environment(argv=()) -> None:
         if var.option and given & set(var.option):
             continue
         env(name)
+
+
+# -- values checked together: a command's parsed options, before it runs -----------------------------------------
+
+def check_together(ctx) -> None:
+    """What no one option can say: no output names one of the command's input files (it would be overwritten
+    before it is read, or after), and no two outputs name the same file. One line, exit 2."""
+    import os
+    outputs, inputs = {}, []
+    for p in ctx.command.params:
+        value = ctx.params.get(p.name)
+        for v in value if isinstance(value, (tuple, list)) else (value,):
+            if v is None or not isinstance(v, str):
+                continue
+            if isinstance(p.type, Output) and not p.type.folder:
+                real = os.path.realpath(v)
+                if real in outputs:
+                    raise click.UsageError(f"{_where(p, None)} {v}: also {_where(outputs[real], None)}: two results "
+                                           "to one file")
+                outputs[real] = p
+            elif isinstance(p.type, Input) and not p.type.updated:
+                inputs.append((p, v))
+    for p, v in inputs:
+        q = outputs.get(os.path.realpath(v))
+        if q is not None:
+            what = _where(p, None) or p.human_readable_name
+            raise click.UsageError(f"{_where(q, None)} {v}: it is also this command's input ({what}): the result "
+                                   "would overwrite it")
+
+
+class Command(click.Command):
+    """A dryz command: its options parsed (each checked by its type), then checked together (check_together),
+    before it runs."""
+
+    def parse_args(self, ctx, args):
+        rest = super().parse_args(ctx, args)
+        check_together(ctx)
+        return rest
+
+
+class Group(click.Group):
+    """dryz's groups: their commands are Commands, their groups Groups."""
+    command_class = Command
+    group_class = type

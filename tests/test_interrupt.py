@@ -148,7 +148,8 @@ def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
     (tmp_path / "broken.json").write_text(json.dumps(part))
     bad = subprocess.run([sys.executable, "-m", "dryz", *args, "--json", "x.json", "--resume", "broken.json"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and bad.stderr.startswith("dryz: error: --resume broken.json: not a partial result") \
+    assert bad.returncode == 2 and bad.stderr.startswith("dryz: error: --resume: broken.json: not a dryz exhaustive result: field "
+                                                              "'configs[0].examples[0].case.history'") \
         and bad.stderr.count("\n") == 1, bad.stderr
 
 

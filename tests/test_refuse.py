@@ -82,7 +82,7 @@ def fx(tmp_path_factory):
 def good(p, fx, out: Path):
     """A value of this parameter's kind that is taken (None: the parameter needs none)."""
     t = p.type
-    readers = {id(O.CERTIFICATE): fx["shard"], id(O.ENTRY): fx["entry"], id(O.REPORT_INPUT): fx["shard"],
+    readers = {id(O.CERTIFICATE): fx["shard"], id(O.RESUMED): fx["shard"], id(O.ENTRY): fx["entry"], id(O.REPORT_INPUT): fx["shard"],
                id(O.EXPECT_FILE): fx["expect"], id(O.WITNESS): fx["case"], id(O.INPUT): fx["case"],
                id(O.INPUT_FOLDER): fx["corpus"], id(O.TRIAGE): ROOT / "dryz" / "mutate" / "triage-0.3.36.json",
                id(O.KILL_ORDER): ROOT / "dryz" / "mutate" / "kill-matrix-0.3.36.json"}
@@ -244,6 +244,29 @@ def test_good_values_of_every_kind_pass_the_same_checks(path, cmd, fx, tmp_path,
     group = cli.make_context("dryz", [x for p in params(cli) for x in (name_of(p), good(p, fx, out))
                                       if p.name != "lib_path"] + ["exhaustive"])
     assert group.params["subject_spec"] == "libllama:"
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["merge", "<SHARD>", "--json", "<SHARD>"], "--json <SHARD>: it is also this command's input (PATHS): the result "
+                                                "would overwrite it"),
+    (["export", "<ENTRY>", "--as", "c", "--output", "<ENTRY>"], "--output <ENTRY>: it is also this command's input "
+                                                                "(ENTRY)"),
+    (["report", "<SHARD>", "--html", "OUT/r", "--markdown", "OUT/r"], "--markdown OUT/r: also --html: two results to "
+                                                                      "one file"),
+])
+def test_values_are_checked_together_before_any_work(argv, said, fx, tmp_path):
+    """What no one option can say: an output naming the command's input, two outputs naming one file."""
+    sub = {"<SHARD>": str(fx["shard"]), "<ENTRY>": str(fx["entry"])}
+    args = [sub.get(a, a.replace("OUT/", str(tmp_path / "out") + "/")) for a in argv]
+    before = snapshot(fx["dir"])
+    p = subprocess.run([sys.executable, "-m", "dryz", *args], cwd=tmp_path, env=clean_env(), capture_output=True,
+                       text=True, timeout=ENDS_WITHIN)
+    for k, v in sub.items():
+        said = said.replace(k, v)
+    said = said.replace("OUT/", str(tmp_path / "out") + "/")
+    assert p.stderr.startswith(f"dryz: error: {said}"), p.stderr
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and snapshot(fx["dir"]) == before
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("argv", [
