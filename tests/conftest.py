@@ -96,6 +96,21 @@ def default_signals():
         signal.signal(sig, signal.SIG_DFL)
 
 
+def session(sid: int) -> set[int]:
+    """Every live process of a session (zombies are already gone as far as leftovers go): what a test that
+    started a process in a session of its own finds left of it."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                fields = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":
+                out.add(int(d))
+    return out
+
+
 @pytest.fixture
 def terminal_signals():
     """For a test that sends signals to processes it starts without a preexec_fn (dryz's own Popen calls): this

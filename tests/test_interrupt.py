@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import default_sigint
+from conftest import default_sigint, session as _session
 
 ENDS_WITHIN = 120  # seconds; a run that has not ended by then after SIGINT is a failure (and is killed)
 
@@ -199,20 +199,6 @@ def test_progress_off_a_terminal_is_one_line_per_interval_with_an_eta():
         assert q.stream.getvalue() == ""
     finally:
         del os.environ["DRYZ_QUIET"]
-
-
-def _session(sid: int) -> set[int]:
-    """Every live process of a session (zombies are already gone as far as leftovers go)."""
-    out = set()
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                fields = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[3]) == sid and fields[0] != "Z":
-                out.add(int(d))
-    return out
 
 
 def _forkserver_job_running(sid: int) -> bool:

@@ -21,7 +21,7 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, session as _session
 from dryz import options as O
 from dryz.cli import cli
 from dryz.formats import EXAMPLE_CASE
@@ -184,19 +184,6 @@ def argv_for(path, target: str, value: str, fx, out: Path) -> list[str]:
 def snapshot(d: Path) -> dict:
     return {str(p.relative_to(d)): (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
             for p in sorted(d.rglob("*"))}
-
-
-def _session(sid: int) -> list[int]:
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                fields = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[3]) == sid and fields[0] != "Z":
-                out.append(int(d))
-    return out
 
 
 @pytest.mark.parametrize("path,target,value", cases(), ids=lambda x: " ".join(x) if isinstance(x, tuple) else
