@@ -105,7 +105,8 @@ def subject_build(version, patch, jobs, force, server, sanitize):
                    "(2, 1.1), (1, 1), judged bit-exactly against the output model (NAME/allowedA/mM/bB).")
 @click.option("--scheduler", default=None, type=SCHEDULER, metavar="ADDRESS",
               help=meaning("--scheduler", "The space's slices."))
-@click.option("--shard", default=None, type=SHARD, metavar="I/N", help="Run only shard I of N (combine with dryz merge).")
+@click.option("--shard", default=None, type=SHARD, metavar="I/N",
+              help="Run only shard I of N (combine with dryz merge).")
 @click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--json", "The certificate (interrupted: the partial result --resume continues)."))
 @click.option("-j", "--jobs", "workers", type=Bound(int, 1), default=None,
@@ -425,7 +426,8 @@ def properties(names, witnesses, json_path, corpus_dir):
               help=meaning("--time", "No random or kept case starts after it (the edge cases and the corpus are "
                                      "always compared in full; the witnesses are minimized after)."))
 @click.option("--corpus", "corpus_dir", default=None, type=OUTPUT_FOLDER, metavar="DIR", help=meaning("--corpus"))
-@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE", help=meaning("--json", "The differences."))
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
+              help=meaning("--json", "The differences."))
 def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
     """The selected subject (NEW) against BASE, case by case, as dryz matrix compares releases (edge cases, the
     corpus, random and kept inputs), each kind of difference minimized to a witness. Exit 1 when they differ."""
@@ -457,7 +459,8 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
 @click.option("--lanes", type=click.IntRange(1, 2), default=2, show_default=True, help=meaning("--lanes"))
 @click.option("--first-kill", is_flag=True,
               help="Cancel a mutant's other modes at its first kill (faster; the kill matrix shows the first killer).")
-@click.option("--kill-order", default=None, type=KILL_ORDER, metavar="FILE|gate", help="Each lane's modes kill-first, as this kill "
+@click.option("--kill-order", default=None, type=KILL_ORDER, metavar="FILE|gate",
+              help="Each lane's modes kill-first, as this kill "
               "matrix orders them (or an earlier run's --json), or `gate`. [default: the release's, if shipped]")
 @click.option("--scheduler", default=None, type=SCHEDULER, metavar="ADDRESS",
               help=meaning("--scheduler", "The mutants as tasks (each worker builds its mutants)."))
@@ -472,8 +475,9 @@ def compare(base, kept, random_cases, seconds, corpus_dir, json_path):
 @click.option("--list", "list_only", is_flag=True, help="Print the selected mutants as JSON lines and exit.")
 @click.option("--sanitize", "sanitize", multiple=True, type=SANITIZER, metavar="NAME", callback=_sanitizers,
               help=meaning("--sanitize", "Every mutant and the pristine control; a report kills as memory."))
-@click.option("--test-set", "test_set", default=None, type=OUTPUT_FOLDER, metavar="DIR", help="Then the fewest test_dry vectors that "
-              "kill what dryz kills and test-sampling misses: a patch to tests/test-sampling.cpp in DIR, scored.")
+@click.option("--test-set", "test_set", default=None, type=OUTPUT_FOLDER, metavar="DIR",
+              help="Then the fewest test_dry vectors that kill what dryz kills and test-sampling misses: a patch to "
+                   "tests/test-sampling.cpp in DIR, scored.")
 @with_old_spellings
 def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, first_kill, kill_order, scheduler,
            no_upstream, keep_builds, triage_path, json_path, md_path, list_only, sanitize, test_set):
@@ -513,7 +517,8 @@ def mutate(version, workdir, n, operators, ids, mode_names, seconds, lanes, firs
               help=meaning("--markdown", "The summary for a pull request (also printed)."))
 @click.option("--html", "html_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--html", "The report (dryz report) over every mode's results."))
-@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE", help=meaning("--json", "The gate's result."))
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
+              help=meaning("--json", "The gate's result."))
 def gate_cmd(gate_lib, base, seconds, expect, expect_file, workdir, modes, lanes, md_path, html_path, json_path):
     """Every audit mode on the subject within a budget, and with --base what it does differently from the
     base: exit 0 clean, 1 a finding or an undeclared change (or a declared one not seen), 2 the harness."""

@@ -2,7 +2,7 @@
 worker count, writes a partial result marked interrupted (never certified), exits 130, and a resumed run reaches
 exactly the counts of an uninterrupted one.
 
-The runs are started with SIGINT at its default disposition, whatever the test runner inherited: a runner started
+The runs are started with SIGINT and SIGTERM at their defaults, whatever the test runner inherited: a runner started
 from a non-interactive shell's background job (`bash .ci/run &`) has SIGINT ignored, and a child would inherit
 that and never see the Ctrl-C. Each run is interrupted once it has loaded the library (its work has begun), and
 no bound is put on how fast it ends beyond a generous timeout: the latency is a figure for bench/, not a test."""
@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import default_sigint, session as _session
+from conftest import default_signals, session as _session
 
 ENDS_WITHIN = 120  # seconds; a run that has not ended by then after SIGINT is a failure (and is killed)
 
@@ -25,7 +25,7 @@ ENDS_WITHIN = 120  # seconds; a run that has not ended by then after SIGINT is a
 class Run:
     """A dryz command in its own process group, SIGINT at its default disposition, its output read as it comes."""
 
-    def __init__(self, *args, cwd, sigint=default_sigint):
+    def __init__(self, *args, cwd, sigint=default_signals):
         self.p = subprocess.Popen([sys.executable, "-m", "dryz", *args], start_new_session=True, cwd=cwd,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   preexec_fn=sigint)
@@ -100,7 +100,7 @@ def test_children_get_sigint_at_its_default_even_when_the_runner_ignores_it(tmp_
     try:
         code = "import sys; print('up', flush=True); sys.stdin.read()"
         kids = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 text=True, **kw) for kw in ({}, {"preexec_fn": default_sigint})]
+                                 text=True, **kw) for kw in ({}, {"preexec_fn": default_signals})]
         try:
             for q in kids:
                 assert q.stdout.readline() == "up\n"  # running user code: start-up has set its handlers
@@ -148,8 +148,9 @@ def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
     (tmp_path / "broken.json").write_text(json.dumps(part))
     bad = subprocess.run([sys.executable, "-m", "dryz", *args, "--json", "x.json", "--resume", "broken.json"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and bad.stderr.startswith("dryz: error: --resume: broken.json: not a dryz exhaustive result: field "
-                                                              "'configs[0].examples[0].case.history'") \
+    assert bad.returncode == 2 and bad.stderr.startswith(
+        "dryz: error: --resume: broken.json: not a dryz exhaustive result: field "
+        "'configs[0].examples[0].case.history'") \
         and bad.stderr.count("\n") == 1, bad.stderr
 
 

@@ -82,7 +82,8 @@ def fx(tmp_path_factory):
 def good(p, fx, out: Path):
     """A value of this parameter's kind that is taken (None: the parameter needs none)."""
     t = p.type
-    readers = {id(O.CERTIFICATE): fx["shard"], id(O.RESUMED): fx["shard"], id(O.ENTRY): fx["entry"], id(O.REPORT_INPUT): fx["shard"],
+    readers = {id(O.CERTIFICATE): fx["shard"], id(O.RESUMED): fx["shard"], id(O.ENTRY): fx["entry"],
+               id(O.REPORT_INPUT): fx["shard"],
                id(O.EXPECT_FILE): fx["expect"], id(O.WITNESS): fx["case"], id(O.INPUT): fx["case"],
                id(O.INPUT_FOLDER): fx["corpus"], id(O.TRIAGE): ROOT / "dryz" / "mutate" / "triage-0.3.36.json",
                id(O.KILL_ORDER): ROOT / "dryz" / "mutate" / "kill-matrix-0.3.36.json"}
