@@ -41,12 +41,16 @@ def say_subject(lib) -> None:
               help="The subject (a patched llama.cpp) carries this fix dryz models (finite-penalty:saturate, "
                    "base-below-one:off, breaker-text:printed): declared-FIX where its output is the fix's.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output (results and errors only), for scripts.")
+@click.option("--no-build", is_flag=True, help="Refuse (exit 2) any build the command needs and the cache lacks, "
+              "instead of making it (a build says first how long it is expected to take). [env: DRYZ_NO_BUILD=1]")
 @click.pass_context
-def cli(ctx, subject_spec, lib_path, declared, quiet):
+def cli(ctx, subject_spec, lib_path, declared, quiet, no_build):
     """Audit llama.cpp's DRY sampler against independent oracles."""
     check_environment(inputs.ENTRY_ARGV)
     if quiet:
         os.environ["DRYZ_QUIET"] = "1"
+    if no_build:
+        os.environ["DRYZ_NO_BUILD"] = "1"  # (and in every process the command starts)
     inputs.COMMAND = ctx.invoked_subcommand or ""
     ctx.obj = inputs.selected(subject_spec, lib_path, declared)
     with_runtime(ctx.obj)

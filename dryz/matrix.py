@@ -34,7 +34,7 @@ from .subject.cache import cache_dir
 from .subject.identity import subject_line
 from .subject.registry import as_spec
 from .output import table_out
-from .subject.build import build
+from .subject.build import build, describe, refuse_or_announce
 from .subject.registry import parse
 
 # One llama-cpp-python release per DRY source seen so far (0.3.25-0.3.34 share one; 0.3.35 and 0.3.36 have
@@ -274,6 +274,7 @@ def command(versions, seconds, random_cases, workdir, corpus_dir, json_path, md_
     for x in extra:
         parse(x)
         specs.append(Spec("subject", x))
+    refuse_or_announce([describe(s.version) for s in specs if s.kind not in ("subject", "xllamacpp")], log)
     result = run_matrix(specs, seconds, Path(workdir).resolve(), Path(corpus_dir), log, random_cases)
     table_out(result, markdown(result), json_path, md_path, echo)
     return exit_code(result)

@@ -574,6 +574,8 @@ ENVIRONMENT = {
     "DRYZ_LIB": Var("user", "The libllama under audit, as `--lib PATH` (short for `libllama:PATH`).", LIB,
                     ("--lib", "--subject")),
     "DRYZ_QUIET": Var("user", "`1`: no progress output, as `-q`.", BOOLEAN_01, ("-q", "--quiet")),
+    "DRYZ_NO_BUILD": Var("user", "`1`: refuse any build a command needs and the cache lacks, as `--no-build`.",
+                         BOOLEAN_01, ("--no-build",)),
     "DRYZ_CACHE": Var("user", "The cache folder (below). Default `$XDG_CACHE_HOME/dryz`, else `~/.cache/dryz`.",
                       OUTPUT_FOLDER),
     "DRYZ_SDIST_DIR": Var("user", "A folder holding llama-cpp-python sdists, looked in before the cache and "

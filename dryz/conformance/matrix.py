@@ -27,7 +27,7 @@ from ..gate.witnesses import minimized
 from ..matrix import cell as campaign_cell
 from ..output import table_out
 from ..render import probe_line
-from ..subject.build import PINNED_VERSION, build
+from ..subject.build import PINNED_VERSION, build, describe, refuse_or_announce
 from ..subject.identity import subject_line
 from ..subject.registry import parse
 from ..verdict import is_finding
@@ -243,6 +243,7 @@ def command(rows, seconds: int, max_length: int, names, workdir, json_path, md_p
     unknown = [n for n in names if n not in BY_NAME]
     if unknown:
         fail(f"--property {unknown[0]!r}: not a property (properties: {', '.join(BY_NAME)})")
+    refuse_or_announce([describe(PINNED_VERSION, server=True)] if "server" in specs else [], log)
     result = run_conformance(specs, seconds, Path(workdir).resolve(), log, max_length, names)
     table_out(result, markdown(result), json_path, md_path, echo)
     return exit_code(result)

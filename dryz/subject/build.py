@@ -22,6 +22,7 @@ import tarfile
 import time
 from pathlib import Path
 
+from ..output import Progress
 from .cache import BuildError, BuildKilled, cache_dir, locked, sha256_file
 from .sanitizer import fuzzer_preload
 
@@ -128,14 +129,35 @@ def _tail(path: Path) -> str:
     return "\n".join(lines[-TAIL_LINES:])
 
 
-def _run(cmd, log_file: Path, what: str, cwd: Path | None = None, stdin: bytes | None = None) -> None:
+# The compiler's step counter: ninja's `[n/m]`, make's `[ nn%]`.
+STEP = re.compile(rb"^\[(\d+)/(\d+)\]|^\[\s*(\d+)%\]")
+
+
+def _run(cmd, log_file: Path, what: str, cwd: Path | None = None, stdin: bytes | None = None, step=None) -> None:
+    """Run a build step, its output appended to log_file; step(n, m): called on each line of the compiler's step
+    counter (ninja's [n/m]; make's percentage as n of 100) as the output comes."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     with open(log_file, "ab") as fh:
         fh.write(("\n$ " + " ".join(map(str, cmd)) + "\n").encode())
         fh.flush()
-        proc = subprocess.run([str(c) for c in cmd], cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, env=env,
-                              input=stdin)
+        if step is None:
+            proc = subprocess.run([str(c) for c in cmd], cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                  input=stdin)
+        else:
+            proc = subprocess.Popen([str(c) for c in cmd], cwd=cwd, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+            try:
+                for line in proc.stdout:
+                    fh.write(line)
+                    m = STEP.match(line)
+                    if m:
+                        step(*((int(m[1]), int(m[2])) if m[1] else (int(m[3]), 100)))
+            except BaseException:  # Ctrl-C (the compiler has it too) or the caller's error: no compiler left
+                proc.terminate()
+                raise
+            finally:
+                proc.wait()
     if proc.returncode == -signal.SIGINT:  # Ctrl-C reached the compiler (this process may ignore it: a background
         raise KeyboardInterrupt          # job's): the user's stop, never a failed build
     if proc.returncode < 0:
@@ -303,6 +325,105 @@ def runtime_env(lib_path, fuzzer: bool = False) -> dict:
     return {"LD_PRELOAD": preload, "ASAN_OPTIONS": ASAN_OPTIONS, "UBSAN_OPTIONS": UBSAN_OPTIONS}
 
 
+# -- how long a build takes, said before it starts; --no-build ---------------------------------------------------
+
+NO_BUILD = "DRYZ_NO_BUILD"   # `1` (dryz --no-build): a build a command needs is refused, never made
+HISTORY = "build-times.json"  # in the cache: every build's kind, steps, seconds and jobs on this machine
+
+# A fresh build's compiler time (wall seconds x jobs) on this project's 2-core machine, per kind: what a machine
+# with no build of its own yet is told to expect. From bench/records/builds.json (python bench/builds.py);
+# tests/test_build_progress.py holds these to the record.
+FRESH_CORE_SECONDS = {"libllama": None, "llama-server": None}
+
+
+class BuildRefused(BuildError):
+    """--no-build: the command needs a build that is not in the cache (one line, exit 2)."""
+
+
+def kind_of(v: "_Variant") -> str:
+    return "llama-server" if v.server else "sanitized libllama" if v.sanitize else "libllama"
+
+
+def _history() -> list:
+    try:
+        data = json.loads((cache_dir() / HISTORY).read_text())
+        return data if isinstance(data, list) else []
+    except (OSError, ValueError):
+        return []
+
+
+def _remember(row: dict) -> None:
+    """Add a finished build to the cache's history (the last 50 kept); a history that cannot be written is
+    skipped (it only improves the next estimate)."""
+    rows = (_history() + [row])[-50:]
+    try:
+        tmp = cache_dir() / f".{HISTORY}.tmp{os.getpid()}"
+        tmp.write_text(json.dumps(rows, indent=1) + "\n")
+        os.replace(tmp, cache_dir() / HISTORY)
+    except OSError:
+        pass
+
+
+def expected(kind: str, fresh: bool, jobs: int) -> tuple[float | None, str]:
+    """(seconds, where the figure comes from) a build of this kind is expected to take with `jobs` compiler jobs:
+    this machine's last such build (scaled by its jobs), else the project's measured fresh build; (None, why) when
+    neither is known. An incremental build (the version built before, a patch applied) recompiles what changed."""
+    mine = [r for r in _history() if r.get("kind") == kind and r.get("fresh") == fresh and r.get("seconds")]
+    if mine:
+        r = mine[-1]
+        return r["seconds"] * r.get("jobs", jobs) / jobs, f"this machine's last {'fresh ' if fresh else ''}{kind} " \
+                                                            f"build took {_fmt(r['seconds'])} with {r.get('jobs')} jobs"
+    if not fresh:
+        return None, "only what changed since this version's last build recompiles: seconds to minutes"
+    core = FRESH_CORE_SECONDS.get(kind)
+    if core:
+        return core / jobs, f"measured on a 2-core machine: bench/records/builds.json"
+    base = FRESH_CORE_SECONDS.get("libllama")
+    if base:
+        return None, f"not measured; longer than a fresh libllama build (about {_fmt(base / jobs)} here)"
+    return None, "not measured"
+
+
+def _fmt(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def describe(version: str, patch=None, server: bool = False, sanitize: tuple = (), tree: str | None = None,
+             jobs: int | None = None) -> str | None:
+    """None when this build is in the cache; else one line: what would be built and how long it is expected to
+    take on this machine (said before a command starts one; refused with --no-build)."""
+    v = _Variant(server, sanitize, tree)
+    out, _ = _key(version, patch, v)
+    if (out / v.product).exists() and (out / BUILD_INFO).exists():
+        return None
+    jobs = jobs or os.cpu_count() or 2
+    bdir = cache_dir() / "work" / (version + v.flavour) / v.build_dir
+    fresh = not (bdir / "build.ninja").exists() and not (bdir / "Makefile").exists()
+    secs, why = expected(kind_of(v), fresh, jobs)
+    what = f"{kind_of(v)} of llama-cpp-python {version}" + (f" + patch {Path(patch).name}" if patch else "") + \
+        (f" ({', '.join(sanitize)} sanitizers)" if sanitize else "")
+    when = f"expected about {_fmt(secs)} with {jobs} jobs on {os.cpu_count()} cores ({why})" if secs else \
+        f"{why}" if not fresh else f"a fresh build, {why}"
+    return f"{what}, not in the cache: {when}"
+
+
+def refuse_or_announce(needs: list, log) -> None:
+    """Before a command starts: each build it needs and lacks (describe()'s lines) said, or with --no-build
+    (DRYZ_NO_BUILD=1) refused in one line."""
+    needs = [n for n in needs if n]
+    if needs and os.environ.get(NO_BUILD) == "1":
+        raise BuildRefused(f"--no-build: this needs {needs[0]}; build it first with `dryz subject build` (see "
+                           "--help) or drop --no-build")
+    for n in needs:
+        log(f"this run builds {n}")
+
+
+def _key(version: str, patch, v: "_Variant") -> tuple[Path, str | None]:
+    patch_sha = _sha256_bytes(Path(patch).read_bytes()) if patch else None
+    key = f"{version}-{patch_sha[:16] if patch_sha else 'pristine'}-r{v.recipe}{v.suffix}"
+    return subjects_dir() / key, patch_sha
+
+
 def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | None = None, log=print,
           force: bool = False, server: bool = False, sanitize: tuple[str, ...] = (),
           tree: str | None = None) -> Path:
@@ -316,14 +437,15 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
         raise BuildArgumentError(f"--patch {patch}: no such file")
     v = _Variant(server, sanitize, tree)
     patch_bytes = Path(patch).read_bytes() if patch else b""
-    patch_sha = _sha256_bytes(patch_bytes) if patch else None
-    key = f"{version}-{patch_sha[:16] if patch_sha else 'pristine'}-r{v.recipe}{v.suffix}"
-    out = subjects_dir() / key
+    out, patch_sha = _key(version, patch, v)
     if not force and (out / v.product).exists() and (out / BUILD_INFO).exists():
         if not server and not v.flavour:
             _refresh_fingerprint(out, version, patch_sha)
         log(f"cached: {out}")
         return out
+    if os.environ.get(NO_BUILD) == "1":
+        refuse_or_announce([describe(version, patch, server, sanitize, tree, jobs) or f"{kind_of(v)} {version}"],
+                           log)
     work = cache_dir() / "work" / (version + v.flavour)
     with locked(cache_dir() / "work" / f"{version}{v.flavour}.lock", log):
         if not force and (out / v.product).exists() and (out / BUILD_INFO).exists():
@@ -357,8 +479,20 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
                 _run(cmd, log_file, "cmake configure")
                 configured.write_text(wanted)
             jobs = jobs or os.cpu_count() or 2
-            log(f"building the {v.target} target with {jobs} jobs (the first build of a version takes minutes)")
-            _run(["cmake", "--build", bdir, "--target", v.target, f"-j{jobs}"], log_file, "the build")
+            secs, why = expected(kind_of(v), fresh, jobs)
+            log(f"building the {v.target} target ({kind_of(v)} of {version}{' + patch ' + Path(patch).name if patch else ''}"
+                f"{', fresh' if fresh else ''}) with {jobs} jobs on {os.cpu_count()} cores: "
+                + (f"expected about {_fmt(secs)} ({why})" if secs else why) + f"; log: {log_file}")
+            bar = _StepBar(f"building {v.target}")
+            t_build = time.monotonic()
+            try:
+                _run(["cmake", "--build", bdir, "--target", v.target, f"-j{jobs}"], log_file, "the build",
+                     step=bar)
+            finally:
+                bar.close()
+            _remember({"kind": kind_of(v), "fresh": fresh, "version": version, "steps": bar.total, "jobs": jobs,
+                       "seconds": round(time.monotonic() - t_build, 1), "cores": os.cpu_count(),
+                       "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             tmp = out.with_name(out.name + f".tmp{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
@@ -396,6 +530,27 @@ def build(version: str = PINNED_VERSION, patch: Path | None = None, jobs: int | 
                     shutil.rmtree(work / "src", ignore_errors=True)  # unpacked afresh next time
         log(f"built in {time.monotonic() - t0:.1f} s")
     return out
+
+
+class _StepBar:
+    """The compiler's step counter as a progress bar on stderr (dryz.output.Progress: a bar on a terminal, a line
+    every 10 s otherwise, nothing with --quiet)."""
+
+    def __init__(self, label: str):
+        self.label, self.bar, self.done, self.total = label, None, 0, 0
+
+    def __call__(self, n: int, m: int) -> None:
+        if self.bar is None or m != self.total:  # the first step (ninja's m: the steps this build has)
+            if self.bar is not None:
+                self.bar.close()
+            self.bar, self.done, self.total = Progress(m, f"{self.label}: steps"), 0, m
+        if n > self.done:
+            self.bar(n - self.done)
+            self.done = n
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def command(version: str, patch, jobs, force: bool, server: bool, sanitize, log) -> Path:
