@@ -33,6 +33,16 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+def _number(v) -> str:
+    """A figure as a person reads it: thousands separated, a large value rounded (3591668.7 -> 3,591,669), a small
+    one to four significant digits; anything else as it is."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
 def _help_text(text: str | None) -> str:
     """A click help text as Markdown paragraphs (click's \\b no-rewrap markers dropped)."""
     if not text:
@@ -328,12 +338,12 @@ def benchmarks_page(records_dir: Path | None = None) -> str:
                 ("date", r.get("date", "")), ("load", r.get("load", ""))]
         if len(machines) > 1:
             meta.insert(2, ("machine", f"{r.get('cpu', '?')}, {r.get('cores', '?')} cores"))
-        lines += ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in meta]
+        lines += [f"- {k}: {_cell(v)}" for k, v in meta]
         lines.append("")
         figures = r.get("figures", {})
         if isinstance(figures, dict) and figures:
             lines += ["| figure | value |", "|---|---|"]
-            lines += [f"| {_cell(k)} | {_cell(json.dumps(v) if isinstance(v, (dict, list)) else v)} |"
+            lines += [f"| {_cell(k)} | {_cell(json.dumps(v) if isinstance(v, (dict, list)) else _number(v))} |"
                       for k, v in figures.items()]
             lines.append("")
     return "\n".join(lines)
@@ -358,6 +368,21 @@ def engines_sentence(record: Path | None = None) -> str:
             "the cases it stands for) and a "
             f"{r['rows'][0]['campaign']['seconds'] // 60:.0f}-minute campaign's execs per second: " + "; ".join(parts)
             + " ([record](bench/records/engines.json)).")
+
+
+def suite_sentence(record: Path | None = None) -> str:
+    """README's sentence on the test suite's time on a fresh machine, made from bench/records/ci-fresh.json
+    (bench/suite.sh; a docs test holds README to it); until that record exists, the sentence says it is not
+    measured yet and how it will be."""
+    path = record or ROOT / "bench" / "records" / "ci-fresh.json"
+    if not path.is_file():
+        return ("Its time on a fresh machine (an empty `~/.cache/dryz`: every build inside the timing) is NOT "
+                "MEASURED YET: `bench/suite.sh` measures it into `bench/records/ci-fresh.json`, and this sentence "
+                "is made from that record.")
+    r = json.loads(path.read_text())
+    wall = next(v for k, v in r["figures"].items() if k.startswith("suite: wall s"))
+    return (f"On a fresh {r.get('cores', '?')}-core machine (an empty `~/.cache/dryz`: every build inside the "
+            f"timing) it takes {wall / 60:.0f} min (`bench/suite.sh`, [record](bench/records/ci-fresh.json)).")
 
 
 def mutation_sentence(workdir: Path | None = None, test_set: Path | None = None) -> str:

@@ -284,18 +284,16 @@ def rule_of(window: list[int], z: int, L: int, allowed: int, penalized: bool, br
 
 
 def rule_line(case: Case, breakers: bool) -> str:
-    """The rule every penalty of the table comes from, with this case's parameters (Step 3 and Step 4 of
+    """The rule every penalty of the table comes from, with this case's parameters (Steps 3 and 4 of
     llama_sampler_dry_apply)."""
     A = case.allowed_length
-    text = (f"rule        a candidate with L >= allowed_length is penalized multiplier*base^(L-allowed_length) = "
-            f"{case.multiplier:g}*{case.base:g}^(L-{A}) (the exponent capped so the penalty stays a float); L is the "
-            "longest suffix of the window that emitting the candidate repeats (each earlier occurrence of the "
-            "candidate extends the suffix before it), capped by rep_limit")
+    text = (f"rule        penalty {case.multiplier:g}*{case.base:g}^(L-{A}), i.e. multiplier*base^(L-allowed_length), "
+            "where L >= allowed_length; L: the longest suffix of the window the candidate would repeat, capped by "
+            "rep_limit (the exponent capped, as Step 4 means to keep the penalty finite)")
     if A == 0:
-        text += ("; with allowed_length 0 every token after the window's first follows a repeat of at least 0 "
-                 f"tokens, so each is penalized at least {case.multiplier:g}*{case.base:g}^0")
+        text += "; allowed_length 0: every token after the window's first is penalized, at L 0 or more"
     if breakers:
-        text += "; a single-token breaker is never penalized"
+        text += "; never a single-token breaker"
     return text
 
 

@@ -28,7 +28,7 @@ def ending(classes: dict | None, written: list[str], steps: list[tuple[str, str]
     width = max((len(c) for c, _ in steps), default=0)
     for i, (c, why) in enumerate(steps):
         head = "next" if i == 0 else ""
-        lines += [f"{head:<9} {c:<{width}}  # {why}"] if width <= 72 else [f"{head:<9} {c}", f"{'':<11}# {why}"]
+        lines += [f"{head:<9} {c:<{width}}  # {why}"] if width <= 80 else [f"{head:<9} {c}", f"{'':<11}# {why}"]
     return "\n".join(lines)
 
 
@@ -421,6 +421,9 @@ def values_lines(probe: dict, verdict: dict | None, most: int = 3) -> list[str]:
                    f"{_num(d['observed'])}{L('library_L')}")
     if len(diff) > most:
         out.append(f"(and {len(diff) - most} more differing candidates)")
+    if not diff and verdict.get("broken_promises"):  # the shipped model's output, which breaks what the source says
+        out.append(f"the subject gives what llama.cpp's code gives, which breaks the promise its source makes: "
+                   f"{', '.join(verdict['broken_promises'])}")
     return out
 
 

@@ -125,9 +125,9 @@ def test_each_penalty_says_the_rule_that_made_it(tmp_path):
     assert rows["b"].endswith("[a] <b> a   (at -2)")
     assert rows["c"].split()[1:6] == ["0", "0", "-", "0", "0"] and len(rows["c"].split()) == 6
     text = " ".join(p.stdout.split())
-    assert "rule a candidate with L >= allowed_length is penalized multiplier*base^(L-allowed_length) = " \
-           "1*2^(L-0)" in text
-    assert "with allowed_length 0 every token after the window's first follows a repeat of at least 0 tokens" in text
+    assert "rule penalty 1*2^(L-0), i.e. multiplier*base^(L-allowed_length), where L >= allowed_length; L: the " \
+           "longest suffix of the window the candidate would repeat, capped by rep_limit" in text
+    assert "; allowed_length 0: every token after the window's first is penalized, at L 0 or more" in text
 
 
 def test_a_breaker_says_why_it_is_not_penalized(tmp_path):
@@ -138,4 +138,4 @@ def test_a_breaker_says_why_it_is_not_penalized(tmp_path):
     assert rows["c"].split()[1:6] == ["0", "0", "-", "0", "0"]
     assert rows["c"].endswith("a single-token breaker: never penalized")
     assert rows["b"].endswith("b at -1: allowed_length 0 penalizes every token after the window's first (L 0)")
-    assert "a single-token breaker is never penalized" in " ".join(p.stdout.split())
+    assert "; never a single-token breaker" in " ".join(p.stdout.split())
