@@ -2,12 +2,12 @@
 against the same command at an earlier commit (B), whole processes, alternating A B A B, the ratio taken pair by
 pair (bench/paired.py's way); and the modules each run imported (the set tests/test_startup.py bounds).
 
-    python bench/startup.py --base COMMIT [-n 15] [--warmup 2]
+    python bench/startup.py --base COMMIT [-n 15] [--warmup 2] [--name startup]
 
 B is `git archive COMMIT dryz minimize` unpacked into a temporary folder (with this tree's compiled
 dryz/subject/_drive*.so beside its source) and run with the same interpreter, PYTHONPATH pointing at it. Both run
-in an empty temporary folder, so neither writes into the tree. Writes the record bench/records/startup.json
-(bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere).
+in an empty temporary folder, so neither writes into the tree. Writes the record bench/records/NAME.json (default
+startup.json; bench/record.py; $DRYZ_BENCH_RECORDS: elsewhere).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ def main(argv=None) -> int:
     ap.add_argument("--base", required=True, help="the commit B is (git archive)")
     ap.add_argument("-n", type=int, default=15, help="counted pairs")
     ap.add_argument("--warmup", type=int, default=2, help="pairs run first and not counted")
+    ap.add_argument("--name", default="startup", help="the record's name")
     a = ap.parse_args(argv)
     cmd = command_line()
     base = subprocess.run(["git", "rev-parse", "--short", a.base], cwd=ROOT, capture_output=True, text=True)
@@ -92,7 +93,7 @@ def main(argv=None) -> int:
     figures.update({"A modules": len(mods_a), "A dryz modules": len(ours(mods_a)), "B modules": len(mods_b),
                     "B dryz modules": len(ours(mods_b))})
     pairs = [{k: round(xs[i], 4) for k, xs in rows.items()} for i in range(a.n)]
-    out = write_record("startup", cmd, figures, base=base.stdout.strip(), pairs=a.n, warmup=a.warmup,
+    out = write_record(a.name, cmd, figures, base=base.stdout.strip(), pairs=a.n, warmup=a.warmup,
                        job="dryz exhaustive --no-progress", only_a=sorted(set(ours(mods_a)) - set(ours(mods_b))),
                        only_b=sorted(set(ours(mods_b)) - set(ours(mods_a))), rows=pairs)
     print(f"record: {out}", file=sys.stderr)
