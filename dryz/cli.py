@@ -47,10 +47,8 @@ def say_subject(lib) -> None:
 def cli(ctx, subject_spec, lib_path, declared, quiet, no_build):
     """Audit llama.cpp's DRY sampler against independent oracles."""
     check_environment(inputs.ENTRY_ARGV)
-    if quiet:
-        os.environ["DRYZ_QUIET"] = "1"
-    if no_build:
-        os.environ["DRYZ_NO_BUILD"] = "1"  # (and in every process the command starts)
+    for on, var in ((quiet, "DRYZ_QUIET"), (no_build, "DRYZ_NO_BUILD")):  # (and every process the command starts)
+        os.environ.update({var: "1"} if on else {})
     inputs.COMMAND = ctx.invoked_subcommand or ""
     ctx.obj = inputs.selected(subject_spec, lib_path, declared)
     with_runtime(ctx.obj)

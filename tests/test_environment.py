@@ -33,7 +33,8 @@ def _pip_lib() -> str:
 def good(name: str, tmp: Path) -> str:
     """A value each variable takes (the table must cover every registered variable: a new one needs its own)."""
     values = {
-        "DRYZ_SUBJECT": "libllama:", "DRYZ_LIB": _pip_lib(), "DRYZ_QUIET": "1", "DRYZ_CACHE": None,
+        "DRYZ_SUBJECT": "libllama:", "DRYZ_LIB": _pip_lib(), "DRYZ_QUIET": "1", "DRYZ_NO_BUILD": "1",
+        "DRYZ_CACHE": None,
         "DRYZ_SDIST_DIR": str(tmp), "DRYZ_INIT_DRY_ABI": "7", "DRYZ_CORPUS": str(ROOT / "corpus"),
         "DRYZ_ADAPTER_TIMEOUT": "60s", "DRYZ_DASK_TIMEOUT": "2s", "DRYZ_CLANG": shutil.which("clang") or "sh",
         "DRYZ_CLANGXX": shutil.which("clang++") or "sh", "DRYZ_FAULT": "off-by-one", "DRYZ_DRIVE": "ctypes",
@@ -95,7 +96,7 @@ def test_the_option_wins_and_the_variable_is_not_read(name, tmp_path):
     read (the command is refused for something else only where it is given a bad input on purpose)."""
     option = ENVIRONMENT[name].option[0]
     args = {"--subject": ["--subject", "libllama:", *CHEAP], "--lib": ["--lib", _pip_lib(), *CHEAP],
-            "-q": ["-q", *CHEAP],
+            "-q": ["-q", *CHEAP], "--no-build": ["--no-build", *CHEAP],
             # fuzz's own options: the campaign refused for its --workdir, proving the variable was not read first
             "--fault": ["fuzz", "--fault", "slow", "--workdir", "/proc/dryz-refused"],
             "--sampler": ["fuzz", "--sampler", "clone", "--workdir", "/proc/dryz-refused"]}[option]
