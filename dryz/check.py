@@ -16,6 +16,7 @@ import numpy as np
 from .case import Case, json_number, seed_parameters
 from .oracle import MATCH_LENGTHS, PRIMARY as match_lengths_A
 from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_limits, restart_divergence
+from .oracle import composed
 from .oracle.shipped import (Config, Matched, Prediction, output_logits, output_logits_zero, ragged_rep, rep_limits,
                              shipped_lengths, shipped_lengths_each)
 from .config import Semantics, case_config
@@ -214,7 +215,12 @@ class Batch:
             left = np.array([r for r in bad.tolist() if r not in out], dtype=np.int64)
             if not len(left):
                 break
-            pv = shipped_lengths_each(self.H[left], self.cands, vcfg, (vcfg.lengths or match_lengths_A,),
+            if vcfg.composed:  # a rule of the scan's own: the composed model, one history at a time
+                for r in left.tolist():
+                    if self.variant_equal(r, vcfg):
+                        out[r] = name
+                continue
+            pv = shipped_lengths_each(self.H[left], self.cands, vcfg, (match_lengths_A,),
                                       lengths=None if self.lengths is None else np.asarray(self.lengths)[left])[0]
             initial = self.initial
             if initial is not None and np.ndim(initial) == 2:
@@ -231,6 +237,26 @@ class Batch:
             for r in left[same].tolist():
                 out[r] = name
         return out
+
+    def variant_output(self, r: int, vcfg: Config):
+        """What the model with a deviation's configuration leaves for history r: (logits over the batch's
+        candidates, sorted flag), or composed.Raises."""
+        return composed.predict(vcfg, self._history(r)[0], self.cands, self._initial(r),
+                                bool(np.asarray(self.sorted_in)[r]) if self._per_row else bool(self.sorted_in))
+
+    def variant_equal(self, r: int, vcfg: Config) -> bool:
+        """History r's output equals, bit for bit (its own candidates; the sorted flag where it is judged), what
+        the model with this configuration leaves."""
+        got = self.variant_output(r, vcfg)
+        if isinstance(got, composed.Raises):
+            return False
+        logits, srt = got
+        eq = np.equal(self.bits[r], _bits(logits))
+        if self.present is not None:
+            eq |= ~self.present[r]
+        if not eq.all():
+            return False
+        return self.observed_sorted is None or bool(np.asarray(self.observed_sorted)[r]) == srt
 
     @_lazy
     def L(self) -> np.ndarray:

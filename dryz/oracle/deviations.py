@@ -52,32 +52,66 @@ refusal that covers a case, if any.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
-
-import numpy as np
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from ..errors import DryzError, did_you_mean
 
+@dataclass(frozen=True)
+class Model:
+    """One deviation from llama.cpp's DRY, as a change to the configuration the models run (shipped.Config; the
+    composed model evaluates the scan's own rules). `name` is its pattern (N: a whole number >= 1, the fit tries
+    `numbers`); `kind`: output (it changes what DRY leaves), refusal (the engine refuses such a case: REFUSALS),
+    raise (the engine raises on such a case), fix (a fix of a llama.cpp finding: FIXES), vocab (acts only on a
+    real vocabulary's breakers)."""
+    name: str
+    meaning: str
+    kind: str = "output"
+    numbers: tuple = ()
+
+
+REGISTRY = (
+    Model("single-token-breakers", "only single-token breakers restart a repeat"),
+    Model("breaker-form:last-token", "each breaker is the last token of 'a' + the string"),
+    Model("last-breaker:unchecked", "Step 1 does not look at the last token: a breaker there restarts nothing"),
+    Model("breakers-not-exempt", "single-token breakers are penalized"),
+    Model("window-zero:unlimited", "penalty_last_n 0 is the whole history"),
+    Model("window-negative:unlimited", "a negative penalty_last_n is the whole history"),
+    Model("window:one-wider", "the window holds penalty_last_n + 1 tokens"),
+    Model("match-cap:N", "a repeat counts at most N tokens", numbers=tuple(range(1, 65))),
+    Model("suffix-cap:N", "a repeat of N tokens or more penalizes nothing (not a cap)", numbers=tuple(range(1, 33))),
+    Model("occurrence-cap:N", "only the N latest occurrences of the last token are extended",
+          numbers=tuple(range(1, 17))),
+    Model("early-exit:N", "the scan stops after the first repeat of N tokens or more", numbers=tuple(range(1, 17))),
+    Model("suffix:longest-only", "only the tokens that followed the longest repeated suffix are penalized, each at "
+          "that suffix's length"),
+    Model("last-follower:unseen", "a repeat the last token continued is not seen (the last token follows nothing)"),
+    Model("repeat-min:N", "a repeat shorter than N tokens is never penalized, whatever allowed_length",
+          numbers=(1, 2, 3)),
+    Model("threshold:none", "no L >= allowed_length test: a shorter repeat is penalized with a negative exponent"),
+    Model("exit:at-allowed", "the scan exits when min(rep_limit, window - 1) <= allowed_length (llama.cpp: "
+          "rep_limit < allowed_length)"),
+    Model("base-below-one:applied", "base < 1 penalizes"),
+    Model("multiplier-negative:off", "a negative multiplier switches DRY off"),
+    Model("no-clamp", "no exponent clamp in Step 4"),
+    Model("arithmetic:float32", "the penalty is multiplier * powf(base, exponent) in float32: two roundings"),
+    Model("penalty:times-count", "the penalty is multiplied by how many times the token followed the repeat"),
+    Model("raises-window:N", "a window of 1..N tokens raises instead of answering", "raise", tuple(range(1, 33))),
+    Model("raises-history:N", "a history of at most N tokens raises instead of answering (with a window)", "raise",
+          (1, 2)),
+    Model("base-below-one:refused", "base <= 1 is refused", "refusal"),
+    Model("window-negative:refused", "a negative penalty_last_n is refused", "refusal"),
+    Model("allowed-negative:refused", "a negative allowed_length is refused", "refusal"),
+    Model("multiplier-negative:refused", "a negative multiplier is refused", "refusal"),
+    Model("finite-penalty:saturate", "Step 4 saturates a finite logit at -FLT_MAX (+FLT_MAX) instead of "
+          "overflowing", "fix"),
+    Model("base-below-one:off", "llama-server passes dry_base < 1 to the library (DRY off) instead of 1.75", "fix"),
+    Model("breaker-text:printed", "restart sequences from the tokens' printed pieces, tails tokenized as a "
+          "continuation", "vocab"),
+)
+BY_PATTERN = {m.name: m for m in REGISTRY}
 # name pattern -> meaning (the glossary and the adapter guide read this)
-MODELLED = {
-    "single-token-breakers": "only single-token breakers restart a repeat",
-    "breaker-form:last-token": "each breaker is the last token of 'a' + the string",
-    "window-zero:unlimited": "penalty_last_n 0 is the whole history",
-    "window-negative:unlimited": "a negative penalty_last_n is the whole history",
-    "match-cap:N": "a repeat counts at most N tokens",
-    "occurrence-cap:N": "only the N latest occurrences of the last token are extended",
-    "early-exit:N": "the scan stops after the first repeat of N tokens or more",
-    "base-below-one:applied": "base < 1 penalizes",
-    "base-below-one:refused": "base <= 1 is refused",
-    "window-negative:refused": "a negative penalty_last_n is refused",
-    "allowed-negative:refused": "a negative allowed_length is refused",
-    "multiplier-negative:refused": "a negative multiplier is refused",
-    "breakers-not-exempt": "single-token breakers are penalized",
-    "no-clamp": "no exponent clamp in Step 4",
-    "finite-penalty:saturate": "Step 4 saturates a finite logit at -FLT_MAX (+FLT_MAX) instead of overflowing",
-    "base-below-one:off": "llama-server passes dry_base < 1 to the library (DRY off) instead of 1.75",
-    "breaker-text:printed": "restart sequences from the tokens' printed pieces, tails tokenized as a continuation",
-}
+MODELLED = {m.name: m.meaning for m in REGISTRY}
 # A fix's model -> the finding classes it fixes (declarable on a llama.cpp subject: --declare, the gate's
 # --expect-change); REQUEST_LAYER: the ones that change a request layer's model, not the library's.
 FIXES = {"finite-penalty:saturate": ("promise-finite-penalty",), "base-below-one:off": ("served-base-replaced",),
@@ -85,24 +119,56 @@ FIXES = {"finite-penalty:saturate": ("promise-finite-penalty",), "base-below-one
                                   "promise-breaker-phantom")}
 REQUEST_LAYER = ("base-below-one:off",)
 KNOWN = tuple(MODELLED)  # (kept for the adapters that read it)
-_FLAGS = ("single-token-breakers", "breaker-form:last-token", "window-zero:unlimited", "window-negative:unlimited",
-          "base-below-one:applied", "breakers-not-exempt", "no-clamp", *FIXES)
+_NUMBERED = tuple(m.name[:-2] for m in REGISTRY if m.name.endswith(":N"))
 # A refusal: the case a declaration covers (its parameters), the engine refusing it instead of running.
 REFUSALS = {"base-below-one:refused": lambda c: c.base <= 1.0,
             "window-negative:refused": lambda c: c.penalty_last_n < 0,
             "allowed-negative:refused": lambda c: c.allowed_length < 0,
             "multiplier-negative:refused": lambda c: c.multiplier < 0}
+# A configuration field each flag model sets (the others: apply below).
+_SETS = {"window-zero:unlimited": {"window_zero_unlimited": True},
+         "window-negative:unlimited": {"window_negative_unlimited": True},
+         "window:one-wider": {"window_extra": 1},
+         "base-below-one:applied": {"base_below_one_applied": True},
+         "breakers-not-exempt": {"exempt_breakers": False},
+         "no-clamp": {"clamp": False},
+         "finite-penalty:saturate": {"saturate": True},
+         "last-breaker:unchecked": {"last_breaker_checked": False},
+         "suffix:longest-only": {"longest_only": True},
+         "last-follower:unseen": {"last_follower": False},
+         "threshold:none": {"threshold": False},
+         "exit:at-allowed": {"exit_at_allowed": True},
+         "multiplier-negative:off": {"multiplier_negative_off": True},
+         "arithmetic:float32": {"arithmetic": "float32"},
+         "penalty:times-count": {"times_count": True}}
+# A numbered model's field (N: its number); a raise model's (exception-free) condition.
+_NUMBER_SETS = {"match-cap": "match_cap", "suffix-cap": "suffix_cap", "occurrence-cap": "occurrence_cap",
+                "early-exit": "early_exit", "repeat-min": "repeat_min"}
+_RAISES = {"raises-window": "window-at-most", "raises-history": "short-history"}
+
+
+def pattern(name: str) -> str:
+    """A model's registry pattern: match-cap:12 -> match-cap:N."""
+    kind, n = parse(name)
+    return f"{kind}:N" if n is not None else kind
+
+
+def instances(pattern_name: str) -> list[str]:
+    """Every model the fit tries for a pattern: match-cap:N -> match-cap:1 ... match-cap:64."""
+    m = BY_PATTERN[pattern_name]
+    return [pattern_name.replace(":N", f":{n}") for n in m.numbers] if pattern_name.endswith(":N") else [pattern_name]
 
 
 class DeviationError(ValueError, DryzError):
     """A declared deviation dryz does not model (one-line reason)."""
 
 
+@lru_cache(maxsize=4096)
 def parse(name: str) -> tuple[str, int | None]:
     """(deviation, its number or None); DeviationError for one dryz does not model."""
-    if name in _FLAGS or name in REFUSALS:
+    if name in BY_PATTERN and not name.endswith(":N"):
         return name, None
-    m = re.fullmatch(r"(match-cap|max-ngram|occurrence-cap|early-exit):(\d+)", name)
+    m = re.fullmatch(r"(%s|max-ngram):(\d+)" % "|".join(map(re.escape, _NUMBERED)), name)
     if m and int(m.group(2)) >= 1:
         return ("match-cap" if m.group(1) == "max-ngram" else m.group(1)), int(m.group(2))
     raise DeviationError(f"unknown deviation {name!r} (dryz models: {', '.join(MODELLED)})")
@@ -123,25 +189,28 @@ def apply(cfg, name: str, breakers=(), tokenize=None, printed=None):
             raise DeviationError("breaker-form:last-token needs the vocabulary's tokenizer")
         heads = sorted({tokenize("a" + b)[-1] for b in breakers if b})
         return replace(cfg, seqs=tuple((h, ()) for h in heads), variants=())
-    if kind == "match-cap":
-        return replace(cfg, match_cap=n if cfg.match_cap is None else min(n, cfg.match_cap), variants=())
-    if kind in ("occurrence-cap", "early-exit"):
-        occ, early = getattr(cfg.lengths, "limits", (None, None))
-        occ, early = (n, early) if kind == "occurrence-cap" else (occ, n)
-        return replace(cfg, lengths=limited_lengths(occ, early), variants=())
-    if kind == "window-zero:unlimited":
-        return replace(cfg, window_zero_unlimited=True, variants=())
-    if kind == "window-negative:unlimited":
-        return replace(cfg, window_negative_unlimited=True, variants=())
-    if kind == "base-below-one:applied":
-        return replace(cfg, base_below_one_applied=True, variants=())
-    if kind == "no-clamp":
-        return replace(cfg, clamp=False, variants=())
-    if kind == "finite-penalty:saturate":
-        return replace(cfg, saturate=True, variants=())
-    if kind in REFUSALS or kind in REQUEST_LAYER:  # the library's output model is unchanged (refuses() judges a
-        return replace(cfg, variants=())            # refusal; dryz.judge a request layer's fix)
-    return replace(cfg, exempt_breakers=False, variants=())
+    if kind in _SETS:
+        return replace(cfg, **_SETS[kind], variants=())
+    if kind in _NUMBER_SETS:
+        field = _NUMBER_SETS[kind]
+        now = getattr(cfg, field)
+        if field in ("match_cap", "suffix_cap", "occurrence_cap", "early_exit") and now is not None:
+            n = min(n, now)
+        elif field == "repeat_min":
+            n = max(n, now)
+        return replace(cfg, **{field: n}, variants=())
+    if kind in _RAISES:
+        return replace(cfg, raises=cfg.raises + (("", _RAISES[kind], n),), variants=())
+    # a refusal or a request layer's fix: the library's output model is unchanged (refuses() judges a refusal;
+    # dryz.judge a request layer's fix)
+    return replace(cfg, variants=())
+
+
+def compose(cfg, names, breakers=(), tokenize=None, printed=None):
+    """The configuration with several deviations applied (in order; refusals change nothing here)."""
+    for name in names:
+        cfg = apply(cfg, name, breakers, tokenize, printed)
+    return cfg
 
 
 def variants(cfg, declared, breakers=(), tokenize=None, printed=None) -> tuple:
@@ -197,40 +266,3 @@ def refuses(case, declared) -> str | None:
     """The class of the declared refusal that covers the case (the engine documents it refuses such parameters),
     or None."""
     return next((f"declared-{d}" for d in declared if d in REFUSALS and REFUSALS[d](case)), None)
-
-
-# -- a match-length model with occurrence limits ------------------------------------------------------------------
-
-
-def limited_lengths(occurrence_cap: int | None, early_exit: int | None):
-    """M[n, c] as llama.cpp defines it (the longest repeat a candidate would extend), but looking only at the
-    occurrence_cap latest occurrences of the window's last token, latest first, and stopping after the first
-    whose repeat reaches early_exit tokens. A position j of the window extends a repeat when the token before it
-    equals the last token: its repeat is the backward match of window[:j] against the window's suffix."""
-
-    def lengths(W: np.ndarray, cands: np.ndarray) -> np.ndarray:
-        W = np.asarray(W)
-        N, w = W.shape
-        c = [int(x) for x in np.asarray(cands).tolist()]
-        at = {z: i for i, z in enumerate(c)}
-        M = np.zeros((N, len(c)), dtype=np.int64)
-        for r in range(N):
-            row = [int(x) for x in W[r].tolist() if int(x) >= 0]  # (a ragged batch's PAD dropped)
-            n = len(row)
-            seen = 0
-            for j in range(n - 1, 0, -1):  # the token at j follows the occurrence at j - 1
-                if row[j - 1] != row[-1]:
-                    continue
-                m = 0
-                while m < j and row[j - 1 - m] == row[n - 1 - m]:
-                    m += 1
-                i = at.get(row[j])
-                if i is not None:
-                    M[r, i] = max(M[r, i], m)
-                seen += 1
-                if (occurrence_cap is not None and seen >= occurrence_cap) or \
-                        (early_exit is not None and m >= early_exit):
-                    break
-        return M
-    lengths.limits = (occurrence_cap, early_exit)
-    return lengths

@@ -151,7 +151,22 @@ class Config:
     base_below_one_applied: bool = False     # base < 1 penalizes with base^k (not DRY off)
     clamp: bool = True                       # Step 4's exponent clamp (FLOAT_MAX_LOG / ln base)
     saturate: bool = False                   # a fix's: a finite logit past the float range is -+FLT_MAX
-    lengths: object = field(default=None, compare=False)  # a match-length function of its own (occurrence caps)
+    # The scan's own rules (dryz.oracle.composed, which evaluates a Config that sets any of them; the vectorised
+    # model here has none of them): llama.cpp's are the defaults.
+    occurrence_cap: int | None = None        # only the latest occurrences of the last token are read
+    early_exit: int | None = None            # the scan stops after the first repeat this long
+    last_breaker_checked: bool = True        # Step 1 looks at the last token too
+    repeat_min: int = 0                      # a repeat shorter than this is never penalized
+    threshold: bool = True                   # only L >= allowed_length is penalized
+    exit_at_allowed: bool = False            # exit when min(rep_limit, window - 1) <= allowed_length
+    arithmetic: str = "double"               # Step 4's: multiplier * pow(double) rounded once; "float32": powf
+    times_count: bool = False                # the penalty times the occurrences the token followed
+    longest_only: bool = False               # only the followers of the longest repeated suffix
+    last_follower: bool = True               # the last token can be a repeat's follower
+    suffix_cap: int | None = None            # a repeat this long or longer penalizes nothing
+    window_extra: int = 0                    # the window holds this many tokens more than penalty_last_n
+    multiplier_negative_off: bool = False    # a negative multiplier switches DRY off
+    raises: tuple = ()                       # ((exception, condition, k), ...): the engine raises instead
     # (class, Config) pairs: the semantics a subject declares beside llama.cpp's (dryz.oracle.deviations); an
     # output that matches one of them bit for bit is that class, not a mismatch. Not part of equality.
     variants: tuple = field(default=(), compare=False)
@@ -172,11 +187,21 @@ class Config:
             heads = HeadTuple(heads, len(self.seqs.is_head))
             object.__setattr__(self, "single_token_heads", heads)
 
+    @property
+    def composed(self) -> bool:
+        """Some rule of the scan's own is set: dryz.oracle.composed evaluates this configuration."""
+        return (self.occurrence_cap, self.early_exit, self.last_breaker_checked, self.repeat_min, self.threshold,
+                self.exit_at_allowed, self.arithmetic, self.times_count, self.longest_only, self.last_follower,
+                self.suffix_cap, self.window_extra, self.multiplier_negative_off, self.raises) != _LLAMA_SCAN
+
     def window_length(self, n: int) -> int:
         return min(n, self.window_cap)  # the last penalty_last_n tokens; none when disabled
 
     def single_token_breakers(self) -> set[int]:
         return set(self.single_token_heads) if self.exempt_breakers else set()
+
+
+_LLAMA_SCAN = (None, None, True, 0, True, False, "double", False, False, True, None, 0, False, ())
 
 
 def _step3(oracles, W, cands, cfg: Config, eligible, ran, rep) -> list[Prediction]:

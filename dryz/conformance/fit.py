@@ -1,0 +1,151 @@
+"""The causes of a subject's differences from llama.cpp: the smallest set of deviation models (dryz.oracle.deviations)
+whose composition with llama.cpp's DRY explains, bit for bit, every answer the subject gave (pure: the answers are
+given; no subject runs here).
+
+An answer is explained by a set of models when the composed model (dryz.oracle.composed; refusals:
+deviations.REFUSALS) predicts exactly it: the same logits bit for bit (and the sorted flag, where the subject has
+one), the refusal the engine gave, or a raise where the engine raised. `fit` grows the set greedily, each step
+adding the model that explains the most answers still unexplained without losing any, then drops every model the
+others make redundant (the set is 1-minimal: no model can be removed; greedy, so not proven the smallest); what
+no set explains is the residual, listed, never hidden.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+import numpy as np
+
+from ..case import Case
+from ..config import case_config, symbol_tokenize
+from ..oracle import composed
+from ..oracle.deviations import REFUSALS, REGISTRY, compose, instances, pattern
+from ..subject.answers import Crash, Output, Refused
+
+SAMPLE = 400  # unexplained answers a candidate's gain is first estimated on (then counted on all of them)
+
+
+def candidates(kinds=("output", "refusal", "raise", "fix")) -> list[str]:
+    """Every model the fit may choose: each registry model, every number of a numbered one."""
+    return [n for m in REGISTRY if m.kind in kinds for n in instances(m.name)]
+
+
+def _config(case: Case, models: tuple):
+    return _composed(case.multiplier, case.base, case.allowed_length, case.penalty_last_n, case.breakers,
+                     case.n_ctx_train, case.vocab, models) if case.vocab is None else \
+        compose(case_config(case), models, case.breakers, symbol_tokenize)
+
+
+@lru_cache(maxsize=1 << 16)
+def _composed(multiplier, base, allowed_length, penalty_last_n, breakers, n_ctx_train, vocab, models):
+    case = Case(history=(), alphabet=1, multiplier=multiplier, base=base, allowed_length=allowed_length,
+                penalty_last_n=penalty_last_n, breakers=breakers, n_ctx_train=n_ctx_train)
+    return compose(case_config(case), models, breakers, symbol_tokenize)
+
+
+def prediction(case: Case, models: tuple):
+    """What llama.cpp's DRY with these models does to the case: Refused, composed.Raises, or (logits, sorted)."""
+    for m in models:
+        if m in REFUSALS and REFUSALS[m](case):
+            return Refused(0, m)
+    cfg = _config(case, models)
+    return composed.predict(cfg, case.history, np.array(case.ids, dtype=np.int64),
+                            np.array(case.logits, dtype=np.float32), case.sorted)
+
+
+def _bits(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.float32).view(np.uint32)
+
+
+def explains(case: Case, answer, models: tuple, sorted_flag: bool = True) -> bool:
+    """The models' composition predicts this answer exactly."""
+    got = prediction(case, models)
+    if isinstance(answer, Refused):
+        return isinstance(got, Refused)
+    if isinstance(answer, Crash):
+        return isinstance(got, composed.Raises) and answer.signal == "exception"
+    if not isinstance(answer, Output) or isinstance(got, (Refused, composed.Raises)):
+        return False
+    logits, srt = got
+    if not np.array_equal(_bits(answer.logits), _bits(logits)):
+        return False
+    return not sorted_flag or answer.sorted is None or bool(answer.sorted) == bool(srt)
+
+
+def _refine(chosen: list, i: int, ok: list, explained) -> tuple[list, list]:
+    """A numbered model's number that explains the most (the first such: the smallest number on a tie)."""
+    pat = pattern(chosen[i])
+    if not pat.endswith(":N"):
+        return chosen, ok
+    for m in instances(pat):
+        if m == chosen[i]:
+            continue
+        trial = explained(chosen[:i] + [m] + chosen[i + 1:])
+        if sum(trial) > sum(ok):
+            chosen, ok = chosen[:i] + [m] + chosen[i + 1:], trial
+    return chosen, ok
+
+
+@dataclass
+class Fit:
+    models: tuple                      # the fitted set, in the order the fit chose them
+    explained_by: dict = field(default_factory=dict)  # model -> answers only it explains (removing it loses them)
+    residual: list = field(default_factory=list)      # indices of the answers no set explained
+    judged: int = 0                    # answers fitted
+    llama: int = 0                     # answers llama.cpp's DRY alone explains
+
+
+def fit(pairs, sorted_flag: bool = True, start: tuple = (), pool=None, log=lambda m: None) -> Fit:
+    """The fitted set for (case, answer) pairs (answers a subject gave: Output, Crash, Refused; others are not
+    passed). start: models tried first as they are (a subject's declared deviations, kept only where they explain);
+    pool: the models to choose from (default: every registry model)."""
+    pool = list(pool if pool is not None else candidates())
+    ok = [explains(c, a, (), sorted_flag) for c, a in pairs]
+    llama = sum(ok)
+    chosen: list = []
+
+    def explained(models) -> list:
+        return [explains(c, a, tuple(models), sorted_flag) for c, a in pairs]
+
+    for m in start:  # a declared deviation joins only where it explains more
+        trial = explained(chosen + [m])
+        if sum(trial) > sum(ok):
+            chosen, ok = chosen + [m], trial
+    while True:
+        todo = [i for i, e in enumerate(ok) if not e]
+        if not todo:
+            break
+        sample = todo[::max(1, len(todo) // SAMPLE)][:SAMPLE]
+        taken = {pattern(m) for m in chosen}
+        scored = []
+        for m in pool:
+            if m in chosen or pattern(m) in taken:
+                continue
+            g = sum(explains(pairs[i][0], pairs[i][1], tuple(chosen + [m]), sorted_flag) for i in sample)
+            if g:
+                scored.append((g, m))
+        if not scored:
+            break
+        scored.sort(key=lambda x: -x[0])
+        best = None
+        for _, m in scored[:4]:  # the best few by the sample, counted on every answer
+            trial = explained(chosen + [m])
+            if sum(trial) > sum(ok) and (best is None or sum(trial) > sum(best[1])):
+                best = (m, trial)
+        if best is None:
+            break
+        chosen, ok = chosen + [best[0]], best[1]
+        chosen, ok = _refine(chosen, len(chosen) - 1, ok, explained)
+        log(f"fit: + {chosen[-1]}: {sum(ok):,} of {len(pairs):,} explained")
+    for i in range(len(chosen)):  # every number again, with the whole set known
+        chosen, ok = _refine(chosen, i, ok, explained)
+    for m in list(chosen):  # 1-minimal: drop what the others make redundant
+        rest = [x for x in chosen if x != m]
+        if sum(explained(rest)) >= sum(ok):
+            chosen = rest
+    own = {}
+    for m in chosen:
+        rest = explained([x for x in chosen if x != m])
+        own[m] = [i for i, (a, b) in enumerate(zip(ok, rest)) if a and not b]
+    return Fit(tuple(chosen), own, [i for i, e in enumerate(ok) if not e], len(pairs), llama)

@@ -1,0 +1,117 @@
+"""The composed model (dryz.oracle.composed) with no rule is llama.cpp's DRY: it equals the shipped model bit for bit
+on every history of a bounded space and every conformance probe, and each rule the shipped model also has equals its
+vectorised form; each scan rule does what its registry line says, on a witness worked by hand."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from dryz.case import Case
+from dryz.check import _bits, case_arrays, check_batch
+from dryz.config import case_config
+from dryz.conformance.properties import PROPERTIES
+from dryz.oracle import composed
+from dryz.oracle.deviations import BY_PATTERN, DeviationError, REGISTRY, apply, compose, instances, parse, pattern
+
+# the deviations the vectorised shipped model has too (configuration fields it reads)
+SHIPPED_TOO = (None, "window-zero:unlimited", "window-negative:unlimited", "base-below-one:applied",
+               "breakers-not-exempt", "no-clamp", "finite-penalty:saturate", "match-cap:3", "single-token-breakers",
+               "breaker-form:last-token")
+
+
+def _shipped(case: Case, cfg):
+    cands, H = case_arrays(case)
+    b = check_batch(cfg, H, cands, np.zeros((1, len(cands)), np.float32), np.array(case.logits, np.float32),
+                    case.sorted)
+    return b.expected[0], b.row_sorted(0)
+
+
+def _composed(case: Case, cfg):
+    return composed.predict(cfg, case.history, case_arrays(case)[0], case.logits, case.sorted)
+
+
+def _space():
+    for n in range(1, 7):
+        for h in itertools.product(range(3), repeat=n):
+            for kw in ({}, {"penalty_last_n": 4}, {"breakers": ("c",)}, {"allowed_length": 0},
+                       {"allowed_length": 2, "breakers": ("ab",)}, {"penalty_last_n": 0}, {"penalty_last_n": -1},
+                       {"base": 0.5}, {"multiplier": -1.0, "allowed_length": 0}):
+                yield Case(history=h, alphabet=3, **{"penalty_last_n": 64, **kw})
+    for p in PROPERTIES:
+        yield from (c for c in p.probes() if isinstance(c, Case))
+
+
+def test_with_no_rule_it_is_the_shipped_model_and_so_is_every_rule_the_shipped_model_has():
+    compared = 0
+    for case in _space():
+        base = case_config(case)
+        for d in SHIPPED_TOO:
+            from dryz.config import symbol_tokenize
+            cfg = base if d is None else apply(base, d, case.breakers, symbol_tokenize)
+            want, want_sorted = _shipped(case, cfg)
+            got, got_sorted = _composed(case, cfg)
+            assert np.array_equal(_bits(want), _bits(got)) and want_sorted == got_sorted, (d, case.dumps())
+            compared += 1
+    assert compared > 100_000
+
+
+def _run(history: str, *models, **kw):
+    from dryz.symbols import from_symbols
+    case = Case(history=tuple(from_symbols(history)), alphabet=kw.pop("alphabet", 3),
+                **{"penalty_last_n": 256, **kw})
+    cfg = compose(case_config(case), models, case.breakers)
+    out = _composed(case, cfg)
+    return out if isinstance(out, composed.Raises) else [float(x) for x in out[0]]
+
+
+def test_each_scan_rule_on_a_witness_worked_by_hand():
+    # llama.cpp: `aa`, a follows a 1-token repeat: penalty 1 * 2^(1-1)
+    assert _run("aa") == [-1.0, 0.0, 0.0]
+    assert _run("aa", "repeat-min:2") == [0.0, 0.0, 0.0]            # Aphrodite: a one-token repeat never counts
+    assert _run("aa", "last-follower:unseen") == [0.0, 0.0, 0.0]    # exllamav2: `a a` ends at the last token
+    # `ab`, allowed_length 0: b follows a (L 0), penalized 1 in llama.cpp; not when every repeat needs a token
+    assert _run("ab", allowed_length=0) == [0.0, -1.0, 0.0]
+    assert _run("ab", "repeat-min:1", allowed_length=0) == [0.0, 0.0, 0.0]
+    # `cac`, breaker c: the last token is a breaker, nothing; Step 1 blind to it: a (L 1) penalized
+    assert _run("cac", breakers=("c",)) == [0.0, 0.0, 0.0]
+    assert _run("cac", "last-breaker:unchecked", breakers=("c",)) == [-1.0, 0.0, 0.0]
+    # `abcqrsab`, allowed_length 3: c follows a 2-token repeat (L 2 < 3): nothing; no threshold: 2^(2-3)
+    case = dict(alphabet=20, allowed_length=3)
+    assert _run("abcqrsab", "threshold:none", **case)[2] == -0.5 and _run("abcqrsab", **case)[2] == 0.0
+    # `abcdabceab`: c follows `ab` twice (L 2): 2; times the count: 4 (exllamav2's node.value)
+    assert _run("abcdabceab", alphabet=5)[2] == -2.0
+    assert _run("abcdabceab", "suffix:longest-only", "penalty:times-count", alphabet=5)[2] == -4.0
+    # the longest suffix only: `abcxqbcyabc`: x follows `abc` (L 3), y follows `bc` (L 2); llama.cpp penalizes
+    # both (4, 2), the longest suffix's followers alone: x
+    x, y = _run("abcxqbcyabc", alphabet=25), _run("abcxqbcyabc", "suffix:longest-only", alphabet=25)
+    assert (x[23], x[24]) == (-4.0, -2.0) and (y[23], y[24]) == (-4.0, 0.0)
+    # a repeat of N tokens or more penalizes nothing (exllamav2's trie depth): `ab` x 4, L 6
+    assert _run("abababab")[0] == -32.0 and _run("abababab", "suffix-cap:6")[0] == 0.0
+    assert _run("abababab", "suffix-cap:7")[0] == -32.0
+    # float32 arithmetic: 0.8 * 1.3^7 two roundings against one
+    d = _run("aaaaaaaaa", multiplier=0.8, base=1.3, alphabet=1)[0]
+    f = _run("aaaaaaaaa", "arithmetic:float32", multiplier=0.8, base=1.3, alphabet=1)[0]
+    assert (d, f) == (-5.019880294799805, -5.0198798179626465)
+    # raises: a window of at most N tokens, a history of at most N tokens with a window
+    assert _run("aa", "raises-window:20", penalty_last_n=4) == composed.Raises("", "window-at-most 20")
+    assert _run("aa", "raises-window:20", penalty_last_n=21) == [-1.0, 0.0, 0.0]
+    assert _run("a", "raises-history:1", penalty_last_n=64) == composed.Raises("", "short-history 1")
+    # a negative multiplier off; the window one token wider: `baab`, window 3: `aab` cannot see the first b
+    assert _run("abab", "multiplier-negative:off", multiplier=-1.0, allowed_length=0) == [0.0, 0.0, 0.0]
+    assert _run("bab", "window:one-wider", penalty_last_n=2)[0] == -1.0 and _run("bab", penalty_last_n=2)[0] == 0.0
+
+
+def test_the_registry_names_parse_and_compose():
+    for m in REGISTRY:
+        for name in instances(m.name):
+            assert parse(name)[0] == m.name.removesuffix(":N") and pattern(name) == m.name
+    assert BY_PATTERN["match-cap:N"].numbers == tuple(range(1, 65))
+    with pytest.raises(DeviationError):
+        parse("match-cap:0")
+    with pytest.raises(DeviationError):
+        parse("no-such-thing")
+    # two caps compose to the smaller, two minima to the larger
+    cfg = compose(case_config(Case(history=(0,), alphabet=1, penalty_last_n=64)), ("match-cap:12", "match-cap:13", "repeat-min:2",
+                                                               "repeat-min:1"))
+    assert (cfg.match_cap, cfg.repeat_min) == (12, 2)
