@@ -219,13 +219,21 @@ def check_cmd(path, read_as, isolate, vocab, breakers, as_trace):
               help=meaning("--isolate", "[default: only when the input crashes it]"))
 @click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--json", "The entry written, how short (proven or why not), the predicate calls."))
+@click.option("--cause", "cause", default=None, metavar="MODEL",
+              help="Keep this cause instead of the failure's class: the answer stays explained by llama.cpp's DRY "
+                   "composed with --causes and not without MODEL (`unexplained`: by no composition of them); the "
+                   "witness `dryz conformance` minimizes for each cause.")
+@click.option("--causes", "causes", default="", metavar="M1,M2,...",
+              help="The subject's fitted causes (deviation models, comma-separated; `dryz properties` fits them), "
+                   "with --cause.")
 @case_file_options
 @with_old_spellings
-def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace):
+def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, cause, causes):
     """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
     in ./reproducers (or --corpus)."""
-    from .shrink_command import command  # on use: keeps start-up fast
-    command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, click.echo)
+    from .shrink_command import command, cause_option  # on use: keeps start-up fast
+    kept = cause_option(cause, causes)
+    command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, click.echo, kept)
 
 
 @cli.command("export")

@@ -48,6 +48,15 @@ def judge_output(case: Case, sem: Semantics, out) -> Verdict:
     return answer_verdict(case, sem, out)
 
 
+def answer_op(subject, case: Case):
+    """What the subject answers for the case (Output, Crash, Refused, Unrecoverable), as a call an isolation worker
+    runs; a case it cannot express raises Unsupported."""
+    why = subject.caps.lacks(case)
+    if why is not None:
+        raise Unsupported(f"{subject.kind} subject: {why}")
+    return subject.run(case)
+
+
 def check_op(subject, case: Case) -> Verdict:
     """check() as a call an isolation worker runs (dryz.subject.isolation: fn(subject, *args))."""
     return check(case, subject)

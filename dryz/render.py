@@ -11,6 +11,8 @@ import os
 import shlex
 from pathlib import Path
 
+import numpy as np
+
 from .subject.identity import subject_details, subject_line
 from .case import Case
 from .symbols import SYMBOLS
@@ -346,23 +348,35 @@ def restarts_text(results) -> str:
 
 
 def properties_text(result: dict) -> str:
-    """What `dryz properties` prints: per property its status, counts, and the witness of one that differs."""
+    """What `dryz properties` prints: the causes fitted, then per property its status, counts and each cause with
+    its witness: what llama.cpp and the subject gave."""
     lines = [f"dryz properties: {subject_line(result['subject'])}"]
+    f = result.get("fit")
+    if f:
+        observed = ", ".join(f["observed"]) or "none"
+        lines.append(f"causes    {len(f['models'])} fitted: llama.cpp with {' + '.join(f['models']) or 'nothing'}; "
+                     f"residual {f['residual']:,} of {f['answers']:,} answers (observed: {observed})")
+        if f.get("declared_not_fitted"):
+            lines.append(f"          declared, not what the answers show: {', '.join(f['declared_not_fitted'])}")
     for c in result["cells"].values():
         counts = f"{c['judged']:,} judged" + (f", {sum(c['not_judged'].values()):,} not judged"
                                               if c.get("not_judged") else "")
         bad = ", ".join(f"{k} {n:,}" for k, n in c.get("classes", {}).items() if k != "agree")
         lines.append(f"  {c['title']:<38} {c['status'].upper() if c['status'] == 'differs' else c['status']:<16} "
                      f"{counts}" + (f" ({bad})" if bad else ""))
-        for d in c.get("declared", []):
-            lines.append(f"      declared {d['name']}: {d['cited']}")
-        w = c.get("witness")
-        if w:
-            shown = probe_line(w["probe"]) if "probe" in w else w.get("file", "")
-            lines.append(f"      {w['class']}" + (f" (= llama.cpp with {w['explained_by']})" if w.get("explained_by")
-                                                   else "") + f": {shown}")
-            lines += [f"        {x}" for x in values_lines(w.get("probe") or {}, w.get("verdict"))]
-        if c["status"] == "not expressible":
+        for cause in c.get("causes", []):
+            lines.append(f"      {cause['kind']} {cause['name']} ({cause['probes']:,} probes)" +
+                         (f": {cause['meaning']}" if cause.get("meaning") else ""))
+            for key in ("cited", "source"):
+                if cause.get(key):
+                    lines.append(f"        {key}: {cause[key]}")
+            w = cause.get("witness") or {}
+            if "probe" in w:
+                lines.append(f"        first probe: {probe_line(w['probe'])}")
+                lines += [f"        {x}" for x in witness_values(w)]
+            elif w.get("file"):
+                lines.append(f"        witness: {w['file']}")
+        if c["status"] in ("not judged", "not expressible"):
             for why in c.get("not_judged", {}):
                 lines.append(f"      {why}")
     lines.append(f"wall {result['seconds']} s")
@@ -379,14 +393,14 @@ def properties_ending(result: dict, json_path, spec: str, argv) -> str:
     classes: dict = {}
     for c in result["cells"].values():
         classes[c["status"]] = classes.get(c["status"], 0) + 1
-    written = [f"{here(w)} (a differing property's first probe)" for w in result.get("written", [])]
+    written = [f"{here(w)} (a cause's first probe)" for w in result.get("written", [])]
     if json_path:
         written.append(f"{here(json_path)} (every cell)")
     on = dryz_on(spec)
     steps = []
     if result.get("written"):
         w = shlex.quote(here(result["written"][0]))
-        steps = [(f"{on} explain {w}", "the first differing probe laid out"),
+        steps = [(f"{on} explain {w}", "the first cause's probe laid out"),
                  (f"{on} minimize {w} --corpus witnesses", "shrunk to a shortest reproducer")]
     elif "differs" in classes:
         steps = [(f"{again(argv, f'{on} properties')} --corpus witnesses", "the same run, each differing property's "
@@ -425,6 +439,35 @@ def values_lines(probe: dict, verdict: dict | None, most: int = 3) -> list[str]:
         out.append(f"the subject gives what llama.cpp's code gives, which breaks the promise its source makes: "
                    f"{', '.join(verdict['broken_promises'])}")
     return out
+
+
+def witness_values(w: dict) -> list[str]:
+    """What llama.cpp, llama.cpp with the other causes and the subject gave for a witness probe: per candidate that
+    differs between them, its logits (float32, every digit), or the raise or refusal."""
+    cols = [(k, w[k]) for k in ("llama.cpp", "without", "subject") if w.get(k) is not None]
+    if not cols:
+        return []
+    names = {"llama.cpp": "llama.cpp", "without": "with the other causes", "subject": "subject"}
+    if all("logits" in a for _, a in cols):
+        ids = Case.from_json(w["probe"]).ids
+        rows = []
+        for i, t in enumerate(ids):
+            vals = [a["logits"][i] for _, a in cols]
+            if len({repr(v) for v in vals}) > 1:
+                rows.append(f"{SYMBOLS[t] if t < len(SYMBOLS) else t}: " +
+                            ", ".join(f"{names[k]} {_f32(v)}" for (k, _), v in zip(cols, vals)))
+        return rows or ["every logit the same"]
+    return ["; ".join(f"{names[k]} " + (_f32_list(a["logits"]) if "logits" in a else
+                                        next(f"{x} {a[x]}" for x in ("raised", "crash", "refused") if x in a))
+                      for k, a in cols)]
+
+
+def _f32(v) -> str:
+    return v if isinstance(v, str) else str(np.float32(v))  # the shortest digits that read back as the float32
+
+
+def _f32_list(vals) -> str:
+    return "logits [" + ", ".join(_f32(v) for v in vals) + "]"
 
 
 def probe_line(probe: dict) -> str:

@@ -17,8 +17,7 @@ from . import __version__, gate
 from .corpus import CorpusError, entries, load_entry
 from .errors import DryzError
 from .files import fail, wide_text
-from .conformance.matrix import shown as conformance_shown, columns as conformance_columns, \
-    markdown as conformance_markdown
+from .conformance import page as conformance_page
 from .matrix import markdown as matrix_markdown
 from .oracle.shipped import Config, penalties
 from .render import probe_line
@@ -308,41 +307,23 @@ def gate_section(d: dict, name: str) -> tuple[str, str]:
 
 
 def conformance_section(d: dict, name: str) -> tuple[str, str]:
-    """The conformance matrix: a row per subject, a column per property; a differing cell links to its witness
-    (the first probe that differs, the minimized reproducer, the command that replays it), below the table."""
-    cols = conformance_columns(d)
-    head = ["subject"] + [t for _, t in cols]
-    rows, witnesses = [], []
-    for r in d["rows"]:
-        if "error" in r:
-            rows.append([esc(r["subject"]), f'<span class="bad">{esc(r["error"])}</span>'] + [""] * (len(cols) - 1))
-            continue
-        row = [esc(r["subject"])]
-        for key, _ in cols:
-            c = r["cells"].get(key)
-            text = conformance_shown(c)
-            if c is not None and c.get("witness"):
-                anchor = f"w-{len(witnesses)}"
-                witnesses.append((anchor, r, key, c["witness"]))
-                text = f'<a class="bad" href="#{anchor}">{esc(text.replace("**", ""))}</a>'
-            else:
-                text = esc(text)
-            row.append(text)
-        rows.append(row)
-    th, _ = _table(head, rows)
+    """The conformance result as its page shows it (dryz.conformance.page): the grid of properties x subjects, each
+    row's causes, and per differing cell its causes and witnesses."""
+    md = conformance_page.markdown(d)
     parts = [f"<h2>Conformance <code>{esc(name)}</code></h2>",
              f"<p>fuzz {d['fuzz_seconds']} s per subject; certificates to length {d.get('max_length', '?')}; "
-             f"wall {d['wall_seconds']} s</p>", th]
-    for anchor, r, key, w in witnesses:
-        body = {"subject": r["subject"], "property": key, "class": w.get("class"),
-                "explained_by": w.get("explained_by"),
-                "first probe that differs": probe_line(w["probe"]) if w.get("probe") else w.get("file"),
-                "minimized": w.get("minimized"), "shortest": w.get("shortest"),
-                "replay": f"dryz --subject {r['spec']} check {w.get('minimized') or w.get('source') or w.get('file')}"}
-        rows = [[k, f"<code>{esc(v)}</code>" if k == "replay" else esc(v)] for k, v in body.items()
-                if v not in (None, "")]
-        parts.append(f'<h3 id="{anchor}">{esc(r["subject"])}: {esc(key)}</h3>' + _table(["", ""], rows)[0])
-    return "".join(parts), f"## Conformance `{name}`\n\n" + conformance_markdown(d)
+             f"wall {d['wall_seconds']} s</p>", conformance_page.grid_html(d), "<ul>"]
+    parts += [f"<li>{esc(conformance_page.fitted_line(r).replace('**', '').replace('`', ''))}</li>"
+              for r in d["rows"] if r.get("fit")]
+    parts.append("</ul>")
+    for r in d["rows"]:
+        for key, c in r.get("cells", {}).items():
+            if not c.get("causes"):
+                continue
+            parts.append(f'<h3 id="{conformance_page.anchor(r, key)}">{esc(conformance_page.short_name(r))}: '
+                         f'{esc(c["title"])}</h3><pre>'
+                         + esc("\n".join(conformance_page.cause_rows(r, key, c))) + "</pre>")
+    return "".join(parts), f"## Conformance `{name}`\n\n" + md
 
 
 def _subject_key(s: dict | None):

@@ -337,10 +337,17 @@ class Minimized:
                       "original_length": len(self.original.history), "predicate_calls": self.calls,
                       "seconds": round(self.seconds, 2), "fault": fault(),
                       **({"not_judged": self.not_judged} if self.not_judged else {})}
+        if getattr(self, "cause", None):  # minimized keeping a cause (minimize_cause): the subject's answer kept
+            provenance["cause"], provenance["causes"] = self.cause[0], list(self.cause[1])
         if self.verdict is None:
-            return crash_entry(self.case, self.shortest, provenance, identity, self.sanitizer)
-        return entry_json(self.case, self.verdict, expect=self.verdict.klass, shortest=self.shortest,
-                          provenance=provenance, subject=identity)
+            out = crash_entry(self.case, self.shortest, provenance, identity, self.sanitizer)
+        else:
+            out = entry_json(self.case, self.verdict, expect=self.verdict.klass, shortest=self.shortest,
+                             provenance=provenance, subject=identity)
+        if getattr(self, "cause", None):
+            from .causes import answer_json  # on use
+            out["answer"] = answer_json(self.cause[2])
+        return out
 
 
 def minimize_case(case: Case, subject, isolate: bool | None = None, log=None, announce=None) -> Minimized:
@@ -386,6 +393,63 @@ def minimize_divergence(case: Case, klass: str, subject, *, sole: bool | None = 
     if not r.fails(case):
         raise ValueError(f"the case does not show {klass!r}" + (" alone" if sole else ""))
     return r.minimize(case, proven=lambda c: threshold_length(klass, c) == len(c.history))
+
+
+def shows_cause(cause: str, fitted: tuple, answer, abi: int = 7, sorted_flag: bool = True):
+    """The predicate "the subject's answer shows this cause": llama.cpp's DRY composed with the fitted causes
+    explains it and without this cause does not (dryz.causes); for the cause UNEXPLAINED, no composition of the
+    fitted causes explains it (a residual difference). answer(case): what the subject answers."""
+    from .causes import explains  # on use: the cause-keeping minimizer only
+    from .oracle.deviations import BY_PATTERN, pattern
+    from .subject.answers import Output
+
+    rest = tuple(m for m in fitted if m != cause)
+    # a model of what DRY leaves keeps a witness the subject answers (not one where it raises or refuses for
+    # another cause)
+    answered = cause != UNEXPLAINED and BY_PATTERN[pattern(cause)].kind not in ("raise", "refusal")
+
+    def pred(case: Case) -> bool:
+        a = answer(case)
+        if explains(case, a, (), sorted_flag, abi):  # what llama.cpp does: no difference to witness
+            return False
+        if cause == UNEXPLAINED:
+            return not explains(case, a, fitted, sorted_flag, abi)
+        if answered and not isinstance(a, Output):
+            return False
+        return explains(case, a, fitted, sorted_flag, abi) and not explains(case, a, rest, sorted_flag, abi)
+    return pred
+
+
+UNEXPLAINED = "unexplained"
+
+
+def minimize_cause(case: Case, cause: str, fitted: tuple, subject, log=None, announce=None) -> Minimized:
+    """A case showing a cause (a deviation model of the fitted set, or UNEXPLAINED) shrunk to a shortest one that
+    still shows it, every answer asked in an isolation worker: a witness that stays the cause's own (its
+    property's) and is explained by none of the other causes."""
+    import time
+
+    from .judge import answer_op  # on use
+    t0 = time.perf_counter()
+    with Worker(subject.spec, subject) as w:
+        def answer(c):
+            return w.call(answer_op, c)  # (a Crash where the subject's process died)
+        pred = shows_cause(cause, tuple(fitted), answer, subject.abi, bool(subject.caps.sorted_flag))
+        r = Reducer(pred, log)
+        if not r.fails(case):
+            raise NothingToMinimize(f"the case does not show {cause} (with the causes {', '.join(fitted) or 'none'})")
+        first = check_in(w, case)
+        if announce:
+            announce(first.klass, True)
+        reduced, shortest, calls = r.minimize(case)
+        reduced = replace(reduced, note="")
+        final = check_in(w, reduced)
+        said = answer(reduced)
+    verdict = None if final.klass in ("crash", "memory") else final
+    m = Minimized(reduced, verdict, first.klass, shortest, calls, time.perf_counter() - t0, True, case, None,
+                  r.not_judged)
+    m.cause = (cause, tuple(fitted), said)
+    return m
 
 
 # -- traces -----------------------------------------------------------------------------------------------

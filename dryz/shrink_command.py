@@ -11,11 +11,31 @@ from .files import fail
 from .inputs import load_case_file, load_subject, load_trace_file, on_vocab, say, selected_spec, spelled
 from .output import write_json
 from .render import dryz_on, ending, here
-from .shrink import flatten, NothingToMinimize, minimize_case, minimize_trace_input
+from .shrink import UNEXPLAINED, NothingToMinimize, flatten, minimize_case, minimize_cause, minimize_trace_input
 
 
-def command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, echo) -> None:
+def cause_option(cause, causes: str):
+    """(cause, fitted) from --cause and --causes, checked; None without --cause."""
+    from .oracle.deviations import DeviationError, parse  # on use
+    fitted = tuple(x for x in (causes or "").split(",") if x)
+    if cause is None:
+        if fitted:
+            fail("--causes: only with --cause (the cause to keep)")
+        return None
+    for m in fitted:
+        try:
+            parse(m)
+        except DeviationError as e:
+            fail(f"--causes: {e}")
+    if cause != UNEXPLAINED and cause not in fitted:
+        fail(f"--cause {cause!r}: one of --causes ({', '.join(fitted) or 'none given'}) or {UNEXPLAINED}")
+    return cause, fitted
+
+
+def command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, echo, kept=None) -> None:
     t = load_trace_file(path, read_as, as_trace, breakers)
+    if t is not None and kept is not None:
+        fail("--cause: causes are fitted on cases, not traces")
     log = (lambda msg: say(f"  {msg}"))
     kind = t[1] if t is not None else read_as
     try:
@@ -29,8 +49,13 @@ def command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_t
             case, kind = load_case_file(path, read_as, vocab, breakers)
             case = on_vocab(case, vocab)
             lib = load_subject()
-            m = minimize_case(case, lib, isolate, log=log, announce=lambda shown, iso: echo(
-                f"minimizing {path} ({kind}): class {shown}, {len(case.history)} tokens{', isolated' if iso else ''}"))
+            say_start = (lambda shown, iso: echo(f"minimizing {path} ({kind}): class {shown}, {len(case.history)} "
+                                                 f"tokens{', isolated' if iso else ''}"
+                                                 + (f", keeping the cause {kept[0]}" if kept else "")))
+            if kept is not None:
+                m = minimize_cause(case, kept[0], kept[1], lib, log=log, announce=say_start)
+            else:
+                m = minimize_case(case, lib, isolate, log=log, announce=say_start)
     except NothingToMinimize as e:
         fail(f"{path} (read as a {kind}): {e}")
     entry = m.entry(str(path), kind, lib.identity)

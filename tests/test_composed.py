@@ -115,3 +115,21 @@ def test_the_registry_names_parse_and_compose():
     cfg = compose(case_config(Case(history=(0,), alphabet=1, penalty_last_n=64)), ("match-cap:12", "match-cap:13", "repeat-min:2",
                                                                "repeat-min:1"))
     assert (cfg.match_cap, cfg.repeat_min) == (12, 2)
+
+
+def test_every_property_s_probes_tell_every_model_registered_for_it_from_llama_cpp():
+    """Probe adequacy: for every property and every model (every number of a numbered one) it claims, some probe
+    of that property has another answer under llama.cpp's DRY with the model than without it; and every model of
+    the registry is claimed by exactly one property (those acting only on a real vocabulary's breakers by none)."""
+    from dryz.causes import prediction, same_prediction
+    claimed = [m for p in PROPERTIES for m in p.explains]
+    assert sorted(claimed) == sorted(m.name for m in REGISTRY if m.kind not in ("vocab", "layer"))
+    blind = []
+    for p in PROPERTIES:
+        probes = [c for c in p.probes() if isinstance(c, Case)]
+        plain = [prediction(c, ()) for c in probes]
+        for pat in p.explains:
+            for m in instances(pat):
+                if all(same_prediction(prediction(c, (m,)), x) for c, x in zip(probes, plain)):
+                    blind.append((p.name, m))
+    assert blind == []

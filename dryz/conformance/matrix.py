@@ -20,18 +20,19 @@ import re
 import time
 from pathlib import Path
 
+from ..case import Case
+from ..causes import predicted_json
 from ..children import run as run_child
 from ..errors import DryzError
 from ..files import fail
 from ..gate.witnesses import minimized
 from ..matrix import cell as campaign_cell
 from ..output import table_out
-from ..render import probe_line
 from ..subject.build import PINNED_VERSION, build, describe, refuse_or_announce
 from ..subject.identity import subject_line
 from ..subject.registry import parse
-from ..verdict import is_finding
-from .properties import BY_NAME, OTHER, PROPERTIES
+from . import page
+from .properties import BY_NAME, PROPERTIES
 
 # The rows when none is given: llama.cpp's library, its server and its Python binding (the pinned release), and
 # the engines dryz ships adapters for.
@@ -55,8 +56,22 @@ def _row_name(spec: str) -> str:
     return re.sub(r"[^\w.-]+", "_", spec.strip(":")) or "subject"
 
 
+def _properties(spec, work: Path, names, witnesses, log, tag: str) -> tuple[dict | None, str]:
+    """`dryz properties` on the subject (its causes fitted, a cell per property, the witnesses attributed):
+    (result, "") or (None, why not)."""
+    out = work / f"properties-{tag}.json"
+    out.unlink(missing_ok=True)
+    args = ["properties", "--json", str(out)] + [x for w in witnesses for x in ("--witness", w)] + \
+        [x for n in names for x in ("--property", n)]
+    done = run_child(spec, args, PROPERTIES_TIMEOUT, work)
+    if not out.exists():
+        return None, done.failure(PROPERTIES_TIMEOUT) or done.last_error() or "no result"
+    return json.loads(out.read_text()), ""
+
+
 def subject_row(spec: str, seconds: int, work: Path, log, max_length: int = MAX_LENGTH, names=()) -> dict:
-    """A subject's row: its identity, its campaigns, its properties, each differing cell's witness minimized."""
+    """A subject's row: its identity, its causes fitted from the properties' probes, its campaigns, the campaigns'
+    witnesses attributed (the properties again, with them), each cause's witness minimized keeping its cause."""
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     p = run_child(spec, ["subject", "show"], 600, work)
@@ -69,8 +84,7 @@ def subject_row(spec: str, seconds: int, work: Path, log, max_length: int = MAX_
     name = label(ident)
     campaigns: dict = {}
     try:
-        return _campaigns_and_properties(spec, name, ident, caps, campaigns, seconds, work, log, max_length, names,
-                                         t0)
+        return _row(spec, name, ident, caps, campaigns, seconds, work, log, max_length, names, t0)
     except KeyboardInterrupt:  # the row as far as it got, said so (the step's child is stopped: dryz.children)
         return {"spec": spec, "subject": name, "identity": ident, "capabilities": caps, "cells": {},
                 "campaigns": campaigns, "interrupted": True,
@@ -79,41 +93,67 @@ def subject_row(spec: str, seconds: int, work: Path, log, max_length: int = MAX_
                 "seconds": round(time.monotonic() - t0, 1)}
 
 
-def _campaigns_and_properties(spec, name, ident, caps, campaigns, seconds, work, log, max_length, names, t0):
+def _row(spec, name, ident, caps, campaigns, seconds, work, log, max_length, names, t0):
+    log(f"  {name}: properties (the causes fitted)")
+    props, why = _properties(spec, work, names, [], log, "probes")
+    if props is None:
+        return {"spec": spec, "subject": name, "identity": ident, "error": f"dryz properties: {why}", "cells": {},
+                "campaigns": campaigns}
+    fitted = props["fit"]["models"]
+    log(f"  {name}: llama.cpp with {' + '.join(fitted) or 'nothing'}, residual {props['fit']['residual']:,}")
     for key, mode in CAMPAIGNS:
         log(f"  {name}: {key}")
         extra = ("-n", str(max_length)) if mode == "certificate" else ()
         campaigns[key] = campaign_cell(spec, mode, work, seconds, caps, extra)
         log(f"  {name}: {key}: {campaigns[key]['text']} ({campaigns[key]['seconds']} s)")
     found = [f["witness"] for c in campaigns.values() for f in c["findings"] if f.get("witness")]
-    out = work / "properties.json"
-    out.unlink(missing_ok=True)
-    log(f"  {name}: properties")
-    args = ["properties", "--json", str(out), "--corpus", str(work / "witnesses")] + \
-        [x for w in found for x in ("--witness", w)] + [x for n in names for x in ("--property", n)]
-    done = run_child(spec, args, PROPERTIES_TIMEOUT, work)
-    if not out.exists():
-        why = done.failure(PROPERTIES_TIMEOUT) or done.last_error() or "no result"
-        return {"spec": spec, "subject": name, "identity": ident, "error": f"dryz properties: {why}", "cells": {},
-                "campaigns": campaigns}
-    props = json.loads(out.read_text())
-    cells = props["cells"]
-    for key, c in cells.items():
-        w = c.get("witness")
-        if c["status"] != "differs" or not w:
-            continue
-        src = w.get("file")
-        if src is None:  # a probe: written as a Case (or trace) file, then minimized on the subject
-            src = str(work / "probes" / f"{key}.json")
-            Path(src).parent.mkdir(exist_ok=True)
-            Path(src).write_text(json.dumps(w["probe"]) + "\n")
-        log(f"  {name}: minimizing the {key} witness")
-        w["minimized"], w["shortest"] = minimized(spec, ["minimize", src, "--corpus", str(work / "witnesses")],
-                                                  MINIMIZE_SECONDS, work, work / f"minimize-{key}.json")
-        w["source"] = src
-    return {"spec": spec, "subject": name, "identity": ident, "capabilities": caps, "cells": cells,
-            "campaigns": campaigns, "witnesses": props.get("witnesses", []),
+    if found:  # the campaigns' witnesses judged and attributed (the causes fitted again with them)
+        log(f"  {name}: properties again, with the campaigns' {len(found)} witness(es)")
+        again, why = _properties(spec, work, names, found, log, "witnesses")
+        if again is None:
+            return {"spec": spec, "subject": name, "identity": ident, "error": f"dryz properties: {why}",
+                    "cells": props["cells"], "campaigns": campaigns}
+        props = again
+    fitted = props["fit"]["models"]
+    for key, c in props["cells"].items():
+        for cause in c.get("causes", []):
+            _minimize(spec, work, key, cause, fitted, name, log, ident.get("init_dry_abi", 7))
+    return {"spec": spec, "subject": name, "identity": ident, "capabilities": caps, "cells": props["cells"],
+            "fit": props["fit"], "campaigns": campaigns, "witnesses": props.get("witnesses", []),
             "seconds": round(time.monotonic() - t0, 1)}
+
+
+def _minimize(spec, work: Path, key: str, cause: dict, fitted, name, log, abi: int = 7) -> None:
+    """A cause's witness minimized on its subject, keeping the cause (dryz minimize --cause): a witness of this
+    cause that no other fitted cause explains. A class the judge names (promise-*, served-*) keeps its class."""
+    w = cause.get("witness") or {}
+    src = w.get("file")
+    tag = re.sub(r"[^\w.-]+", "_", f"{key}-{cause['name']}")
+    if src is None and "history" in (w.get("probe") or {}):  # a probe: written as a Case file first
+        src = str(work / "probes" / f"{tag}.json")
+        Path(src).parent.mkdir(exist_ok=True)
+        Path(src).write_text(json.dumps(w["probe"]) + "\n")
+    if src is None:
+        return
+    args = ["minimize", src, "--corpus", str(work / "witnesses")]
+    if cause["kind"] in ("observed", "declared"):
+        args += ["--cause", cause["name"], "--causes", ",".join(fitted)]
+    elif cause["kind"] == "residual" and fitted:
+        args += ["--cause", "unexplained", "--causes", ",".join(fitted)]
+    log(f"  {name}: minimizing the witness of {cause['name']} ({key})")
+    w["minimized"], w["shortest"] = minimized(spec, args, MINIMIZE_SECONDS, work, work / f"minimize-{tag}.json")
+    w["source"] = src
+    if w["minimized"]:
+        entry = json.loads(Path(w["minimized"]).read_text())
+        w["minimized_case"] = entry.get("case")
+        if entry.get("answer") and entry.get("case"):  # what llama.cpp, the other causes and the subject give
+            case = Case.from_json(entry["case"])
+            rest = tuple(m for m in fitted if m != cause["name"])
+            vals = {"probe": entry["case"], "llama.cpp": predicted_json(case, (), abi), "subject": entry["answer"]}
+            other = predicted_json(case, rest, abi) if cause["kind"] in ("observed", "declared") else None
+            if other is not None and other != vals["llama.cpp"]:
+                vals["without"] = other
+            w["minimized_values"] = vals
 
 
 def label(ident: dict) -> str:
@@ -158,65 +198,22 @@ def run_conformance(specs: list[str], seconds: int, work: Path, log, max_length:
 # -- the matrix as text ------------------------------------------------------------------------------------------
 
 
-def shown(c: dict | None) -> str:
-    if c is None:
-        return ""
-    st = c["status"]
-    if st == "conforms":
-        return f"conforms ({c['judged']:,})"
-    if st == "declared":
-        return "declared: " + "; ".join(f"{d['name']} ({d['cited']})" for d in c.get("declared", []))
-    if st == "not expressible":
-        return "not expressible: " + "; ".join(c.get("not_judged", {}))[:120]
-    w = c.get("witness") or {}
-    bad = sum(n for k, n in c.get("classes", {}).items() if is_finding(k))
-    what = w.get("class", "") + (f" ({bad:,} of {c['judged']:,})" if c.get("judged") else "")
-    if w.get("explained_by"):
-        what += f" = llama.cpp with {w['explained_by']}"
-    return f"**differs**: {what}" + (f" [{w['shortest']}]" if w.get("shortest") else "")
-
-
-def columns(result: dict) -> list[tuple[str, str]]:
-    cols = [(p["name"], p["title"]) for p in result["properties"]]
-    if any(OTHER in r["cells"] for r in result["rows"]):
-        cols.append((OTHER, "other differences"))
-    return cols
-
-
-def markdown(result: dict) -> str:
-    cols = columns(result)
-    lines = ["| subject | " + " | ".join(t for _, t in cols) + " |", "|---|" + "---|" * len(cols)]
-    for r in result["rows"]:
-        if "error" in r:
-            lines.append(f"| {r['subject']} | {r['error']} |" + " |" * (len(cols) - 1))
-            continue
-        lines.append(f"| {r['subject']} | " + " | ".join(shown(r["cells"].get(k)) for k, _ in cols) + " |")
-    lines += ["", "| subject | " + " | ".join(k for k, _ in CAMPAIGNS) + " |", "|---|" + "---|" * len(CAMPAIGNS)]
-    for r in result["rows"]:
-        if r.get("campaigns"):
-            lines.append(f"| {r['subject']} | " + " | ".join(r["campaigns"][k]["text"] for k, _ in CAMPAIGNS
-                                                            if k in r["campaigns"]) + " |")
-    ws = [(r, k, c["witness"]) for r in result["rows"] for k, c in r["cells"].items() if c.get("witness")]
-    if ws:
-        lines += ["", "| subject | property | first probe that differs | class | minimized | shortest | replay |",
-                  "|---|---|---|---|---|---|---|"]
-        for r, k, w in ws:
-            path = w.get("minimized") or w.get("source") or w.get("file")
-            probe = f"`{probe_line(w['probe'])}`" if "history" in (w.get("probe") or {}) else \
-                Path(w.get("file") or "").name
-            lines.append(f"| {r['subject']} | {k} | {probe} | {w['class']} | `{_spell(w)}` | {w.get('shortest', '')} | "
-                         f"`dryz --subject {r['spec']} check {path}` |")
+def text(result: dict) -> str:
+    """What `dryz conformance` prints: the grid (properties down, subjects across, short labels) and each row's
+    causes."""
+    rows = result["rows"]
+    cols = page.columns(result)
+    width = 24
+    head = f"{'property':<34}" + "".join(f"{page.short_name(r)[:width - 1]:<{width}}" for r in rows)
+    lines = [head]
+    for key, title in cols:
+        cells = [page.cell_label(r.get("cells", {}).get(key))[0] if r.get("cells") else "not run" for r in rows]
+        lines.append(f"{title[:33]:<34}" + "".join(f"{c[:width - 1]:<{width}}" for c in cells))
+    lines.append("")
+    for r in rows:
+        lines.append(page.fitted_line(r).replace("**", "").replace("`", "") if r.get("fit") else
+                     f"{page.short_name(r)}: {r.get('error', '')}")
     return "\n".join(lines) + "\n"
-
-
-def _spell(w: dict) -> str:
-    """The witness in one line: the minimized entry's case when there is one, else the probe."""
-    c = w.get("probe") or {}
-    if w.get("minimized") and Path(w["minimized"]).is_file():
-        c = json.loads(Path(w["minimized"]).read_text()).get("case", c)
-    if "history" not in c:
-        return Path(w.get("file") or w.get("source") or "").name
-    return probe_line(c)
 
 
 def exit_code(result: dict) -> int:
@@ -245,5 +242,7 @@ def command(rows, seconds: int, max_length: int, names, workdir, json_path, md_p
         fail(f"--property {unknown[0]!r}: not a property (properties: {', '.join(BY_NAME)})")
     refuse_or_announce([describe(PINNED_VERSION, server=True)] if "server" in specs else [], log)
     result = run_conformance(specs, seconds, Path(workdir).resolve(), log, max_length, names)
-    table_out(result, markdown(result), json_path, md_path, echo)
+    table_out(result, text(result), json_path, None, echo)
+    if md_path:
+        Path(md_path).write_text(page.markdown(result))
     return exit_code(result)

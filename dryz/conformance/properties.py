@@ -52,8 +52,25 @@ def _allowed():
     return [c for a in (0, 2, 3) for c in _cases(words(2, 6), 2, allowed_length=a)]
 
 
-def _window_cap():
-    return [c for w in range(1, 6) for c in _cases((h for h in words(2, 6) if len(h) > w), 2, penalty_last_n=w)]
+def _sampled(k: int, n: int, count: int, seed: int) -> list[tuple]:
+    """count histories of n tokens over k symbols, the same every run (a linear congruential walk), periodic
+    ones first: a long repeat, then whatever the walk gives."""
+    out = [tuple(i % p for i in range(n)) for p in range(1, k + 1)]
+    x = seed
+    while len(out) < count:
+        h = []
+        for _ in range(n):
+            x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+            h.append((x >> 16) % k)
+        out.append(tuple(h))
+    return out[:count]
+
+
+def _window_cap():  # every window 1..5 over short histories; windows 18..24 (past an engine's n-gram limit of
+    # 20, whose smaller windows raise) over longer ones, the tokens just before the window included
+    return [c for w in range(1, 6) for c in _cases((h for h in words(2, 6) if len(h) > w), 2, penalty_last_n=w)] + \
+        [c for w in range(18, 25) for n in (w + 1, w + 2, w + 4)
+         for c in _cases(_sampled(2, n, 12, 1000 * w + n), 2, penalty_last_n=w)]
 
 
 def _window_zero():
@@ -93,14 +110,17 @@ def _match_caps():  # long repeats (L up to 150), base 1.01 so that no penalty o
     return [Case(history=_periodic(3, n), alphabet=3, penalty_last_n=WHOLE, base=1.01) for n in range(6, 154, 4)]
 
 
-def _occurrences():  # one long repeat at the oldest occurrence of the last token, r later occurrences after it
+def _occurrences():  # the last token's oldest occurrence holds the longest repeat, behind N later ones
     out = []
-    for r in range(1, 17):
-        h = (0, 1, 2, 3) + (0, 4) * r + (0, 1, 2)
-        out.append(Case(history=h, alphabet=5, penalty_last_n=WHOLE))
-    for r in range(1, 17):  # r short repeats, then one long one
-        h = (0, 1, 2, 3) + tuple(x for i in range(r) for x in (0, 1, 4)) + (0, 1, 2)
-        out.append(Case(history=h, alphabet=5, penalty_last_n=WHOLE))
+    for r in range(1, 18):  # r later occurrences, each a one-token repeat followed by another token: X (24)
+        # follows only the oldest (L 3); an engine reading only the r latest never sees it
+        h = (0, 1, 2, 24) + (3, 2, 25) * r + (0, 1, 2)
+        out.append(Case(history=h, alphabet=26, penalty_last_n=WHOLE))
+    for n in range(1, 18):  # the oldest occurrence's repeat has n + 2 tokens (X follows it), a later one's n
+        # (Y follows it): an engine stopping at the first repeat of n tokens never reaches X's
+        body = tuple(range(4, 4 + n + 2))
+        h = body + (1,) + (2,) + body[2:] + (3,) + (2,) + body
+        out.append(Case(history=h, alphabet=4 + n + 2, penalty_last_n=WHOLE))
     return out
 
 
@@ -127,32 +147,34 @@ def _traces():
 
 PROPERTIES = (
     Property("repeats", "repeat lengths", "L: the longest suffix a candidate extends into a repeat (window above "
-             "the history)", _repeats),
+             "the history)", _repeats, ("suffix:longest-only", "last-follower:unseen", "raises-history:N")),
     Property("allowed-length", "allowed_length 0/2/3", "a repeat of L >= allowed_length tokens is penalized",
-             _allowed),
-    Property("window-cap", "window cap", "only the last penalty_last_n tokens are read", _window_cap),
+             _allowed, ("repeat-min:N", "threshold:none", "exit:at-allowed", "exit:tail-at-allowed")),
+    Property("window-cap", "window cap", "only the last penalty_last_n tokens are read", _window_cap,
+             ("window:one-wider", "raises-window:N")),
     Property("window-zero", "window 0", "penalty_last_n 0: DRY off", _window_zero, ("window-zero:unlimited",)),
     Property("window-negative", "window -1", "a negative penalty_last_n: DRY off (the 7-argument init_dry)",
-             _window_negative, ("window-negative:unlimited",)),
+             _window_negative, ("window-negative:unlimited", "window-negative:refused")),
     Property("breakers", "single-token breakers", "a breaker in the history ends every repeat that crosses it",
-             _breakers, ("single-token-breakers",)),
+             _breakers, ("last-breaker:unchecked",)),
     Property("breaker-exemption", "breaker exemption", "a single-token breaker is never penalized", _exemption,
              ("breakers-not-exempt",)),
     Property("multi-token-breakers", "multi-token restart sequences",
              "a breaker of several tokens restarts where the whole sequence occurs", _multi_token,
              ("single-token-breakers", "breaker-form:last-token")),
     Property("base", "base < 1 and 1", "base < 1: DRY off; base 1: the multiplier itself", _base,
-             ("base-below-one:applied",)),
+             ("base-below-one:applied", "base-below-one:refused")),
     Property("negative-parameters", "negative multiplier, allowed_length",
-             "a negative multiplier raises; a negative allowed_length penalizes every follower", _negative),
+             "a negative multiplier raises; a negative allowed_length penalizes every follower", _negative,
+             ("multiplier-negative:off", "multiplier-negative:refused", "allowed-negative:refused")),
     Property("finite-penalties", "finite penalties", "the exponent is clamped: a penalty stays finite",
-             _finite, ("no-clamp",)),
+             _finite, ("no-clamp", "finite-penalty:saturate")),
     Property("match-caps", "match length (no cap)", "a repeat counts every token it has (no cap)", _match_caps,
-             ("match-cap:N",)),
+             ("match-cap:N", "suffix-cap:N")),
     Property("occurrence-caps", "every occurrence", "every earlier occurrence of the last token is extended",
              _occurrences, ("occurrence-cap:N", "early-exit:N")),
     Property("arithmetic", "penalty arithmetic", "multiplier * base^(L - allowed_length), rounded once, bit-exact",
-             _arithmetic),
+             _arithmetic, ("arithmetic:float32", "penalty:times-count")),
     Property("candidate-order", "candidate order and sorted flag", "any candidate subset and order, initial "
              "logits kept, sorted flag cleared when DRY penalizes", _candidates),
     Property("reset-clone", "reset / clone", "a reset forgets the history; a clone carries it on", _traces,

@@ -1,149 +1,224 @@
-"""One subject's row of the conformance matrix (`dryz properties`): every property's probes run on the subject and
-judged like any case, in an isolation worker (a probe that kills the subject's process is class crash, the rest
-judged); per property a cell: conforms, declared (the difference is a deviation the subject declares, with its
-citation), differs (the first differing probe: shortest first, the witness), or not expressible (the subject can
-run none of them: why). Witnesses from elsewhere (a campaign's) are judged too and attributed to the property
-whose deviation model reproduces them bit for bit, else to `other`."""
+"""One subject's row of the conformance matrix (`dryz properties`): every property's probes run on the subject (in an
+isolation worker: a probe that kills the subject's process is class crash) and judged like any case; the causes of
+its differences fitted (dryz.causes: the 1-minimal set of deviation models whose composition with llama.cpp's DRY
+explains every answer bit for bit, the rest the residual); then per property a cell, judged after composing the
+row's causes of the other properties:
+
+  conforms        every probe judged agrees with llama.cpp composed with the other properties' causes
+  declared        the differences left are deviations the subject declares (with the citation of its documentation)
+  differs         a cause of this property explains them (a deviation model with the engine's source line; a class
+                  the judge names itself: promise-*, served-*, memory), or nothing does (the residual)
+  not expressible the subject can express none of the probes (a parameter or call it lacks): why
+  not judged      every probe it answered raised or was refused, for another property's cause: why
+
+Each cause has a witness: its property's first probe (shortest first) that needs it, with what llama.cpp and the
+subject gave. A campaign's witnesses (--witness) are judged too and attributed to the causes that explain them;
+one no cause explains goes to the `other` column."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
 
 from ..case import Case
-from ..config import Semantics
+from ..causes import answer_json, explains, fit, predicted_json
 from ..corpus import crash_entry, entry_json, write_entry
-from ..judge import judge_output, semantics
-from ..subject.answers import Crash, Unsupported
-from ..subject.isolation import Worker
 from ..files import fail
 from .. import inputs
 from ..inputs import load_case_file, load_subject, load_trace_file, say, selected_spec
+from ..judge import judge_output, semantics
+from ..oracle.deviations import BY_PATTERN, MODELLED, pattern
 from ..output import write_json
 from ..render import properties_ending, properties_text
+from ..subject.answers import Crash, Output, Refused, Unsupported
+from ..subject.isolation import Worker
 from ..trace import Trace
 from ..trace_check import check_trace
-from ..verdict import AGREE, crash_verdict, is_finding
+from ..verdict import AGREE, MEMORY, ORACLE_DISAGREEMENT, crash_verdict, is_finding
 from .properties import BY_NAME, OTHER, PROPERTIES
 
 CHUNK = 64          # probes per call into the isolation worker
-NUMBERED = {"match-cap:N": range(1, 65), "occurrence-cap:N": range(1, 17), "early-exit:N": range(1, 17)}
+NOT_JUDGED = "not judged"
+NOT_EXPRESSIBLE = "not expressible"
+# Classes whose cause the judge names itself (the library's own promise, llama-server's request layer, a sanitizer
+# report, the oracles): not fitted, the class is the cause.
+NAMED = ("promise-", "served-", MEMORY, ORACLE_DISAGREEMENT)
 
 
-def _models(explains) -> list[str]:
-    out = []
-    for m in explains:
-        out += [m.replace(":N", f":{n}") for n in NUMBERED[m]] if m in NUMBERED else [m]
-    return out
+def _named(klass: str) -> bool:
+    return klass.startswith(NAMED[:2]) or klass in NAMED[2:]
 
 
-def attribute(case: Case, sem: Semantics, out) -> str | None:
-    """The deviation model (of any property) that makes llama.cpp's semantics give this output bit for bit, or
-    None: what the difference is, named."""
-    for p in PROPERTIES:
-        for m in _models(p.explains):
-            try:
-                v = judge_output(case, replace(sem, deviations=(m,)), out)
-            except Exception:  # noqa: BLE001 (a model that cannot take this case does not explain it)
-                continue
-            if v.klass == f"declared-{m}":
-                return m
-    return None
-
-
-def property_of(model: str | None) -> str:
-    """The property a deviation model belongs to (OTHER when none explains the difference)."""
-    if model is None:
-        return OTHER
-    generic = model.split(":")[0] + ":N" if model.split(":")[-1].isdigit() else model
-    return next((p.name for p in PROPERTIES if generic in p.explains or model in p.explains), OTHER)
-
-
-def _judge_chunk(subject, probes: list) -> list:
-    """(class, verdict JSON or None, explained-by) per probe, or ("not judged", why); runs in the worker."""
-    sem = semantics(subject)
+def _answer_chunk(subject, probes: list) -> list:
+    """Per probe, in the worker: ("answer", Output | Crash | Refused | Unrecoverable), ("trace", class, verdict
+    JSON or None), or (NOT_JUDGED, why)."""
     res: list = [None] * len(probes)
     todo = []
     for i, p in enumerate(probes):
         if isinstance(p, Trace):
             v = check_trace(p, subject)
-            res[i] = (v.klass, None if v.klass == AGREE else v.to_json(), None)
+            res[i] = ("trace", v.klass, None if v.klass == AGREE else v.to_json())
             continue
         why = subject.caps.lacks(p)
         if why is not None:
-            res[i] = ("not judged", why)
+            res[i] = (NOT_JUDGED, why)
         else:
             todo.append(i)
-    outs = subject.run_batch([probes[i] for i in todo]) if todo else []
-    for i, out in zip(todo, outs):
-        case = probes[i]
-        try:
-            v = judge_output(case, sem, out) if not isinstance(out, Crash) else crash_verdict(case, out)
-        except Unsupported as e:
-            res[i] = ("not judged", str(e))
-            continue
-        model = attribute(case, sem, out) if is_finding(v.klass) and not isinstance(out, Crash) else None
-        res[i] = (v.klass, None if v.klass == AGREE else v.to_json(), model)
+    for i, out in zip(todo, subject.run_batch([probes[i] for i in todo]) if todo else []):
+        res[i] = ("answer", out)
     return res
 
 
 def _run(worker: Worker, probes: list) -> list:
-    """Every probe judged in the worker; a chunk that kills it is judged again one probe at a time."""
+    """Every probe's answer from the worker; a chunk that kills it is asked again one probe at a time."""
     res = []
     for i in range(0, len(probes), CHUNK):
         chunk = probes[i:i + CHUNK]
-        got = worker.call(_judge_chunk, chunk)
+        got = worker.call(_answer_chunk, chunk)
         if isinstance(got, Crash):
             got = []
             for p in chunk:
-                one = worker.call(_judge_chunk, [p])
-                if isinstance(one, Crash):
-                    v = crash_verdict(p, one) if isinstance(p, Case) else None
-                    one = [(v.klass if v else "crash", v.to_json() if v else {"detail": one.detail}, None)]
-                got += one
+                one = worker.call(_answer_chunk, [p])
+                got += [("answer", one)] if isinstance(one, Crash) else one
         res += got
     return res
 
 
-def cell(prop, results: list, probes: list, citations: dict, seconds: float) -> dict:
-    """A property's cell from its probes' results."""
+class Judged:
+    """One probe judged: its case, the subject's answer, its class (or why it is not judged)."""
+
+    def __init__(self, case, answer, klass: str, verdict=None, why: str = ""):
+        self.case, self.answer, self.klass, self.verdict, self.why = case, answer, klass, verdict, why
+
+    @property
+    def judged(self) -> bool:
+        return self.klass != NOT_JUDGED
+
+    @property
+    def fitted(self) -> bool:
+        """Its answer goes into the fit: a case the subject answered whose class the judge does not name itself."""
+        return self.judged and isinstance(self.case, Case) and not _named(self.klass)
+
+
+def _judge(sem, probe, r) -> Judged:
+    if r[0] == NOT_JUDGED:
+        return Judged(probe, None, NOT_JUDGED, why=r[1])
+    if r[0] == "trace":
+        return Judged(probe, None, r[1], r[2])
+    out = r[1]
+    try:
+        v = crash_verdict(probe, out) if isinstance(out, Crash) else judge_output(probe, sem, out)
+    except Unsupported as e:
+        return Judged(probe, out, NOT_JUDGED, why=str(e))
+    return Judged(probe, out, v.klass, v)
+
+
+def _cause(j: Judged, fitted: tuple, own: tuple, sorted_flag: bool, abi: int):
+    """What makes probe j differ in its property's cell: None (it agrees, or another property's cause explains
+    it), or ((kind, name), ...): a model of this property (kind model), the judge's own class (kind class), or
+    nothing fitted (kind residual, named by its class)."""
+    if not j.judged or j.klass == AGREE or not (is_finding(j.klass) or j.klass.startswith("declared-")):
+        return None
+    if _named(j.klass) or not isinstance(j.case, Case):
+        return (("class", j.klass),)
+    if not explains(j.case, j.answer, fitted, sorted_flag, abi):
+        return (("residual", j.klass),)
+    rest = tuple(m for m in fitted if m not in own)
+    if explains(j.case, j.answer, rest, sorted_flag, abi):
+        return None
+    needed = tuple(m for m in own if not explains(j.case, j.answer, tuple(x for x in fitted if x != m),
+                                                  sorted_flag, abi))
+    return tuple(("model", m) for m in (needed or own))
+
+
+def _fits_witness(j: Judged, name: str, kind: str) -> bool:
+    """A probe that can stand as this cause's witness: one the subject answered, for a model of what DRY leaves
+    (not a raise or refusal another cause makes)."""
+    if kind != "model" or BY_PATTERN[pattern(name)].kind in ("raise", "refusal"):
+        return True
+    return isinstance(j.answer, Output)
+
+
+def _witness(j: Judged, abi: int, without: tuple | None = None) -> dict:
+    """A probe as a cause's witness: the probe, its class, what llama.cpp gave, what llama.cpp composed with the
+    row's other causes gave (`without`: the causes but this one, where that differs from llama.cpp alone), and what
+    the subject gave."""
+    w = {"class": j.klass, "probe": j.case.to_json()}
+    if isinstance(j.case, Case):
+        w["llama.cpp"] = predicted_json(j.case, (), abi)
+        if without:
+            other = predicted_json(j.case, without, abi)
+            if other != w["llama.cpp"]:
+                w["without"] = other
+        w["subject"] = answer_json(j.answer)
+    if j.verdict is not None:
+        w["verdict"] = j.verdict if isinstance(j.verdict, dict) else j.verdict.to_json()
+    return w
+
+
+def describe(name: str, kind: str, citations: dict, sources: dict) -> dict:
+    """A cause as the cell names it: the model (its meaning, whether the subject declares it and where its
+    documentation says so, the engine's source line) or the class."""
+    if kind == "model":
+        d = {"name": name, "kind": "declared" if name in citations else "observed",
+             "meaning": MODELLED.get(pattern(name), "")}
+        if name in citations:
+            d["cited"] = citations[name]
+        src = sources.get(name) or sources.get(pattern(name))
+        if src:
+            d["source"] = src
+        return d
+    if kind == "class":
+        return {"name": name, "kind": "class"}
+    return {"name": f"unexplained {name}", "kind": "residual", "class": name}
+
+
+def cell(prop, judged: list, fitted: tuple, citations: dict, sources: dict, sorted_flag: bool, abi: int,
+         seconds: float) -> dict:
+    """A property's cell from its probes judged, after composing the row's other causes."""
+    own = tuple(m for m in fitted if pattern(m) in prop.explains)
     classes: dict = {}
     not_judged: dict = {}
-    found = []  # (rank, index, witness): this property's own model first, then any difference, then a crash
-    declared = set()
-    own = {m.split(":")[0] for m in prop.explains}
-    for i, (p, r) in enumerate(zip(probes, results)):
-        if r[0] == "not judged":
-            not_judged[r[1]] = not_judged.get(r[1], 0) + 1
+    causes: dict = {}
+    answered = 0
+    for j in judged:
+        if not j.judged:
+            not_judged[j.why] = not_judged.get(j.why, 0) + 1
             continue
-        klass, v, model = r
-        classes[klass] = classes.get(klass, 0) + 1
-        if klass.startswith("declared-"):
-            declared.add(klass[len("declared-"):])
-        if is_finding(klass):
-            rank = 0 if model and model.split(":")[0] in own else 2 if klass in ("crash", "memory") else 1
-            if not any(f[0] <= rank for f in found):
-                found.append((rank, i, {"class": klass, "probe": p.to_json(), "verdict": v, "explained_by": model}))
-    witness = min(found, key=lambda f: (f[0], f[1]))[2] if found else None
-    judged = sum(classes.values())
-    if witness is not None:
+        classes[j.klass] = classes.get(j.klass, 0) + 1
+        answered += isinstance(j.answer, Output) or isinstance(j.case, Trace)
+        for kind, name in _cause(j, fitted, own, sorted_flag, abi) or ():
+            rest = tuple(m for m in fitted if m != name)
+            c = causes.setdefault((kind, name), {**describe(name, kind, citations, sources), "probes": 0})
+            c["probes"] += 1
+            # its witness: the first probe that needs it and can show it (_fits_witness), else the first
+            if "witness" not in c or (c.get("_unfit") and _fits_witness(j, name, kind)):
+                c["witness"] = _witness(j, abi, rest if kind == "model" else None)
+                c["_unfit"] = not _fits_witness(j, name, kind)
+    n = sum(classes.values())
+    kinds = {c["kind"] for c in causes.values()}
+    if not n:
+        status = NOT_EXPRESSIBLE
+    elif kinds - {"declared"}:
         status = "differs"
-    elif declared:
+    elif kinds:
         status = "declared"
-    elif judged:
-        status = "conforms"
+    elif not answered:  # every probe raised or was refused, for another property's cause
+        status = NOT_JUDGED
+        not_judged["every probe judged raised or was refused: another property's cause"] = n
     else:
-        status = "not expressible"
-    out = {"property": prop.name, "title": prop.title, "status": status, "probes": len(probes), "judged": judged,
-           "classes": dict(sorted(classes.items())), "seconds": round(seconds, 2)}
+        status = "conforms"
+    out = {"property": prop.name, "title": prop.title, "status": status, "probes": len(judged), "judged": n,
+           "answered": answered, "classes": dict(sorted(classes.items())), "seconds": round(seconds, 2)}
     if not_judged:
         out["not_judged"] = not_judged
-    if declared:
-        out["declared"] = [{"name": d, "cited": citations.get(d, "")} for d in sorted(declared)]
-    if witness is not None:
-        out["witness"] = witness
+    if causes:
+        for c in causes.values():
+            c.pop("_unfit", None)
+        out["causes"] = sorted(causes.values(), key=lambda c: (c["kind"] == "declared", -c["probes"]))
     return out
 
 
@@ -155,70 +230,102 @@ def _read_witness(path: str):
 
 
 def row(lib, names=None, witnesses=(), log=lambda m: None) -> dict:
-    """The subject's row: a cell per property (all, or those named), then the witnesses attributed."""
+    """The subject's row: its causes fitted, a cell per property (all, or those named), the witnesses attributed."""
     ident = lib.identity
     citations = dict(ident.get("citations") or {})
+    sources = dict(ident.get("sources") or {})
+    sem = semantics(lib)
     calls = set(lib.caps.calls)
-    cells = {}
+    sorted_flag = bool(lib.caps.sorted_flag)
     t0 = time.monotonic()
+    props = [p for p in PROPERTIES if not names or p.name in names]
+    judged: dict = {}
+    seconds: dict = {}
     with Worker(lib.spec, lib, timeout=None) as w:
-        for prop in PROPERTIES:
-            if names and prop.name not in names:
-                continue
+        for prop in props:
             t = time.monotonic()
             if prop.traces and not {"reset", "clone", "free"} <= calls:
                 missing = ", ".join(sorted({"reset", "clone", "free"} - calls))
-                cells[prop.name] = {"property": prop.name, "title": prop.title, "status": "not expressible",
-                                    "probes": 0, "judged": 0, "classes": {}, "seconds": 0.0,
-                                    "not_judged": {f"the subject does not expose {missing}": 1}}
-                continue
-            probes = prop.probes()
-            cells[prop.name] = cell(prop, _run(w, probes), probes, citations, time.monotonic() - t)
-            log(f"{prop.name}: {cells[prop.name]['status']} ({cells[prop.name]['judged']:,} judged)")
-        attributed = []
+                judged[prop.name] = [Judged(None, None, NOT_JUDGED, why=f"the subject does not expose {missing}")]
+            else:
+                probes = prop.probes()
+                judged[prop.name] = [_judge(sem, p, r) for p, r in zip(probes, _run(w, probes))]
+            seconds[prop.name] = time.monotonic() - t
+            log(f"{prop.name}: {sum(j.judged for j in judged[prop.name]):,} judged")
+        found = []
         for path in witnesses:
-            r = _run(w, [_read_witness(path)])[0]
-            if r[0] == "not judged":
-                attributed.append({"witness": str(path), "class": "not judged", "why": r[1], "property": None})
-                continue
-            klass, _, model = r
-            attributed.append({"witness": str(path), "class": klass, "explained_by": model,
-                               "property": property_of(model) if is_finding(klass) else None})
-    for a in attributed:  # a campaign's difference makes its property's cell differ (its own witness kept)
-        p = a["property"]
-        if p is None:
-            continue
-        c = cells.setdefault(p, {"property": p, "title": BY_NAME[p].title if p in BY_NAME else "other differences",
-                                 "status": "conforms", "probes": 0, "judged": 0, "classes": {}, "seconds": 0.0})
-        c.setdefault("campaign_witnesses", []).append(a)
-        if c["status"] != "differs":
-            c["status"] = "differs"
-            c["witness"] = {"class": a["class"], "file": a["witness"], "explained_by": a["explained_by"]}
+            probe = _read_witness(path)
+            found.append((str(path), _judge(sem, probe, _run(w, [probe])[0])))
+    pairs = [(j.case, j.answer) for js in judged.values() for j in js if j.fitted] + \
+        [(j.case, j.answer) for _, j in found if j.fitted]
+    t = time.monotonic()
+    f = fit(pairs, sorted_flag, start=tuple(citations), abi=lib.abi,
+            log=lambda m: log(f"  {m}"))
+    log(f"causes: {', '.join(f.models) or 'none'}; residual {len(f.residual):,} of {f.judged:,} answers "
+        f"({time.monotonic() - t:.1f} s)")
+    cells = {p.name: cell(p, judged[p.name], f.models, citations, sources, sorted_flag, lib.abi, seconds[p.name])
+             for p in props}
+    attributed = []
+    for path, j in found:  # a campaign's witness: the causes that explain it, or the residual (other)
+        a = {"witness": path, "class": j.klass}
+        if not j.judged:
+            a.update(klass=NOT_JUDGED, why=j.why)
+        elif is_finding(j.klass) or j.klass.startswith("declared-"):
+            needed = _cause(j, f.models, f.models, sorted_flag, lib.abi) or ()
+            a["causes"] = [name for _, name in needed]
+            props_of = {_property_of(name, kind) for kind, name in needed} or {None}
+            for p in props_of:
+                c = cells.setdefault(p or OTHER, _other_cell())
+                c.setdefault("campaign_witnesses", []).append(a)
+                if p is None or any(k == "residual" for k, _ in needed):
+                    c["status"] = "differs"
+                    c.setdefault("causes", []).append({"name": f"unexplained {j.klass}", "kind": "residual",
+                                                       "class": j.klass, "probes": 0,
+                                                       "witness": {"class": j.klass, "file": path}})
+        attributed.append(a)
     return {"tool": "dryz properties", "subject": ident, "cells": cells, "witnesses": attributed,
+            "fit": {"models": list(f.models), "declared": [m for m in f.models if m in citations],
+                    "observed": [m for m in f.models if m not in citations],
+                    "declared_not_fitted": [m for m in citations if m not in f.models],
+                    "residual": len(f.residual), "answers": f.judged, "llama.cpp": f.llama},
             "seconds": round(time.monotonic() - t0, 1)}
 
 
+def _property_of(name: str, kind: str) -> str | None:
+    if kind != "model":
+        return None
+    return next((p.name for p in PROPERTIES if pattern(name) in p.explains), None)
+
+
+def _other_cell() -> dict:
+    return {"property": OTHER, "title": "other differences", "status": "conforms", "probes": 0, "judged": 0,
+            "answered": 0, "classes": {}, "seconds": 0.0}
+
+
 def write_witnesses(result: dict, directory) -> list[str]:
-    """Each differing cell's probe as a corpus entry (the first probe of the property's space that differs, shortest
-    first: not minimized here; `dryz minimize` shrinks it further, possibly out of the property)."""
+    """Each cause's witness probe as a corpus entry (its property's first probe that needs it, shortest first: not
+    minimized here; `dryz minimize --cause` shrinks it keeping the cause)."""
     written = []
     ident = result["subject"]
     for key, c in result["cells"].items():
-        w = c.get("witness")
-        if c["status"] != "differs" or not w or "probe" not in w or "history" not in w["probe"]:
-            continue
-        case = Case.from_json(w["probe"])
-        note = f"the first probe of property {key} that differs" + (
-            f"; equals llama.cpp with {w['explained_by']}" if w.get("explained_by") else "")
-        prov = {"tool": "dryz properties", "property": key}
-        if w["class"] in ("crash", "memory") or not w.get("verdict") or "expected_logits" not in w["verdict"]:
-            entry = crash_entry(case, "not-minimized", prov, ident)
-            entry["note"] = note
-        else:
-            v = SimpleNamespace(klass=w["verdict"]["class"], **w["verdict"])
-            entry = entry_json(case, v, expect=w["class"], shortest="not-minimized", provenance=prov,
-                               subject=ident, note=note)
-        written.append(str(write_entry(Path(directory), entry)))
+        for cause in c.get("causes", []):
+            w = cause.get("witness") or {}
+            if "probe" not in w or "history" not in w["probe"]:
+                continue
+            case = Case.from_json(w["probe"])
+            note = f"property {key}: the first probe that shows {cause['name']}"
+            prov = {"tool": "dryz properties", "property": key, "cause": cause["name"]}
+            v = w.get("verdict") or {}
+            if w["class"] in ("crash", "memory") or "expected_logits" not in v:
+                entry = crash_entry(case, "not-minimized", prov, ident)
+                entry["note"] = note
+                if w.get("subject"):
+                    entry["answer"] = w["subject"]
+            else:
+                entry = entry_json(case, SimpleNamespace(klass=v["class"], **v), expect=w["class"],
+                                   shortest="not-minimized", provenance=prov, subject=ident, note=note)
+            cause["written"] = str(write_entry(Path(directory), entry))
+            written.append(cause["written"])
     return written
 
 

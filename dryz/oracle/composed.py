@@ -22,8 +22,8 @@ The switches (Config fields, defaults are llama.cpp's):
   repeat_min=N                 a repeat shorter than N tokens is never penalized, whatever allowed_length
   threshold=False              no L >= allowed_length test: every repeat found is penalized, below
                                allowed_length with a negative exponent
-  exit_at_allowed              the scan exits when min(rep_limit, |W| - 1) <= allowed_length (llama.cpp:
-                               rep_limit < allowed_length)
+  exit_rule="window"           the scan exits when min(rep_limit, |W| - 1) <= allowed_length (llama.cpp:
+                               rep_limit < allowed_length); "tail": when rep_limit - 1 <= allowed_length
   arithmetic="float32"         the penalty is multiplier * powf(base, exponent) in float32 (two roundings)
   times_count                  the penalty is multiplied by how many earlier occurrences the token followed
   longest_only                 only the tokens that followed the longest repeated suffix are penalized, each at
@@ -131,7 +131,8 @@ def predict(cfg, history, ids, initial, sorted_in: bool):
         rep = int(rep_limits(np.array([W], dtype=np.int64), cfg.seqs)[0])
     else:  # Step 1 from the token before the last
         rep = int(rep_limits(np.array([W[:-1]], dtype=np.int64), cfg.seqs)[0]) + 1 if w > 1 else w
-    if rep < allowed or (cfg.exit_at_allowed and min(rep, w - 1) <= allowed):
+    if rep < allowed or (cfg.exit_rule == "window" and min(rep, w - 1) <= allowed) or \
+            (cfg.exit_rule == "tail" and rep - 1 <= allowed):
         return out, bool(sorted_in)
     last = W[-1]
     limit = rep if cfg.match_cap is None else min(rep, cfg.match_cap)

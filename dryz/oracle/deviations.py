@@ -62,8 +62,8 @@ class Model:
     """One deviation from llama.cpp's DRY, as a change to the configuration the models run (shipped.Config; the
     composed model evaluates the scan's own rules). `name` is its pattern (N: a whole number >= 1, the fit tries
     `numbers`); `kind`: output (it changes what DRY leaves), refusal (the engine refuses such a case: REFUSALS),
-    raise (the engine raises on such a case), fix (a fix of a llama.cpp finding: FIXES), vocab (acts only on a
-    real vocabulary's breakers)."""
+    raise (the engine raises on such a case), fix (a fix of a llama.cpp finding: FIXES), layer (a fix of llama-server's
+    request layer: REQUEST_LAYER), vocab (acts only on a real vocabulary's breakers)."""
     name: str
     meaning: str
     kind: str = "output"
@@ -91,6 +91,8 @@ REGISTRY = (
     Model("threshold:none", "no L >= allowed_length test: a shorter repeat is penalized with a negative exponent"),
     Model("exit:at-allowed", "the scan exits when min(rep_limit, window - 1) <= allowed_length (llama.cpp: "
           "rep_limit < allowed_length)"),
+    Model("exit:tail-at-allowed", "the scan exits when rep_limit - 1 <= allowed_length: the tail it measures stops "
+          "one token short of a breaker (llama.cpp: rep_limit < allowed_length)"),
     Model("base-below-one:applied", "base < 1 penalizes"),
     Model("multiplier-negative:off", "a negative multiplier switches DRY off"),
     Model("no-clamp", "no exponent clamp in Step 4"),
@@ -105,7 +107,7 @@ REGISTRY = (
     Model("multiplier-negative:refused", "a negative multiplier is refused", "refusal"),
     Model("finite-penalty:saturate", "Step 4 saturates a finite logit at -FLT_MAX (+FLT_MAX) instead of "
           "overflowing", "fix"),
-    Model("base-below-one:off", "llama-server passes dry_base < 1 to the library (DRY off) instead of 1.75", "fix"),
+    Model("base-below-one:off", "llama-server passes dry_base < 1 to the library (DRY off) instead of 1.75", "layer"),
     Model("breaker-text:printed", "restart sequences from the tokens' printed pieces, tails tokenized as a "
           "continuation", "vocab"),
 )
@@ -137,7 +139,8 @@ _SETS = {"window-zero:unlimited": {"window_zero_unlimited": True},
          "suffix:longest-only": {"longest_only": True},
          "last-follower:unseen": {"last_follower": False},
          "threshold:none": {"threshold": False},
-         "exit:at-allowed": {"exit_at_allowed": True},
+         "exit:at-allowed": {"exit_rule": "window"},
+         "exit:tail-at-allowed": {"exit_rule": "tail"},
          "multiplier-negative:off": {"multiplier_negative_off": True},
          "arithmetic:float32": {"arithmetic": "float32"},
          "penalty:times-count": {"times_count": True}}

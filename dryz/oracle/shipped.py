@@ -158,7 +158,8 @@ class Config:
     last_breaker_checked: bool = True        # Step 1 looks at the last token too
     repeat_min: int = 0                      # a repeat shorter than this is never penalized
     threshold: bool = True                   # only L >= allowed_length is penalized
-    exit_at_allowed: bool = False            # exit when min(rep_limit, window - 1) <= allowed_length
+    exit_rule: str = ""                      # "window": exit when min(rep_limit, window - 1) <= allowed_length;
+                                             # "tail": when rep_limit - 1 <= allowed_length
     arithmetic: str = "double"               # Step 4's: multiplier * pow(double) rounded once; "float32": powf
     times_count: bool = False                # the penalty times the occurrences the token followed
     longest_only: bool = False               # only the followers of the longest repeated suffix
@@ -191,7 +192,7 @@ class Config:
     def composed(self) -> bool:
         """Some rule of the scan's own is set: dryz.oracle.composed evaluates this configuration."""
         return (self.occurrence_cap, self.early_exit, self.last_breaker_checked, self.repeat_min, self.threshold,
-                self.exit_at_allowed, self.arithmetic, self.times_count, self.longest_only, self.last_follower,
+                self.exit_rule, self.arithmetic, self.times_count, self.longest_only, self.last_follower,
                 self.suffix_cap, self.window_extra, self.multiplier_negative_off, self.raises) != _LLAMA_SCAN
 
     def window_length(self, n: int) -> int:
@@ -201,7 +202,7 @@ class Config:
         return set(self.single_token_heads) if self.exempt_breakers else set()
 
 
-_LLAMA_SCAN = (None, None, True, 0, True, False, "double", False, False, True, None, 0, False, ())
+_LLAMA_SCAN = (None, None, True, 0, True, "", "double", False, False, True, None, 0, False, ())
 
 
 def _step3(oracles, W, cands, cfg: Config, eligible, ran, rep) -> list[Prediction]:

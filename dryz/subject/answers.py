@@ -122,9 +122,15 @@ class Capabilities:
     # A request layer of its own between the user and DRY, whose documented semantics dryz models
     # (dryz.oracle.served.LAYERS: "llama-server"): the judge asks that model what the layer makes of a case.
     request_layer: str = ""
+    # The engine's input domain (its adapter declares it, citing the engine): the shortest history it accepts.
+    min_history: int = 0
+    domain: str = ""
 
     def lacks(self, case) -> str | None:
         """Why this subject cannot run the case as given, or None."""
+        if len(case.history) < self.min_history:
+            return f"outside the engine's input domain: a history of at least {self.min_history} token(s) " \
+                   f"({self.domain})"
         if case.vocab is not None and self.vocabularies == "symbols":
             return "the subject runs dryz's symbol vocabulary only"
         if not self.initial_logits and any(case.logits):
@@ -140,4 +146,5 @@ class Capabilities:
                 "initial_logits": self.initial_logits, "candidate_arrays": self.candidate_arrays,
                 "sorted_flag": self.sorted_flag,
                 "batch": self.batch, "in_process": self.in_process, "deviations": list(self.deviations),
-                **({"request_layer": self.request_layer} if self.request_layer else {})}
+                **({"request_layer": self.request_layer} if self.request_layer else {}),
+                **({"min_history": self.min_history, "domain": self.domain} if self.min_history else {})}

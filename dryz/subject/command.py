@@ -117,6 +117,22 @@ class Command(Subject):
                 raise SubjectError(f"cmd: the adapter declares {e}") from None
             deviations.append(name)
             self.citations[name] = cited.strip()
+        self.sources = {}
+        for d in hello.get("sources", []) or []:  # the engine's source line behind a model dryz may fit
+            if not (isinstance(d, dict) and isinstance(d.get("name"), str) and isinstance(d.get("source"), str)):
+                raise SubjectError(f"cmd: a source must be {{\"name\": MODEL, \"source\": \"FILE:LINE ...\"}}, "
+                                   f"got {d!r}")
+            try:
+                parse(d["name"].replace(":N", ":1"))
+            except DeviationError as e:
+                raise SubjectError(f"cmd: the adapter cites the source of {e}") from None
+            self.sources[d["name"]] = d["source"].strip()
+        domain = hello.get("domain") or {}
+        min_history = domain.get("min_history", 0) if isinstance(domain, dict) else None
+        if not (isinstance(min_history, int) and min_history >= 0) or \
+                (min_history and not str(domain.get("cited", "")).strip()):
+            raise SubjectError(f"cmd: 'domain' must be {{\"min_history\": N, \"cited\": \"where the engine "
+                               f"refuses shorter histories\"}}, got {domain!r}")
         vocabularies = hello.get("vocabularies", "symbols")
         if vocabularies != "any" and not (isinstance(vocabularies, list) and all(isinstance(v, str)
                                                                                  for v in vocabularies)):
@@ -130,7 +146,8 @@ class Command(Subject):
                                  initial_logits=bool(hello.get("initial_logits", True)),
                                  candidate_arrays=bool(hello.get("candidate_arrays", True)),
                                  sorted_flag=bool(hello.get("sorted_flag", True)), batch=batch,
-                                 in_process=False, deviations=tuple(deviations))
+                                 in_process=False, deviations=tuple(deviations), min_history=min_history,
+                                 domain=str(domain.get("cited", "")).strip() if min_history else "")
 
     # -- the adapter process ---------------------------------------------------------------------------------
     def _start(self) -> dict:
@@ -248,6 +265,10 @@ class Command(Subject):
                  "deviations": list(self.caps.deviations), "init_dry_abi": self.abi}
         if self.citations:
             ident["citations"] = dict(self.citations)
+        if self.sources:
+            ident["sources"] = dict(self.sources)
+        if self.caps.min_history:
+            ident["domain"] = {"min_history": self.caps.min_history, "cited": self.caps.domain}
         scripts = [a for a in self.argv[1:] if os.path.isfile(a)]
         files = {a: sha256_file(a) for a in ([path] if os.path.isfile(path) else []) + scripts}
         ident["files_sha256"] = files

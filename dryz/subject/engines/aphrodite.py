@@ -90,6 +90,60 @@ def engine_dir() -> Path:
     return cache_dir() / "engines" / f"aphrodite-{VERSION}"
 
 
+DRY = "aphrodite/v1/sample/ops/dry.py:{line} (0.24.1): {text}"
+OPS = "aphrodite/v1/sample/ops/__init__.py:{line} (0.24.1): {text}"
+CPP = ("csrc/cpu/dry.cpp:{line} (upstream source at b42eeec22; the 0.24.1 wheel ships it compiled, in "
+       "_C_stable_libtorch.abi3.so): {text}")
+# The engine's code behind each deviation model dryz may fit (dryz.causes), per path: what the conformance page
+# cites. The scan's rules are dry.py's (the Python fallback) or dry.cpp's (the compiled op); the arithmetic is
+# apply_dry's in both (float32 tensors).
+SOURCES = {
+    "python": [
+        {"name": "repeat-min:N", "source": DRY.format(line=127, text="if match_len <= 0: continue (a repeat of the "
+                                                      "last token alone is never penalized)")},
+        {"name": "exit:at-allowed", "source": DRY.format(line=112, text="if curr_max_ngram <= allowed_length: "
+                                                         "return {}")},
+        {"name": "threshold:none", "source": OPS.format(line=192, text="scales = dry_base ** (match_lens - "
+                                                         "allowed_lengths): no match_len >= allowed_length test")},
+        {"name": "match-cap:N", "source": DRY.format(line=118, text="max_unwind = min(idx - start_idx, "
+                                                      "curr_max_ngram): the repeat at most dry_max_ngram + 1")},
+        {"name": "window-zero:unlimited", "source": DRY.format(line=97, text="start_idx = max(0, history_len - "
+                                                                "range_limit) if range_limit > 0 else 0")},
+        {"name": "breakers-not-exempt", "source": DRY.format(line=132, text="penalties[next_tok] = ...: the token "
+                                                              "after an occurrence, breaker or not")},
+        {"name": "arithmetic:float32", "source": OPS.format(line=193, text="logits -= dry_multiplier * dry_base ** "
+                                                             "(match_lens - allowed): float32 tensors")},
+        {"name": "no-clamp", "source": OPS.format(line=192, text="dry_base ** (match_lens - allowed): no exponent "
+                                                   "clamp")},
+        {"name": "occurrence-cap:N", "source": DRY.format(line=104, text="endpoint_indexes[-max_occurrences:]")},
+        {"name": "early-exit:N", "source": DRY.format(line=133, text="if new_len >= early_exit_match_len: break")},
+    ],
+    "compiled": [
+        {"name": "repeat-min:N", "source": CPP.format(line=160, text="if (match_len <= 0) continue; (a repeat of the "
+                                                      "last token alone is never penalized)")},
+        {"name": "exit:tail-at-allowed", "source": CPP.format(line=118, text="if (curr_max_ngram <= min_ngram) "
+                                                              "continue; curr_max_ngram stops one token before a "
+                                                              "breaker (:104-115)")},
+        {"name": "exit:at-allowed", "source": CPP.format(line=118, text="if (curr_max_ngram <= min_ngram) continue;")},
+        {"name": "threshold:none", "source": OPS.format(line=137, text="scales = dry_base ** (match_lens - "
+                                                         "allowed_lengths): no match_len >= allowed_length test")},
+        {"name": "match-cap:N", "source": CPP.format(line=145, text="max_unwind = min(idx - start_idx, "
+                                                      "curr_max_ngram): the repeat at most dry_max_ngram + 1")},
+        {"name": "window-zero:unlimited", "source": CPP.format(line=101, text="start_idx = range_limit > 0 ? "
+                                                                "max(0, history_len - range_limit) : 0")},
+        {"name": "breakers-not-exempt", "source": CPP.format(line=164, text="next_token = history[idx + 1]: the "
+                                                              "token after an occurrence, breaker or not")},
+        {"name": "arithmetic:float32", "source": OPS.format(line=138, text="logits -= dry_multiplier * scales: "
+                                                             "float32 tensors")},
+        {"name": "no-clamp", "source": OPS.format(line=137, text="dry_base ** (match_lens - allowed): no exponent "
+                                                   "clamp")},
+        {"name": "occurrence-cap:N", "source": CPP.format(line=133, text="endpoint_indexes.erase(begin, end - "
+                                                          "max_occurrences)")},
+        {"name": "early-exit:N", "source": CPP.format(line=176, text="if (new_len >= early_exit_val) break;")},
+    ],
+}
+
+
 def wheel() -> Path:
     """The aphrodite-engine wheel in dryz's cache, fetched once with pip download (not installed)."""
     d = engine_dir()
@@ -322,8 +376,8 @@ def main(path: str = "compiled") -> int:
     out = answers_stream()
     adapter = Adapter(path)
     hello = {"engine": PATHS[path], "version": f"{VERSION} ({adapter.path.name}; {adapter.scan})",
-             "deviations": DECLARED, "vocabularies": ["symbols"], "initial_logits": True, "candidate_arrays": True,
-             "sorted_flag": False, "batch": 64}
+             "deviations": DECLARED, "sources": SOURCES[path], "vocabularies": ["symbols"], "initial_logits": True,
+             "candidate_arrays": True, "sorted_flag": False, "batch": 64}
     return serve(hello, adapter.run, out)
 
 

@@ -37,6 +37,35 @@ DECLARED = [
 ]
 
 
+SRC = "exllamav2/generator/sampler.py:{line} (0.3.2): {text}"
+# The engine's code behind each deviation model dryz may fit (dryz.causes): what the conformance page cites.
+SOURCES = [
+    {"name": "last-follower:unseen", "source": SRC.format(line=210, text="seq_len = max(len(sequence_list) - 1, 0): "
+                                                           "the n-gram trie is built without the last token")},
+    {"name": "suffix:longest-only", "source": SRC.format(line=253, text="for i in range(beg, end): ... else: "
+                                                          "penalty_tokens = node.children; break (the first, longest "
+                                                          "suffix found)")},
+    {"name": "penalty:times-count", "source": SRC.format(line=271, text="penalty * node.value for node in "
+                                                          "penalty_tokens.values()")},
+    {"name": "suffix-cap:N", "source": SRC.format(line=217, text="for j in range(i, min(i + settings.dry_max_ngram, "
+                                                   "seq_len)): n-grams of at most dry_max_ngram = 20 tokens")},
+    {"name": "window:one-wider", "source": SRC.format(line=214, text="new_beg = max(new_beg, new_end - "
+                                                       "settings.dry_range), new_end = len(sequence) - 1")},
+    {"name": "raises-window:N", "source": SRC.format(line=232, text="assert settings.dry_range > "
+                                                      "settings.dry_max_ngram")},
+    {"name": "raises-history:N", "source": SRC.format(line=234, text="while settings.ngram_history[0] < tail_index: "
+                                                       "an empty deque when one token was seen")},
+    {"name": "base-below-one:applied", "source": SRC.format(line=270, text="penalty = -settings.dry_multiplier * "
+                                                             "settings.dry_base ** exc_length (base not checked)")},
+    {"name": "multiplier-negative:off", "source": SRC.format(line=433, text="if settings.dry_multiplier > 0.0: "
+                                                              "apply_dry")},
+    {"name": "no-clamp", "source": SRC.format(line=270, text="settings.dry_base ** exc_length (no exponent clamp)")},
+]
+# exllamav2's generator refuses an empty sequence (its jobs start from the prompt's ids): histories of one token or more
+DOMAIN = {"min_history": 1, "cited": 'exllamav2/generator/dynamic.py:1718 (0.3.2): assert ids.shape[-1] > 0, '
+                                      '"Input IDs cannot be empty."'}
+
+
 def sampler_module():
     """The installed exllamav2/generator/sampler.py as a module, without exllamav2's package or CUDA extension."""
     import torch
@@ -106,7 +135,8 @@ class Adapter:
 
 def hello() -> dict:
     from importlib.metadata import version  # on use: the adapter's start-up
-    return {"engine": "exllamav2", "version": version("exllamav2"), "deviations": DECLARED,
+    return {"engine": "exllamav2", "version": version("exllamav2"), "deviations": DECLARED, "sources": SOURCES,
+            "domain": DOMAIN,
             "vocabularies": ["symbols"], "initial_logits": True, "candidate_arrays": True, "sorted_flag": False,
             "batch": 64}
 

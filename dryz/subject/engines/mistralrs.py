@@ -41,6 +41,28 @@ EOS = 64
 TEMPLATE = "{{ messages[0]['content'] }}"
 
 
+SRC = "mistralrs-core/src/sampler.rs:{line} (read at commit 9e922623f, version 0.9.2; the 0.9.5 wheel ships no " \
+      "source): {text}"
+# The engine's code behind each deviation model dryz may fit (dryz.causes): what the conformance page cites.
+SOURCES = [
+    {"name": "last-breaker:unchecked", "source": SRC.format(line=1778, text="let mut match_length = 1: the last "
+                                                             "token matches without a breaker check")},
+    {"name": "breaker-form:last-token", "source": SRC.format(line=246, text='encode_fast(["a", &breaker].concat()) '
+                                                              "and its last id (\"FIXME: This is a hack\")")},
+    {"name": "repeat-min:N", "source": SRC.format(line=1756, text="only positions after an occurrence of the last "
+                                                   "token are matched (match_length starts at 1)")},
+    {"name": "base-below-one:applied", "source": SRC.format(line=1819, text="params.base.powf(...): base not "
+                                                             "checked")},
+    {"name": "match-cap:N", "source": SRC.format(line=1781, text="while match_length < 50")},
+    {"name": "allowed-negative:refused", "source": SRC.format(line=192, text="pub allowed_length: usize (the Python "
+                                                               "binding raises OverflowError for a negative value)")},
+    {"name": "arithmetic:float32", "source": SRC.format(line=1819, text="params.multiplier * params.base.powf(...) "
+                                                         "in f32")},
+    {"name": "no-clamp", "source": SRC.format(line=1819, text="base.powf(match_len - allowed_length): no exponent "
+                                               "clamp")},
+]
+
+
 def model_dir() -> Path:
     """A folder holding tiny.gguf (zero logits) over dryz's symbols + </s>, and raw.jinja; written once."""
     from ..cache import cache_dir  # on use: the adapter's start-up (run as its own process)
@@ -202,7 +224,8 @@ def main() -> int:
     from .serve import answers_stream  # on use: the adapter's start-up
     out = answers_stream()
     adapter = Adapter()
-    hello = {"engine": "mistral.rs", "version": version("mistralrs"), "deviations": [], "vocabularies": ["symbols"],
+    hello = {"engine": "mistral.rs", "version": version("mistralrs"), "deviations": [], "sources": SOURCES,
+             "vocabularies": ["symbols"],
              "initial_logits": True, "candidate_arrays": True, "sorted_flag": False, "batch": 16}
     return serve(hello, adapter.run, out)
 

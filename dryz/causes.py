@@ -1,4 +1,4 @@
-"""The causes of a subject's differences from llama.cpp: the smallest set of deviation models (dryz.oracle.deviations)
+"""The causes of a subject (the judge's side of `dryz conformance`)'s differences from llama.cpp: the smallest set of deviation models (dryz.oracle.deviations)
 whose composition with llama.cpp's DRY explains, bit for bit, every answer the subject gave (pure: the answers are
 given; no subject runs here).
 
@@ -17,13 +17,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..case import Case
-from ..config import case_config, symbol_tokenize
-from ..oracle import composed
-from ..oracle.deviations import REFUSALS, REGISTRY, compose, instances, pattern
-from ..subject.answers import Crash, Output, Refused
+from .case import Case, json_number
+from .config import case_config, symbol_tokenize
+from .oracle import composed
+from .oracle.deviations import REFUSALS, REGISTRY, compose, instances, pattern
+from .subject.answers import Crash, Output, Refused
 
 SAMPLE = 400  # unexplained answers a candidate's gain is first estimated on (then counted on all of them)
+TRIED = 6     # the candidates (each its pattern's best number on the samples) counted on every answer per step
 
 
 def candidates(kinds=("output", "refusal", "raise", "fix")) -> list[str]:
@@ -31,25 +32,26 @@ def candidates(kinds=("output", "refusal", "raise", "fix")) -> list[str]:
     return [n for m in REGISTRY if m.kind in kinds for n in instances(m.name)]
 
 
-def _config(case: Case, models: tuple):
+def _config(case: Case, models: tuple, abi: int):
+    if case.vocab is not None:
+        raise ValueError("the causes are fitted on dryz's symbol vocabulary")
     return _composed(case.multiplier, case.base, case.allowed_length, case.penalty_last_n, case.breakers,
-                     case.n_ctx_train, case.vocab, models) if case.vocab is None else \
-        compose(case_config(case), models, case.breakers, symbol_tokenize)
+                     case.n_ctx_train, abi, models)
 
 
 @lru_cache(maxsize=1 << 16)
-def _composed(multiplier, base, allowed_length, penalty_last_n, breakers, n_ctx_train, vocab, models):
+def _composed(multiplier, base, allowed_length, penalty_last_n, breakers, n_ctx_train, abi, models):
     case = Case(history=(), alphabet=1, multiplier=multiplier, base=base, allowed_length=allowed_length,
                 penalty_last_n=penalty_last_n, breakers=breakers, n_ctx_train=n_ctx_train)
-    return compose(case_config(case), models, breakers, symbol_tokenize)
+    return compose(case_config(case, abi), models, breakers, symbol_tokenize)
 
 
-def prediction(case: Case, models: tuple):
+def prediction(case: Case, models: tuple, abi: int = 7):
     """What llama.cpp's DRY with these models does to the case: Refused, composed.Raises, or (logits, sorted)."""
     for m in models:
         if m in REFUSALS and REFUSALS[m](case):
             return Refused(0, m)
-    cfg = _config(case, models)
+    cfg = _config(case, models, abi)
     return composed.predict(cfg, case.history, np.array(case.ids, dtype=np.int64),
                             np.array(case.logits, dtype=np.float32), case.sorted)
 
@@ -58,9 +60,17 @@ def _bits(a) -> np.ndarray:
     return np.asarray(a, dtype=np.float32).view(np.uint32)
 
 
-def explains(case: Case, answer, models: tuple, sorted_flag: bool = True) -> bool:
-    """The models' composition predicts this answer exactly."""
-    got = prediction(case, models)
+def same_prediction(a, b) -> bool:
+    """Two predictions (prediction()) say the same: the same refusal or raise, or the same logits bit for bit and
+    the same sorted flag."""
+    if isinstance(a, (Refused, composed.Raises)) or isinstance(b, (Refused, composed.Raises)):
+        return type(a) is type(b)
+    return np.array_equal(_bits(a[0]), _bits(b[0])) and bool(a[1]) == bool(b[1])
+
+
+def explains(case: Case, answer, models: tuple, sorted_flag: bool = True, abi: int = 7) -> bool:
+    """The models' composition predicts this answer exactly (on the semantics of an init_dry ABI)."""
+    got = prediction(case, models, abi)
     if isinstance(answer, Refused):
         return isinstance(got, Refused)
     if isinstance(answer, Crash):
@@ -96,17 +106,17 @@ class Fit:
     llama: int = 0                     # answers llama.cpp's DRY alone explains
 
 
-def fit(pairs, sorted_flag: bool = True, start: tuple = (), pool=None, log=lambda m: None) -> Fit:
+def fit(pairs, sorted_flag: bool = True, start: tuple = (), pool=None, abi: int = 7, log=lambda m: None) -> Fit:
     """The fitted set for (case, answer) pairs (answers a subject gave: Output, Crash, Refused; others are not
     passed). start: models tried first as they are (a subject's declared deviations, kept only where they explain);
     pool: the models to choose from (default: every registry model)."""
     pool = list(pool if pool is not None else candidates())
-    ok = [explains(c, a, (), sorted_flag) for c, a in pairs]
+    ok = [explains(c, a, (), sorted_flag, abi) for c, a in pairs]
     llama = sum(ok)
     chosen: list = []
 
     def explained(models) -> list:
-        return [explains(c, a, tuple(models), sorted_flag) for c, a in pairs]
+        return [explains(c, a, tuple(models), sorted_flag, abi) for c, a in pairs]
 
     for m in start:  # a declared deviation joins only where it explains more
         trial = explained(chosen + [m])
@@ -117,19 +127,24 @@ def fit(pairs, sorted_flag: bool = True, start: tuple = (), pool=None, log=lambd
         if not todo:
             break
         sample = todo[::max(1, len(todo) // SAMPLE)][:SAMPLE]
+        done = [i for i, e in enumerate(ok) if e]
+        kept = done[::max(1, len(done) // (SAMPLE // 2))][:SAMPLE // 2]  # what a candidate may lose
         taken = {pattern(m) for m in chosen}
-        scored = []
+        best_of: dict = {}  # pattern -> (net gain on the samples, model)
         for m in pool:
             if m in chosen or pattern(m) in taken:
                 continue
-            g = sum(explains(pairs[i][0], pairs[i][1], tuple(chosen + [m]), sorted_flag) for i in sample)
-            if g:
-                scored.append((g, m))
-        if not scored:
+            models = tuple(chosen + [m])
+            g = sum(explains(pairs[i][0], pairs[i][1], models, sorted_flag, abi) for i in sample)
+            if not g:
+                continue
+            g -= sum(not explains(pairs[i][0], pairs[i][1], models, sorted_flag, abi) for i in kept)
+            if g > best_of.get(pattern(m), (0, None))[0]:
+                best_of[pattern(m)] = (g, m)
+        if not best_of:
             break
-        scored.sort(key=lambda x: -x[0])
         best = None
-        for _, m in scored[:4]:  # the best few by the sample, counted on every answer
+        for _, m in sorted(best_of.values(), key=lambda x: -x[0])[:TRIED]:  # counted on every answer
             trial = explained(chosen + [m])
             if sum(trial) > sum(ok) and (best is None or sum(trial) > sum(best[1])):
                 best = (m, trial)
@@ -149,3 +164,24 @@ def fit(pairs, sorted_flag: bool = True, start: tuple = (), pool=None, log=lambd
         rest = explained([x for x in chosen if x != m])
         own[m] = [i for i, (a, b) in enumerate(zip(ok, rest)) if a and not b]
     return Fit(tuple(chosen), own, [i for i, e in enumerate(ok) if not e], len(pairs), llama)
+
+
+def answer_json(answer) -> dict:
+    """What a subject answered, as a witness shows it."""
+    if isinstance(answer, Output):
+        return {"logits": [json_number(float(x)) for x in answer.logits]}
+    if isinstance(answer, Crash):
+        return {"raised" if answer.signal == "exception" else "crash": answer.detail}
+    if isinstance(answer, Refused):
+        return {"refused": answer.message}
+    return {}
+
+
+def predicted_json(case: Case, models: tuple, abi: int) -> dict:
+    """What llama.cpp's DRY (with models) gives for the case, as a witness shows it."""
+    p = prediction(case, models, abi)
+    if isinstance(p, composed.Raises):
+        return {"raised": p.why}
+    if isinstance(p, Refused):
+        return {"refused": p.message}
+    return {"logits": [json_number(float(x)) for x in p[0]]}
