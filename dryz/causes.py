@@ -73,8 +73,8 @@ def explains(case: Case, answer, models: tuple, sorted_flag: bool = True, abi: i
     got = prediction(case, models, abi)
     if isinstance(answer, Refused):
         return isinstance(got, Refused)
-    if isinstance(answer, Crash):
-        return isinstance(got, composed.Raises) and answer.signal == "exception"
+    if isinstance(answer, Crash):  # an engine's exception, or a native library's process dying
+        return isinstance(got, composed.Raises) and answer.signal not in ("hang", "skipped")
     if not isinstance(answer, Output) or isinstance(got, (Refused, composed.Raises)):
         return False
     logits, srt = got

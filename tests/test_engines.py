@@ -57,13 +57,20 @@ def test_exllamav2_raising_on_a_case_is_a_crash_finding(tmp_path):
 
 def test_a_planted_adapter_bug_is_a_difference_and_an_adapter_failure_is_exit_2(tmp_path):
     engine("exllamav2")
+    # exllamav2's answers to the occurrence probes differ from llama.cpp's, all for its longest-suffix rule (a
+    # repeats cause): the occurrence cell conforms once that cause is composed
     real = dryz("--subject", "engine:exllamav2", "properties", "--property", "occurrence-caps")
-    assert real.returncode == 0 and "every occurrence                       conforms         32 judged" in real.stdout
+    assert real.returncode == 0 and "every occurrence                       conforms         34 judged" in real.stdout
+    assert "causes    1 fitted: llama.cpp with suffix:longest-only; residual 0 of 34 answers" in real.stdout
     planted = "cmd:" + " ".join([sys.executable, str(ADAPTERS / "planted_exllamav2.py")])
     p = dryz("--subject", planted, "properties", "--property", "occurrence-caps", "--json", str(tmp_path / "p.json"))
     assert p.returncode == 1 and "DIFFERS" in p.stdout, p.stdout + p.stderr
-    cell = json.loads((tmp_path / "p.json").read_text())["cells"]["occurrence-caps"]
-    assert cell["status"] == "differs" and cell["classes"] == {"mismatch": 32}
+    r = json.loads((tmp_path / "p.json").read_text())
+    cell = r["cells"]["occurrence-caps"]
+    # no deviation model explains the planted exponent: every answer is the residual, the cell's cause
+    assert r["fit"]["models"] == [] and r["fit"]["residual"] == 34
+    assert cell["status"] == "differs" and cell["classes"] == {"mismatch": 34}
+    assert [(c["kind"], c["name"], c["probes"]) for c in cell["causes"]] == [("residual", "unexplained mismatch", 34)]
     broken = "cmd:" + " ".join([sys.executable, str(ADAPTERS / "broken_adapter.py")])
     p = dryz("--subject", broken, "check", str(case(tmp_path, "abcab")))
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "the adapter itself failed, not the engine" in p.stderr
@@ -148,16 +155,26 @@ def test_conformance_two_rows(tmp_path):
     assert lib["campaigns"]["certificate"]["verdict"] == "pass"
     assert ex["subject"] == "exllamav2 0.3.2"
     assert ex["cells"]["window-negative"]["status"] == "conforms"
+    # the occurrence probes differ only by a cause of another property (the longest-suffix rule): conforms
     assert ex["cells"]["occurrence-caps"]["status"] == "conforms"
+    assert ex["fit"]["models"][:1] == ["raises-window:20"] and ex["fit"]["residual"] == 0
     w = ex["cells"]["window-cap"]
-    assert w["status"] == "differs" and w["witness"]["class"] == "crash" and w["witness"]["shortest"] == "proven"
-    assert Path(w["witness"]["minimized"]).is_file()
+    causes = {c["name"]: c for c in w["causes"]}
+    assert w["status"] == "differs" and set(causes) == {"raises-window:20", "window:one-wider"}
+    raised = causes["raises-window:20"]
+    assert raised["kind"] == "observed" and raised["source"].startswith("exllamav2/generator/sampler.py:232 (0.3.2)")
+    assert raised["witness"]["shortest"] == "proven" and Path(raised["witness"]["minimized"]).is_file()
+    assert raised["witness"]["minimized_case"]["penalty_last_n"] == 1
+    assert raised["witness"]["minimized_values"]["subject"]["raised"].startswith("the engine raised: AssertionError")
+    wider = causes["window:one-wider"]["witness"]  # shortest with a window past the assertion: 22 tokens, window 21
+    assert wider["minimized_case"]["penalty_last_n"] == 21 and len(wider["minimized_case"]["history"]) == 22
     assert p.returncode == 1, p.stdout + p.stderr
-    assert "| exllamav2 0.3.2 |" in p.stdout
-    # the HTML page: the differing cell links to its witness, which names the command that replays it
+    grid = {ln[:34].strip(): ln[34:].split() for ln in p.stdout.splitlines() if ln.startswith("window cap ")}
+    assert grid == {"window cap": ["✓", "768", "raises-window:20,", "windo"]}, p.stdout
+    # the HTML page: the grid's differing cell links to its drill-down, which names the command that replays it
     h = dryz("report", str(tmp_path / "c.json"), "--html", str(tmp_path / "c.html"))
     page = (tmp_path / "c.html").read_text()
-    assert h.returncode == 0 and '<a class="bad" href="#w-0">' in page and 'id="w-0"' in page
+    assert h.returncode == 0 and '<a href="#exllamav2-window-cap">' in page and 'id="exllamav2-window-cap"' in page
     assert "dryz --subject engine:exllamav2 check " in page
 
 

@@ -154,7 +154,7 @@ PROPERTIES = (
              ("window:one-wider", "raises-window:N")),
     Property("window-zero", "window 0", "penalty_last_n 0: DRY off", _window_zero, ("window-zero:unlimited",)),
     Property("window-negative", "window -1", "a negative penalty_last_n: DRY off (the 7-argument init_dry)",
-             _window_negative, ("window-negative:unlimited", "window-negative:refused")),
+             _window_negative, ("window-negative:unlimited", "window-negative:refused", "window-context:N")),
     Property("breakers", "single-token breakers", "a breaker in the history ends every repeat that crosses it",
              _breakers, ("last-breaker:unchecked",)),
     Property("breaker-exemption", "breaker exemption", "a single-token breaker is never penalized", _exemption,

@@ -78,6 +78,9 @@ REGISTRY = (
     Model("window-zero:unlimited", "penalty_last_n 0 is the whole history"),
     Model("window-negative:unlimited", "a negative penalty_last_n is the whole history"),
     Model("window:one-wider", "the window holds penalty_last_n + 1 tokens"),
+    Model("window-context:N", "every window is capped at a context of N tokens, penalty_last_n -1 is all N of them, "
+          "and below -1 the process dies (the 8-argument init_dry with n_ctx_train = N)",
+          numbers=(64, 128, 256, 512, 1024, 2048, 4096)),
     Model("match-cap:N", "a repeat counts at most N tokens", numbers=tuple(range(1, 65))),
     Model("suffix-cap:N", "a repeat of N tokens or more penalizes nothing (not a cap)", numbers=tuple(range(1, 33))),
     Model("occurrence-cap:N", "only the N latest occurrences of the last token are extended",
@@ -202,6 +205,11 @@ def apply(cfg, name: str, breakers=(), tokenize=None, printed=None):
         elif field == "repeat_min":
             n = max(n, now)
         return replace(cfg, **{field: n}, variants=())
+    if kind == "window-context":  # the 8-argument init_dry's window (dryz.config.effective_last_n) with context n
+        from ..config import effective_last_n  # on use (config imports this module)
+        raw = cfg.penalty_last_n
+        out = replace(cfg, penalty_last_n=effective_last_n(raw, n, 8), variants=())
+        return replace(out, raises=out.raises + (("", "always", 0),)) if raw < -1 else out
     if kind in _RAISES:
         return replace(cfg, raises=cfg.raises + (("", _RAISES[kind], n),), variants=())
     # a refusal or a request layer's fix: the library's output model is unchanged (refuses() judges a refusal;
