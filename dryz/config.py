@@ -14,7 +14,7 @@ from . import vocab_cases
 from .case import Case, f32, seed_parameters
 from .oracle.deviations import variants
 from .oracle.restarts import restart_sequences, restart_sequences_one, tokens_by_char
-from .oracle.shipped import Config
+from .oracle.shipped import Config, effective_last_n  # noqa: F401 (effective_last_n: read here by the modes)
 from .symbols import SYMBOLS, from_symbols, symbol_texts
 
 
@@ -44,19 +44,6 @@ def config_of(multiplier, base, allowed_length, penalty_last_n, breakers) -> Con
 @lru_cache(maxsize=4096)  # a fuzz campaign's mutations keep ~3 in 4 configurations (measured); Config is frozen
 def _config(multiplier, base, allowed_length, penalty_last_n, breakers: tuple) -> Config:
     return Config(multiplier, base, allowed_length, penalty_last_n, restart_sequences_of(breakers))
-
-
-def effective_last_n(penalty_last_n: int, n_ctx_train: int, abi: int = 7) -> int:
-    """The window cap the shipped model sees. The 7-argument init_dry (llama.cpp since PR #26524) clamps a
-    negative penalty_last_n to 0 (DRY off). The 8-argument one reads -1 as n_ctx_train and caps every window
-    at n_ctx_train (apply: min(history, last_n, total_context_size)); a cap <= 0 is DRY off. Where that
-    release instead enables DRY with a ring buffer of capacity <= 0 (penalty_last_n < -1, or -1 with
-    n_ctx_train <= 0) it throws on the first accept and the process dies: the model says DRY off, and the
-    verdict reports the crash."""
-    if abi == 8:
-        eff = n_ctx_train if penalty_last_n == -1 else max(penalty_last_n, 0)
-        return min(eff, n_ctx_train)
-    return penalty_last_n
 
 
 def case_config(case: Case, abi: int = 7, deviations=(), vocabulary=None) -> Config:

@@ -638,7 +638,7 @@ def _field_rows(t, prefix: str = "", depth: int = 0) -> list[str]:
 
 
 def file_formats_page() -> str:
-    from .formats import FORMATS, shape
+    from .formats import FORMATS, shape  # on use
     lines = ["# File formats\n", MARK,
              "Every file dryz reads is UTF-8 JSON (a libFuzzer crash file, `crash-SHA1` and its kin, is fuzz bytes: "
              "read with `--as bytes`, or by its name; `dryz gate --expect-file` is text). Each format below is "

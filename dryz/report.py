@@ -20,7 +20,6 @@ from .files import fail, wide_text
 from .conformance import page as conformance_page
 from .matrix import markdown as matrix_markdown
 from .oracle.shipped import Config, penalties
-from .render import probe_line
 from .subject.identity import subject_line
 
 CSS = """

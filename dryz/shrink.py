@@ -400,8 +400,8 @@ def shows_cause(cause: str, fitted: tuple, answer, abi: int = 7, sorted_flag: bo
     explains it and without this cause does not (dryz.causes); for the cause UNEXPLAINED, no composition of the
     fitted causes explains it (a residual difference). answer(case): what the subject answers."""
     from .causes import explains  # on use: the cause-keeping minimizer only
-    from .oracle.deviations import BY_PATTERN, pattern
-    from .subject.answers import Output
+    from .oracle.deviations import BY_PATTERN, pattern  # on use: the cause-keeping minimizer only
+    from .subject.answers import Output  # on use: the cause-keeping minimizer only
 
     rest = tuple(m for m in fitted if m != cause)
     # a model of what DRY leaves keeps a witness the subject answers (not one where it raises or refuses for

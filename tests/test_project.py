@@ -32,12 +32,13 @@ def test_top_level_layout():
 # The layers, bottom up. A module may import (at its top or inside a function) modules of its own layer and of the
 # layers below it, never one above; and no set of modules imports itself in a circle.
 LAYERS = (
-    ("dryz", "minimize", "dryz.errors", "dryz.params", "dryz.symbols", "dryz.files", "dryz.output"),  # the ground
+    ("dryz", "minimize", "dryz.errors", "dryz.params", "dryz.symbols", "dryz.files", "dryz.output", "dryz.formats"),
+    # ^ the ground (formats: the shapes of the files dryz reads)
     ("dryz.case", "dryz.trace", "dryz.trace_space"),        # what a case and a trace are
     ("dryz.oracle",),                                       # the pure models: they never run a subject
     ("dryz.subject",),                                      # what is audited, and how it runs
     ("dryz.verdict", "dryz.vocab_cases", "dryz.config", "dryz.space", "dryz.decode", "dryz.children"),
-    ("dryz.check",),                                        # check_batch: the one comparison
+    ("dryz.check", "dryz.causes"),                          # check_batch: the one comparison; the causes fitted
     ("dryz.judge", "dryz.judge_served", "dryz.trace_check", "dryz.differential", "dryz.explain"),
     # ^ a subject driven and judged
     ("dryz.corpus",),

@@ -85,7 +85,7 @@ def declarable() -> tuple[str, ...]:
     """The classes a change may be declared as (--expect-change CLASS[@...]): the comparison's own, and every
     finding class of a verdict (the base's finding a fix removes)."""
     from ..oracle.served import CLASSES as SERVED  # on use: the command line asks it while parsing
-    from ..verdict import CLASSES
+    from ..verdict import CLASSES  # on use: the command line asks it while parsing
     return tuple(dict.fromkeys((*COMPARISON_CLASSES, *(c for c in (*CLASSES, *SERVED) if is_finding(c)))))
 
 

@@ -56,6 +56,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ..errors import DryzError, did_you_mean
+from .shipped import effective_last_n
 
 @dataclass(frozen=True)
 class Model:
@@ -205,8 +206,7 @@ def apply(cfg, name: str, breakers=(), tokenize=None, printed=None):
         elif field == "repeat_min":
             n = max(n, now)
         return replace(cfg, **{field: n}, variants=())
-    if kind == "window-context":  # the 8-argument init_dry's window (dryz.config.effective_last_n) with context n
-        from ..config import effective_last_n  # on use (config imports this module)
+    if kind == "window-context":  # the 8-argument init_dry's window (shipped.effective_last_n) with context n
         raw = cfg.penalty_last_n
         out = replace(cfg, penalty_last_n=effective_last_n(raw, n, 8), variants=())
         return replace(out, raises=out.raises + (("", "always", 0),)) if raw < -1 else out

@@ -127,6 +127,19 @@ def _rep_limit_single(window, seqs) -> int | None:
     return (len(text) - 1 - p0) - k0
 
 
+def effective_last_n(penalty_last_n: int, n_ctx_train: int, abi: int = 7) -> int:
+    """The window cap the shipped model sees. The 7-argument init_dry (llama.cpp since PR #26524) clamps a
+    negative penalty_last_n to 0 (DRY off). The 8-argument one reads -1 as n_ctx_train and caps every window
+    at n_ctx_train (apply: min(history, last_n, total_context_size)); a cap <= 0 is DRY off. Where that
+    release instead enables DRY with a ring buffer of capacity <= 0 (penalty_last_n < -1, or -1 with
+    n_ctx_train <= 0) it throws on the first accept and the process dies: the model says DRY off, and the
+    verdict reports the crash."""
+    if abi == 8:
+        eff = n_ctx_train if penalty_last_n == -1 else max(penalty_last_n, 0)
+        return min(eff, n_ctx_train)
+    return penalty_last_n
+
+
 FLT_MAX32 = np.finfo(np.float32).max
 
 
