@@ -185,3 +185,13 @@ def predicted_json(case: Case, models: tuple, abi: int) -> dict:
     if isinstance(p, Refused):
         return {"refused": p.message}
     return {"logits": [json_number(float(x)) for x in p[0]]}
+
+
+def answer_of(case: Case, d: dict):
+    """An answer from its JSON (answer_json): Output, Crash or Refused."""
+    if "logits" in d:
+        logits = np.array([float(x) for x in d["logits"]], dtype=np.float32)
+        return Output(tuple(case.ids), logits, None, len(logits))
+    if "refused" in d:
+        return Refused(0, d["refused"])
+    return Crash(d.get("raised") or d.get("crash") or "", "exception" if "raised" in d else "")

@@ -13,11 +13,11 @@ from .errors import EXIT_ERROR, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_OK, DryzErr
 from .files import fail as _fail
 from .inputs import (judge_case_file, judge_trace_file, load_case_file, load_subject, load_trace_file, on_vocab,
                      quiet_mode, say, vocab_filter, with_runtime)
-from .options import (BASE, CERTIFICATE, CHANGE, ENTRY, EXPECT_FILE, FIX, INPUT, INPUT_FOLDER, KILL_ORDER, LIB,
-                      MATRIX_RELEASE, MODE, OPERATOR, OUTPUT, OUTPUT_FOLDER, PROPERTY, READ_AS, RELEASE, REPORT_INPUT,
-                      RESUMED, SANITIZER, SCHEDULER, SHARD, SPACE_CONFIG, SUBJECT, SUBJECT_OR_SERVER, TRIAGE, VOCAB,
-                      WITNESS, Bound, Duration, Group, Vocabulary, _max_alphabet, _max_trace_events, _sanitizers,
-                      case_file_options, check_environment, meaning, old, with_old_spellings)
+from .options import (BASE, CAUSE, CERTIFICATE, CHANGE, ENTRY, EXPECT_FILE, FITTED, FIX, INPUT, INPUT_FOLDER,
+                      KILL_ORDER, LIB, MATRIX_RELEASE, MODE, OPERATOR, OUTPUT, OUTPUT_FOLDER, PROPERTY, READ_AS, RELEASE,
+                      REPORT_INPUT, RESUMED, SANITIZER, SCHEDULER, SHARD, SPACE_CONFIG, SUBJECT, SUBJECT_OR_SERVER,
+                      TRIAGE, VOCAB, WITNESS, Bound, Duration, Group, Vocabulary, _max_alphabet, _max_trace_events,
+                      _sanitizers, case_file_options, check_environment, meaning, old, with_old_spellings)
 
 
 def say_subject(lib) -> None:
@@ -219,13 +219,8 @@ def check_cmd(path, read_as, isolate, vocab, breakers, as_trace):
               help=meaning("--isolate", "[default: only when the input crashes it]"))
 @click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--json", "The entry written, how short (proven or why not), the predicate calls."))
-@click.option("--cause", "cause", default=None, metavar="MODEL",
-              help="Keep this cause instead of the failure's class: the answer stays explained by llama.cpp's DRY "
-                   "composed with --causes and not without MODEL (`unexplained`: by no composition of them); the "
-                   "witness `dryz conformance` minimizes for each cause.")
-@click.option("--causes", "causes", default="", metavar="M1,M2,...",
-              help="The subject's fitted causes (deviation models, comma-separated; `dryz properties` fits them), "
-                   "with --cause.")
+@click.option("--cause", "cause", default=None, type=CAUSE, metavar="MODEL", help=meaning("--cause"))
+@click.option("--fitted", "causes", multiple=True, type=FITTED, metavar="MODEL", help=meaning("--fitted"))
 @case_file_options
 @with_old_spellings
 def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, cause, causes):
@@ -317,14 +312,17 @@ def replay(directory, vocab, json_path):
 @click.option("--recheck", "recheck", type=Bound(int, 1), default=None, metavar="N",
               help="Re-check at most N crash files (the smallest) in a clean process; the others are kept and "
                    "listed as not re-checked. [default: all]")
+@click.option("--fitted", "causes", multiple=True, type=FITTED, metavar="MODEL",
+              help=meaning("--fitted", "A difference they explain is counted per cause, not a finding."))
 @click.argument("libfuzzer_flags", nargs=-1, type=click.UNPROCESSED)
 @with_old_spellings
 def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces, recheck,
-         libfuzzer_flags):
+         causes, libfuzzer_flags):
     """Coverage-guided campaign (atheris + libFuzzer); flags after `--` go to libFuzzer."""
     from .fuzz import command  # on use: keeps start-up fast
     sys.exit(command.run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler,
-                         traces, recheck, libfuzzer_flags, click.echo))
+                         traces, recheck, libfuzzer_flags, click.echo,
+                         tuple(causes)))
 
 
 @cli.command()

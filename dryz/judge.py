@@ -27,12 +27,17 @@ def semantics(lib) -> Semantics:
 
 def check(case: Case, lib) -> Verdict:
     """Run the case on the subject and judge it: check_batch on a batch of one."""
+    return check_answer(case, lib)[0]
+
+
+def check_answer(case: Case, lib):
+    """check(), with what the subject answered: (verdict, answer)."""
     sem = semantics(lib)
     why = lib.caps.lacks(case)
     if why is not None:
         raise Unsupported(f"{sem.kind} subject: {why}")
     out = lib.run(case)
-    return judge_output(case, sem, out)
+    return judge_output(case, sem, out), out
 
 
 def judge_output(case: Case, sem: Semantics, out) -> Verdict:

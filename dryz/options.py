@@ -17,12 +17,18 @@ import functools
 import math
 
 import click
+
+from .environment import UNITS, fds, seconds
 from click.core import ParameterSource
 
 from .errors import DryzError, unknown  # (unknown: the one line for a name not in its registry, re-exported)
 
 # The meaning of every option more than one command takes: each such option's help starts with this sentence.
 MEANINGS = {
+    "--cause": "Keep this cause instead of the failure's class: the answer stays explained by llama.cpp's DRY composed "
+               "with the --fitted causes and not without MODEL (`unexplained`: by no composition of them); the witness `dryz "
+               "conformance` minimizes for each cause.",
+    "--fitted": "One of the subject's fitted causes, a deviation model (`dryz properties` fits them); once per cause.",
     "--json": "Write this command's result as JSON to this file.",
     "--markdown": "Write the result as Markdown to this file.",
     "--html": "Write the result as a self-contained HTML page to this file.",
@@ -263,8 +269,7 @@ class Vocabulary(Checked):
 class Duration(Bound):
     """Seconds: a number, optionally with a unit (60, 60s, 1.5m, 2 min, 1h, 500ms), the same forms in every
     option and environment variable that takes a duration; within lo..hi (whole: whole seconds)."""
-    UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "ms": 0.001, "m": 60.0, "min": 60.0,
-             "minute": 60.0, "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0}
+    UNITS = UNITS
     bad = ("soon", "-5", "10x")
 
     def __init__(self, lo, hi=None, whole: bool = False, hi_text: str | None = None):
@@ -286,17 +291,6 @@ class Duration(Bound):
                 refuse(param, ctx, f"whole seconds, got {value!r}")
             secs = int(secs)
         return super().convert(secs, param, ctx)
-
-
-def seconds(value) -> float:
-    """A duration as seconds (Duration's forms, and their sums: 1h30m, 2m 30s); ValueError with the reason."""
-    import re
-    text = str(value).lower().strip()
-    parts = re.findall(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", text)
-    if not text or "".join(re.findall(r"(?:\d+(?:\.\d*)?|\.\d+)\s*[a-z]*\s*", text)) != text \
-            or any(u not in Duration.UNITS for _, u in parts) or (len(parts) > 1 and any(not u for _, u in parts)):
-        raise ValueError(f"{value!r} is not a duration (seconds: 60, 60s, 1.5m, 2 min, 1h30m)")
-    return sum(float(n) * Duration.UNITS[u] for n, u in parts)
 
 
 # -- old spellings ------------------------------------------------------------------------------------------------
@@ -382,6 +376,25 @@ def _fix(value: str) -> None:
     if not value.strip():
         raise ValueError("an empty fix (give --declare FIX)")
     check_fixes([value], request_layer="any")
+
+
+def _cause(value: str) -> None:
+    """minimize --cause: a deviation model (dryz.oracle.deviations), or `unexplained`."""
+    from .oracle.deviations import parse  # on use: keeps start-up fast
+    if value != "unexplained":
+        parse(value)
+
+
+def _model(value: str) -> None:
+    """--fitted: a deviation model (dryz.oracle.deviations)."""
+    from .oracle.deviations import parse  # on use: keeps start-up fast
+    parse(value)
+
+
+def _causes(value: str) -> None:
+    """DRYZ_CAUSES: deviation models, comma-separated (a campaign's own variable)."""
+    for m in (x for x in value.split(",") if x):
+        _model(m)
 
 
 def _properties():
@@ -489,6 +502,9 @@ LIB = Subject(kind="libllama")
 BASE = Base()
 FIX = Parsed("fix", _fix, bad=("finite-penalty:saturat", ""), good="finite-penalty:saturate")
 PROPERTY = Name("property", _properties)
+CAUSE = Parsed("cause", _cause, bad=("match-cap:0", "no-such-model"), good="match-cap:12")
+CAUSES = Parsed("causes", _causes, bad=("match-cap:12,nope",), good="match-cap:12,no-clamp")
+FITTED = Parsed("cause", _model, bad=("match-cap:0", "no-such-model"), good="match-cap:12")
 MODE = Name("mode", _modes)
 OPERATOR = Name("operator", _operators)
 CHANGE = ChangeClass()
@@ -552,9 +568,7 @@ def _program(value: str) -> None:
 
 
 def _fds(value: str) -> None:
-    parts = value.split(",")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        raise ValueError(f"{value!r}: two file descriptors, R,W")
+    fds(value)
 
 
 class Var:
@@ -611,6 +625,14 @@ ENVIRONMENT = {
     "DRYZ_FUZZ_VOCAB": Var("internal", "Set by a vocabulary campaign in its processes: its vocabulary.", VOCAB),
     "DRYZ_FUZZ_BREAKERS": Var("internal", "Set by a vocabulary campaign in its processes: how it draws breaker sets.",
                               click.Choice(["default", "dict", "random"])),
+    "DRYZ_FUZZ_RECORD": Var("internal", "Set by a campaign in its processes: the folder a finding is written to "
+                                        "(as libFuzzer names a crash file), the fuzzing process going on.",
+                            OUTPUT_FOLDER),
+    "DRYZ_FUZZ_EXPLAINED": Var("internal", "Set by a campaign with fitted causes (`fuzz --fitted`): the folder an "
+                                           "input they explain is written to, counted per cause.", OUTPUT_FOLDER),
+    "DRYZ_CAUSES": Var("internal", "Set by a campaign with fitted causes (`fuzz --fitted`): the deviation models "
+                                   "whose composition with llama.cpp explains a difference, which is then no finding.",
+                       CAUSES),
     "DRYZ_FORKSERVER": Var("internal", "Set by a campaign while its fork server runs: the server's socket."),
     "DRYZ_ISOLATION_FDS": Var("internal", "Set for an isolation worker: the pipes it answers on.",
                               Parsed("descriptors", _fds, bad=("x",))),

@@ -14,21 +14,15 @@ from .render import dryz_on, ending, here
 from .shrink import UNEXPLAINED, NothingToMinimize, flatten, minimize_case, minimize_cause, minimize_trace_input
 
 
-def cause_option(cause, causes: str):
-    """(cause, fitted) from --cause and --causes, checked; None without --cause."""
-    from .oracle.deviations import DeviationError, parse  # on use
-    fitted = tuple(x for x in (causes or "").split(",") if x)
+def cause_option(cause, fitted) -> tuple | None:
+    """(cause, fitted) from --cause and --fitted (each name checked as it was parsed); None without --cause."""
+    fitted = tuple(fitted)
     if cause is None:
         if fitted:
-            fail("--causes: only with --cause (the cause to keep)")
+            fail("--fitted: only with --cause (the cause to keep)")
         return None
-    for m in fitted:
-        try:
-            parse(m)
-        except DeviationError as e:
-            fail(f"--causes: {e}")
     if cause != UNEXPLAINED and cause not in fitted:
-        fail(f"--cause {cause!r}: one of --causes ({', '.join(fitted) or 'none given'}) or {UNEXPLAINED}")
+        fail(f"--cause {cause!r}: one of the --fitted causes ({', '.join(fitted) or 'none given'}) or {UNEXPLAINED}")
     return cause, fitted
 
 

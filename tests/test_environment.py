@@ -41,6 +41,8 @@ def good(name: str, tmp: Path) -> str:
         "DRYZ_VOCAB_SAMPLER": "reset", "DRYZ_INSTRUMENT": "0", "DRYZ_FUZZ_FORKSERVER": "0",
         "DRYZ_FUZZ_TARGET": "traces", "DRYZ_FUZZ_VOCAB": "llama-bpe", "DRYZ_FUZZ_BREAKERS": "dict",
         "DRYZ_FORKSERVER": str(tmp / "socket"), "DRYZ_ISOLATION_FDS": "3,4", "DRYZ_ISOLATION_TIMEOUT": "30",
+        "DRYZ_FUZZ_RECORD": str(tmp / "artifacts"), "DRYZ_FUZZ_EXPLAINED": str(tmp / "explained"),
+        "DRYZ_CAUSES": "match-cap:12,no-clamp",
     }
     assert set(values) == set(ENVIRONMENT), set(values) ^ set(ENVIRONMENT)
     from dryz.subject.cache import cache_dir

@@ -32,7 +32,8 @@ def test_top_level_layout():
 # The layers, bottom up. A module may import (at its top or inside a function) modules of its own layer and of the
 # layers below it, never one above; and no set of modules imports itself in a circle.
 LAYERS = (
-    ("dryz", "minimize", "dryz.errors", "dryz.params", "dryz.symbols", "dryz.files", "dryz.output", "dryz.formats"),
+    ("dryz", "minimize", "dryz.errors", "dryz.params", "dryz.symbols", "dryz.files", "dryz.output", "dryz.formats",
+     "dryz.environment", "dryz.gate.result"),  # gate.result: the gate's result as plain data (formats reads it)
     # ^ the ground (formats: the shapes of the files dryz reads)
     ("dryz.case", "dryz.trace", "dryz.trace_space"),        # what a case and a trace are
     ("dryz.oracle",),                                       # the pure models: they never run a subject

@@ -136,10 +136,11 @@ def _minimize(spec, work: Path, key: str, cause: dict, fitted, name, log, abi: i
     if src is None:
         return
     args = ["minimize", src, "--corpus", str(work / "witnesses")]
+    fit_args = [x for m in fitted for x in ("--fitted", m)]
     if cause["kind"] in ("observed", "declared"):
-        args += ["--cause", cause["name"], "--causes", ",".join(fitted)]
+        args += ["--cause", cause["name"]] + fit_args
     elif cause["kind"] == "residual" and fitted:
-        args += ["--cause", "unexplained", "--causes", ",".join(fitted)]
+        args += ["--cause", "unexplained"] + fit_args
     log(f"  {name}: minimizing the witness of {cause['name']} ({key})")
     w["minimized"], w["shortest"] = minimized(spec, args, MINIMIZE_SECONDS, work, work / f"minimize-{tag}.json")
     w["source"] = src

@@ -67,9 +67,10 @@ def grid_html(result: dict, link: bool = True) -> str:
             if "error" in r and not r.get("cells"):
                 tds.append('<td class="dz-none">not run</td>')
                 continue
-            text, cls = cell_label(r["cells"].get(key))
+            c = r["cells"].get(key)
+            text, cls = cell_label(c)
             body = html.escape(text)
-            if link and cls in ("differs", "declared"):
+            if link and c and c.get("causes"):  # its drill-down below
                 body = f'<a href="#{anchor(r, key)}">{body}</a>'
             tds.append(f'<td class="dz-{cls}">{body}</td>')
         out.append(f"<tr><th>{html.escape(title)}</th>{''.join(tds)}</tr>")

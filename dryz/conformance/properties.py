@@ -101,9 +101,12 @@ def _negative():
     return _cases(words(2, 4), 2, multiplier=-1.0) + _cases(words(2, 4), 2, allowed_length=-1)
 
 
-def _finite():  # penalties past the float32 range: base 10 from L 40, base 2 from L 129
+def _finite():  # penalties past the float32 range: base 10 from L 40, base 2 from L 129; short repeats with a base
+    # whose square leaves the float32 range (1e20, L 1-4) or whose 11th power leaves the double range (1e30, L 10-12)
     return [Case(history=_periodic(2, n), alphabet=2, penalty_last_n=WHOLE, base=10.0) for n in range(30, 62, 2)] + \
-        [Case(history=_periodic(2, n), alphabet=2, penalty_last_n=WHOLE) for n in range(126, 136, 2)]
+        [Case(history=_periodic(2, n), alphabet=2, penalty_last_n=WHOLE) for n in range(126, 136, 2)] + \
+        [Case(history=(0,) * n, alphabet=1, penalty_last_n=WHOLE, base=1e20) for n in range(2, 6)] + \
+        [Case(history=(0,) * n, alphabet=1, penalty_last_n=WHOLE, base=1e30) for n in range(11, 14)]
 
 
 def _match_caps():  # long repeats (L up to 150), base 1.01 so that no penalty overflows
@@ -168,7 +171,7 @@ PROPERTIES = (
              "a negative multiplier raises; a negative allowed_length penalizes every follower", _negative,
              ("multiplier-negative:off", "multiplier-negative:refused", "allowed-negative:refused")),
     Property("finite-penalties", "finite penalties", "the exponent is clamped: a penalty stays finite",
-             _finite, ("no-clamp", "finite-penalty:saturate")),
+             _finite, ("no-clamp", "finite-penalty:saturate", "raises-overflow")),
     Property("match-caps", "match length (no cap)", "a repeat counts every token it has (no cap)", _match_caps,
              ("match-cap:N", "suffix-cap:N")),
     Property("occurrence-caps", "every occurrence", "every earlier occurrence of the last token is extended",

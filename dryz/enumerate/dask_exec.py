@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import threading
 from ..errors import DryzError
+from ..environment import duration, read
 from ..subject.identity import same_subject
 from ..subject.registry import opened
 
@@ -29,8 +30,7 @@ CONNECT_TIMEOUT = 20.0  # seconds; DRYZ_DASK_TIMEOUT overrides it (a duration as
 
 
 def connect_timeout() -> float:
-    from ..options import env  # on use: keeps start-up fast
-    return env("DRYZ_DASK_TIMEOUT", CONNECT_TIMEOUT)
+    return read("DRYZ_DASK_TIMEOUT", duration(0.001, 86400), CONNECT_TIMEOUT)
 
 
 class SchedulerError(RuntimeError, DryzError):

@@ -182,6 +182,7 @@ class Campaign:
     target: str = "cases"  # "cases": bytes -> Case -> check(); "traces": bytes -> Trace -> check_trace()
     subject: object = None  # the audited subject (opened by the command): its spec goes to every job
     recheck_limit: int | None = None  # re-check at most this many crash files (the smallest); None: all
+    causes: tuple = ()  # the subject's fitted causes (dryz.causes): a difference they explain is counted, not found
     log=print
 
     def complete(self, summary: dict, confirmation: dict | None, sampler: str) -> None:
@@ -207,7 +208,32 @@ class Campaign:
         if self.fault:
             env["DRYZ_FAULT"] = self.fault
         env["DRYZ_FUZZ_TARGET"] = self.target  # which test_one_input the harness runs (dryz.fuzz.target)
+        env["DRYZ_FUZZ_RECORD"] = str(self.artifacts)  # findings written in process (dryz.fuzz.target.found)
+        for k in ("DRYZ_CAUSES", "DRYZ_FUZZ_EXPLAINED"):
+            env.pop(k, None)
+        if self.causes:
+            env["DRYZ_CAUSES"], env["DRYZ_FUZZ_EXPLAINED"] = ",".join(self.causes), str(self.explained_dir)
         return env
+
+    @property
+    def explained_dir(self) -> Path:
+        return self.workdir / "explained"
+
+    def explained(self) -> dict:
+        """The inputs the fitted causes explained (one file each, written by the jobs), counted: in all and per
+        cause (the causes each needs: explained with them, not without it)."""
+        from ..causes import answer_of, explains  # on use: a campaign with fitted causes
+        files = sorted(self.explained_dir.glob("*.json")) if self.causes else []
+        by: dict = {m: 0 for m in self.causes}
+        sorted_flag, abi = bool(self.subject.caps.sorted_flag), self.subject.abi
+        for f in files:
+            d = json.loads(f.read_text())
+            case = Case.from_json(d["case"])
+            answer = answer_of(case, d["answer"])
+            for m in self.causes:
+                if not explains(case, answer, tuple(x for x in self.causes if x != m), sorted_flag, abi):
+                    by[m] += 1
+        return {"inputs": len(files), "by_cause": {m: n for m, n in by.items() if n}, "causes": list(self.causes)}
 
     def env(self) -> dict:
         env = self.subject_env()
@@ -290,6 +316,8 @@ class Campaign:
         work = self.workdir / "corpus"
         work.mkdir(parents=True, exist_ok=True)
         self.artifacts.mkdir(parents=True, exist_ok=True)
+        if self.causes:
+            self.explained_dir.mkdir(parents=True, exist_ok=True)
         # Fork mode re-runs argv[0] for every job: the harness is executable (#!/usr/bin/env python3) and
         # env() puts this interpreter's directory first on PATH.
         cmd = [str(self.launcher()), f"-max_total_time={self.seconds}",
@@ -408,7 +436,10 @@ class Campaign:
                 "native": self.native, "fault": self.fault, "findings": findings, "slow": slow,
                 "slow_unit_seconds": self.slow_unit_seconds(),
                 "interrupted": interrupted,
-                "target": self.target, "stopped_at_hard_limit": limited.is_set()}
+                "target": self.target, "stopped_at_hard_limit": limited.is_set(),
+                **({"explained": self.explained()} if self.causes else {}),
+                **({"void": "libFuzzer executed no input (no unit ran to its end)"} if stats.execs == 0 and
+                   not interrupted else {})}
 
     def slow_unit_seconds(self) -> int:
         """libFuzzer's -report_slow_units as this campaign runs it: the default, or the user's own flag."""
@@ -573,7 +604,8 @@ def split_slow(findings: list[dict]) -> tuple[list[dict], list[dict]]:
 def exit_code(summary: dict, confirmation: dict | None, seconds: int) -> tuple[int, str | None]:
     """The campaign's exit code and, where there is one, its one-line reason for stderr: 130 interrupted (the
     summary covers only that part), 1 a finding that reproduces or a missed ABI confirmation case, 2 crash files
-    that do not reproduce on the subject (the harness in doubt), else 0."""
+    that do not reproduce on the subject (the harness in doubt) or a campaign that executed nothing (void), else
+    0."""
     if summary["interrupted"]:
         return 130, (f"dryz fuzz: INTERRUPTED after {summary['seconds']} s of {seconds}: this summary covers only "
                      f"that part; {len(summary['findings'])} crash file(s) kept, not re-checked")
@@ -582,6 +614,8 @@ def exit_code(summary: dict, confirmation: dict | None, seconds: int) -> tuple[i
     if summary["findings"]:
         return EXIT_ERROR, (f"dryz: error: {len(summary['findings'])} crash file(s) that do not reproduce on the subject: "
                    "the harness is in doubt")
+    if summary.get("void"):  # nothing was judged: the campaign claims nothing
+        return EXIT_ERROR, f"dryz fuzz: VOID: {summary['void']}; nothing was judged"
     return EXIT_OK, None
 
 

@@ -18,7 +18,7 @@ from .campaign import Campaign, confirmation_control, exit_code
 
 
 def run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces, recheck,
-        libfuzzer_flags, echo) -> int:
+        libfuzzer_flags, echo, causes=()) -> int:
     if traces and vocab is not None:
         fail("--traces fuzzes traces over the symbol vocabulary (not with --vocab)")
     for f in libfuzzer_flags:
@@ -33,7 +33,7 @@ def run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, brea
     camp = Campaign(seconds=seconds, jobs=jobs or os.cpu_count() or 1, workdir=work,
                     artifacts=Path(artifacts).resolve() if artifacts else work / "artifacts",
                     native=native, fault=fault, extra=list(libfuzzer_flags), vocab=vocab, breakers=breakers,
-                    target="traces" if traces else "cases", subject=lib, recheck_limit=recheck)
+                    target="traces" if traces else "cases", subject=lib, recheck_limit=recheck, causes=causes)
     camp.log = say
     if vocab is not None:
         load_vocab(vocab, lib)  # one line and exit 2 when it cannot be had, before libFuzzer starts

@@ -6,7 +6,7 @@ import os
 
 from ..corpus import known_classes
 from ..verdict import AGREE, is_finding
-from ..judge import check
+from ..judge import check, check_answer
 from ..subject.answers import Unsupported
 from ..decode import CAMPAIGN_VOCAB as VOCAB, input_decoder
 from ..decode.traces import decode_trace
@@ -59,14 +59,52 @@ def warm() -> None:
         test_one_input(b"")
 
 
+# Findings recorded in process (DRYZ_FUZZ_RECORD: the artifacts folder): a finding is written there as libFuzzer
+# names a crash file (crash-SHA1 of the input) and the job goes on, so no fuzzing process dies per finding (an engine
+# whose every other input differs would spend the campaign restarting jobs); the campaign re-checks the files. A
+# finding the subject's fitted causes explain (DRYZ_CAUSES: deviation models, dryz.causes) is not a finding: its case
+# and answer go to DRYZ_FUZZ_EXPLAINED (one file per distinct input), which the campaign counts per cause.
+RECORD = os.environ.get("DRYZ_FUZZ_RECORD") or None
+EXPLAINED = os.environ.get("DRYZ_FUZZ_EXPLAINED") or None
+CAUSES = tuple(m for m in os.environ.get("DRYZ_CAUSES", "").split(",") if m)
+
+
+def _keep(folder: str, name: str, text) -> None:
+    """Write a file once (a distinct input: its name is its hash); a second writer of the same name loses."""
+    try:
+        fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "wb") as f:
+        f.write(text if isinstance(text, bytes) else text.encode())
+
+
+def found(data: bytes, message: str, case=None, answer=None) -> None:
+    """A new finding: explained by the fitted causes (kept aside, counted), recorded in process, or raised for
+    libFuzzer to keep."""
+    import hashlib  # on use: a finding
+    import json  # on use: a finding
+    sha = hashlib.sha1(data).hexdigest()
+    if CAUSES and case is not None and answer is not None and EXPLAINED:
+        from ..causes import answer_json, explains  # on use: a campaign with fitted causes
+        subject = _subject()
+        if explains(case, answer, CAUSES, bool(subject.caps.sorted_flag), subject.abi):
+            _keep(EXPLAINED, f"{sha}.json", json.dumps({"case": case.to_json(), "answer": answer_json(answer)}))
+            return
+    if RECORD:
+        _keep(RECORD, f"crash-{sha}", data)
+        return
+    raise Finding(message)
+
+
 def test_one_input(data: bytes) -> None:
     case = decode(data)
     try:
-        v = check(case, _subject())
+        v, out = check_answer(case, _subject())
     except Unsupported:  # a case this subject cannot express (its capabilities): not judged
         return
     if is_new_finding(v.klass):
-        raise Finding(f"{v.klass}: {v.detail}\n{case.dumps()}")
+        found(data, f"{v.klass}: {v.detail}\n{case.dumps()}", case, out)
 
 
 def test_one_trace(data: bytes) -> None:
@@ -77,7 +115,7 @@ def test_one_trace(data: bytes) -> None:
     except SubjectError:  # a configuration the old ABI's driver refuses (it would throw): not judged as a trace
         return
     if is_new_finding(v.klass):
-        raise Finding(f"{v.klass} at apply {v.first_bad_apply}: {trace.spelled()[:300]}\n{trace.dumps()}")
+        found(data, f"{v.klass} at apply {v.first_bad_apply}: {trace.spelled()[:300]}\n{trace.dumps()}")
 
 
 def entry_point():

@@ -159,9 +159,17 @@ def read_fuzz(r: ModeResult, s: dict, work: Path) -> None:
     for f in s["findings"]:
         classes[f["klass"]] = classes.get(f["klass"], 0) + 1
     r.counts = classes
-    r.text = f"{s['execs']:,} execs in {s['seconds']:.0f} s, cov {s['cov']}: " + \
-             (", ".join(f"{k} {v}" for k, v in classes.items()) if classes else "no findings") + \
-             (f" ({len(s['slow'])} slow input(s), not findings)" if s.get("slow") else "")
+    rate = s.get("exec_per_s_fuzz")
+    ex = s.get("explained")
+    r.text = (f"VOID ({s['void']}): " if s.get("void") else "") + \
+        f"{s['execs']:,} execs in {s['seconds']:.0f} s" + (f" ({rate:,} exec/s)" if rate else "") + \
+        f", cov {s['cov']}: " + \
+        (f"{ex['inputs']:,} explained by the causes (" + ", ".join(f"{m} {n:,}" for m, n in ex["by_cause"].items())
+         + "); " if ex and ex["inputs"] else "") + \
+        (", ".join(f"{k} {v}" for k, v in classes.items()) if classes else "no findings") + \
+        (f" ({len(s['slow'])} slow input(s), not findings)" if s.get("slow") else "")
+    if s.get("void"):
+        r.verdict = "error"
     real = sorted((f for f in s["findings"] if f["reproduces"]), key=lambda f: os.path.getsize(f["file"])
                   if os.path.exists(f["file"]) else 1 << 30)
     v = s.get("vocab")

@@ -35,6 +35,7 @@ The switches (Config fields, defaults are llama.cpp's):
   window_extra=K               the window holds K tokens more than penalty_last_n
   multiplier_negative_off      a negative multiplier switches DRY off
   raises                       ((exception, condition), ...): the engine raises instead of answering
+  overflow_raises              a penalty whose power overflows a double raises (Python's float power)
 
 A case's prediction is an Output-like pair (logits, sorted flag), or Raises(exception): what the composed model
 says the engine does. `predict(cfg, case_parts)` is the one entry point; check.Batch.declared and the
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -188,6 +190,8 @@ def predict(cfg, history, ids, initial, sorted_in: bool):
         lz = L[t]
         if lz < cfg.repeat_min or (cfg.threshold and lz < allowed):
             continue
+        if cfg.overflow_raises and math.isinf(_pow(cfg.base, float(lz - allowed))) and math.isfinite(cfg.base):
+            return Raises("OverflowError", "overflow")
         p = _penalty(cfg, lz - allowed, count.get(t, 1) if cfg.times_count else 1)
         before = out[i]
         after = np.float32(before - np.float32(p))

@@ -103,6 +103,8 @@ REGISTRY = (
     Model("arithmetic:float32", "the penalty is multiplier * powf(base, exponent) in float32: two roundings"),
     Model("penalty:times-count", "the penalty is multiplied by how many times the token followed the repeat"),
     Model("raises-window:N", "a window of 1..N tokens raises instead of answering", "raise", tuple(range(1, 33))),
+    Model("raises-overflow", "a penalty whose power overflows a double raises instead of answering (Python's float "
+          "power)", "raise"),
     Model("raises-history:N", "a history of at most N tokens raises instead of answering (with a window)", "raise",
           (1, 2)),
     Model("base-below-one:refused", "base <= 1 is refused", "refusal"),
@@ -147,7 +149,8 @@ _SETS = {"window-zero:unlimited": {"window_zero_unlimited": True},
          "exit:tail-at-allowed": {"exit_rule": "tail"},
          "multiplier-negative:off": {"multiplier_negative_off": True},
          "arithmetic:float32": {"arithmetic": "float32"},
-         "penalty:times-count": {"times_count": True}}
+         "penalty:times-count": {"times_count": True},
+         "raises-overflow": {"overflow_raises": True}}
 # A numbered model's field (N: its number); a raise model's (exception-free) condition.
 _NUMBER_SETS = {"match-cap": "match_cap", "suffix-cap": "suffix_cap", "occurrence-cap": "occurrence_cap",
                 "early-exit": "early_exit", "repeat-min": "repeat_min"}

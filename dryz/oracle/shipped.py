@@ -181,6 +181,7 @@ class Config:
     window_extra: int = 0                    # the window holds this many tokens more than penalty_last_n
     multiplier_negative_off: bool = False    # a negative multiplier switches DRY off
     raises: tuple = ()                       # ((exception, condition, k), ...): the engine raises instead
+    overflow_raises: bool = False            # a penalty's power past the double range raises
     # (class, Config) pairs: the semantics a subject declares beside llama.cpp's (dryz.oracle.deviations); an
     # output that matches one of them bit for bit is that class, not a mismatch. Not part of equality.
     variants: tuple = field(default=(), compare=False)
@@ -206,7 +207,8 @@ class Config:
         """Some rule of the scan's own is set: dryz.oracle.composed evaluates this configuration."""
         return (self.occurrence_cap, self.early_exit, self.last_breaker_checked, self.repeat_min, self.threshold,
                 self.exit_rule, self.arithmetic, self.times_count, self.longest_only, self.last_follower,
-                self.suffix_cap, self.window_extra, self.multiplier_negative_off, self.raises) != _LLAMA_SCAN
+                self.suffix_cap, self.window_extra, self.multiplier_negative_off, self.raises,
+                self.overflow_raises) != _LLAMA_SCAN
 
     def window_length(self, n: int) -> int:
         return min(n, self.window_cap)  # the last penalty_last_n tokens; none when disabled
@@ -215,7 +217,7 @@ class Config:
         return set(self.single_token_heads) if self.exempt_breakers else set()
 
 
-_LLAMA_SCAN = (None, None, True, 0, True, "", "double", False, False, True, None, 0, False, ())
+_LLAMA_SCAN = (None, None, True, 0, True, "", "double", False, False, True, None, 0, False, (), False)
 
 
 def _step3(oracles, W, cands, cfg: Config, eligible, ran, rep) -> list[Prediction]:

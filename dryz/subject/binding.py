@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 from ..errors import DryzError
+from ..environment import choice, read
 
 N_CTX_TRAIN_DEFAULT = 4096  # what the 8-argument init_dry gets when a Case does not say
 TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
@@ -307,8 +308,7 @@ class Binding:
         Where the probes cannot tell (a library whose init_dry and apply behave alike under both readings), the
         user may say: DRYZ_INIT_DRY_ABI=7 or 8 (recorded as declared); without it, SubjectError (exit 2) says
         what the probes saw. A declared ABI the probes contradict is refused too."""
-        from ..options import env  # on use: keeps start-up fast
-        declared = env("DRYZ_INIT_DRY_ABI")
+        declared = read("DRYZ_INIT_DRY_ABI", choice("7", "8"))
         abi, why, why2 = None, [], []
         for strength in ABI_STRENGTHS:
             names = {p[0]: self._probe_name(vocab, *p[1:], strength=strength) for p in ABI_PROBES}

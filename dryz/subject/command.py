@@ -53,6 +53,7 @@ from functools import cached_property
 import numpy as np
 
 from .binding import SubjectError
+from ..environment import duration, read
 from .cache import sha256_file
 from .answers import Capabilities, Crash, Output, Refused, Unrecoverable, Unsupported
 from .protocol import Subject
@@ -67,8 +68,7 @@ MAX_LINE = 1 << 24     # an answer longer than this is not an answer
 
 def case_timeout() -> float:
     """Seconds an adapter may take for one answer: DRYZ_ADAPTER_TIMEOUT (a duration as --time takes it)."""
-    from ..options import env  # on use: keeps start-up fast
-    return env("DRYZ_ADAPTER_TIMEOUT", CASE_TIMEOUT)
+    return read("DRYZ_ADAPTER_TIMEOUT", duration(0.001, 86400), CASE_TIMEOUT)
 
 
 class Command(Subject):

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import time
 
+from ..environment import duration, fds as _fds, read
 from .answers import Crash
 from .registry import child_env, opened
 from .sanitizer import report
@@ -435,10 +436,9 @@ def main() -> None:
     """A spawned worker: open the subject named by DRYZ_SUBJECT and answer requests on the inherited pipes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     faulthandler.disable()
-    from ..options import env  # on use: the worker's own start-up
-    rfd, wfd = (int(x) for x in env("DRYZ_ISOLATION_FDS").split(","))
+    rfd, wfd = (int(x) for x in read("DRYZ_ISOLATION_FDS", _fds).split(","))
     spec = os.environ["DRYZ_SUBJECT"]
-    timeout = env("DRYZ_ISOLATION_TIMEOUT")
+    timeout = read("DRYZ_ISOLATION_TIMEOUT", duration(0.001, 86400))
     try:
         subject = opened(spec)
     except Exception as e:  # noqa: BLE001 (the first request's answer says why the subject cannot be had)
