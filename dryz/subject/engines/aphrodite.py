@@ -35,8 +35,10 @@ of Aphrodite is copied into dryz. The handshake's version names the path, the li
 
 The request's parameters go into the metadata by their documented meaning (SamplingParams, sampling_params.py:387):
 dry_multiplier, dry_base, dry_allowed_length, dry_range = penalty_last_n ("Token window used by DRY."), the
-breakers as the token ids whose pieces contain them (dry_sequence_breaker_ids: "Token ids that split DRY repetition
-windows."; the string form is resolved by the API, outside the DRY function), and the engine's own defaults for what
+breaker strings as the API resolves them (dry_sequence_breakers: "String-form DRY breakers resolved to token ids once
+a tokenizer exists."; SamplingParams.update_from_tokenizer, sampling_params.py:830-833: each string's id is the last
+of tokenizer.encode("a" + string), on dryz's symbol vocabulary the string's last character), and the engine's own
+defaults for what
 llama.cpp has no parameter for: dry_max_ngram 12, dry_max_occurrences 8, dry_early_exit_match_len 8. The history is
 the prompt. Parameters the API refuses (SamplingParams._verify_args: its error messages are what a user sees) are
 answered as that refusal.
@@ -58,9 +60,18 @@ import types
 import zipfile
 from pathlib import Path
 
-from .serve import NotExpressible, Refusal, containing, engine, serve, stand_ins, symbol_pieces
+from .serve import NotExpressible, Refusal, engine, serve, stand_ins, symbol_pieces
 
 VERSION = "0.24.1"
+
+
+def resolved_breakers(pieces: list[str], strings) -> list[int]:
+    """The breaker strings as Aphrodite's API resolves them (SamplingParams.update_from_tokenizer,
+    sampling_params.py:830-833: `tokenizer.encode(text=f"a{breaker}", add_special_tokens=False)[-1]`, each string
+    one id, in order): on dryz's symbol vocabulary, where every character is its own token, the id of the string's
+    last character."""
+    index = {p: i for i, p in enumerate(pieces)}
+    return [index[("a" + s)[-1]] for s in strings]
 MAX_NGRAM, MAX_OCCURRENCES, EARLY_EXIT = 12, 8, 8  # SamplingParams' defaults (sampling_params.py:399-403)
 CITED = "aphrodite-engine 0.24.1, aphrodite/sampling_params.py:{line}, SamplingParams: {text}"
 DECLARED = [
@@ -99,6 +110,8 @@ CPP = ("csrc/cpu/dry.cpp:{line} (upstream source at b42eeec22; the 0.24.1 wheel 
 # apply_dry's in both (float32 tensors).
 SOURCES = {
     "python": [
+        {"name": "breaker-form:last-token", "source": "aphrodite/sampling_params.py:832 (0.24.1): token_id = "
+                                                      "tokenizer.encode(text=f\"a{breaker}\")[-1]"},
         {"name": "repeat-min:N", "source": DRY.format(line=127, text="if match_len <= 0: continue (a repeat of the "
                                                       "last token alone is never penalized)")},
         {"name": "exit:at-allowed", "source": DRY.format(line=112, text="if curr_max_ngram <= allowed_length: "
@@ -119,6 +132,8 @@ SOURCES = {
         {"name": "early-exit:N", "source": DRY.format(line=133, text="if new_len >= early_exit_match_len: break")},
     ],
     "compiled": [
+        {"name": "breaker-form:last-token", "source": "aphrodite/sampling_params.py:832 (0.24.1): token_id = "
+                                                      "tokenizer.encode(text=f\"a{breaker}\")[-1]"},
         {"name": "repeat-min:N", "source": CPP.format(line=160, text="if (match_len <= 0) continue; (a repeat of the "
                                                       "last token alone is never penalized)")},
         {"name": "exit:tail-at-allowed", "source": CPP.format(line=118, text="if (curr_max_ngram <= min_ngram) "
@@ -333,7 +348,7 @@ class Adapter:
         for t, lg in req["candidates"]:
             logits[0, t] = float("-inf") if lg == "-inf" else float(lg)
         if m > 0.0:  # a request enables DRY with a positive multiplier (gpu_input_batch.py:606)
-            breakers = sorted(set().union(*(containing(self.pieces, b) for b in p["breakers"])))
+            breakers = resolved_breakers(self.pieces, p["breakers"])
             md = self.metadata(req["history"], m, base, allowed, breakers, window, V)
             logits = engine(self.ops.apply_dry, logits, md)
         return [float(logits[0, t]) for t, _ in req["candidates"]], bool(req["sorted"])
