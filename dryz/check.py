@@ -16,7 +16,6 @@ import numpy as np
 from .case import Case, json_number, seed_parameters
 from .oracle import MATCH_LENGTHS, PRIMARY as match_lengths_A
 from .oracle.promised import is_interior_factor, promised_lengths, promised_rep_limits, restart_divergence
-from .oracle import composed
 from .oracle.shipped import (Config, Matched, Prediction, output_logits, output_logits_zero, ragged_rep, rep_limits,
                              shipped_lengths, shipped_lengths_each)
 from .config import Semantics, case_config
@@ -241,6 +240,7 @@ class Batch:
     def variant_output(self, r: int, vcfg: Config):
         """What the model with a deviation's configuration leaves for history r: (logits over the batch's
         candidates, sorted flag), or composed.Raises."""
+        from .oracle import composed  # on use: a declared rule of the scan's own (an engine's)
         return composed.predict(vcfg, self._history(r)[0], self.cands, self._initial(r),
                                 bool(np.asarray(self.sorted_in)[r]) if self._per_row else bool(self.sorted_in))
 
@@ -248,7 +248,7 @@ class Batch:
         """History r's output equals, bit for bit (its own candidates; the sorted flag where it is judged), what
         the model with this configuration leaves."""
         got = self.variant_output(r, vcfg)
-        if isinstance(got, composed.Raises):
+        if not isinstance(got, tuple):  # composed.Raises: an answer is not a raise
             return False
         logits, srt = got
         eq = np.equal(self.bits[r], _bits(logits))

@@ -164,27 +164,9 @@ def explain(path, read_as, color, vocab, breakers, as_trace):
     """One case as a table: the window with positions, the restart sequence that set rep_limit, per candidate
     the matched suffix, L by each oracle and by the library, the expected and observed logit. (dryz check gives
     the same verdict as JSON, for machines.)"""
-    from .explain import explain as render, trace_explain_text  # on use: keeps start-up fast
-    from .subject.identity import subject_line  # on use: keeps start-up fast
-    color = color if color is not None else sys.stdout.isatty()
-    t = load_trace_file(path, read_as, as_trace, breakers)
-    if t is not None:
-        rc, out = judge_trace_file(*t)
-        click.echo(trace_explain_text(path, t[1], t[0], out["verdict"], out.get("subject") or {}, color))
-        sys.exit(rc)
-    case, kind = load_case_file(path, read_as, vocab, breakers)
-    case = on_vocab(case, vocab)
-    rc, out = judge_case_file(case, kind)
-    v = out["verdict"]
-    ident = out.get("subject") or {}
-    if v["class"] in ("crash", "memory"):
-        from .explain import crash_lines  # on use: keeps start-up fast
-        click.echo(crash_lines(v))
-        sys.exit(rc)
-    v["abi"] = ident.get("init_dry_abi", 7)
-    click.echo(f"dryz explain: {path} ({kind})")
-    click.echo(render(case, v, subject_line(ident), color, lib=load_subject() if case.vocab is not None else None))
-    sys.exit(rc)
+    from .explain_command import command  # on use: keeps start-up fast
+    sys.exit(command(path, read_as, color if color is not None else sys.stdout.isatty(), vocab, breakers, as_trace,
+                     click.echo))
 
 
 @cli.command("check")
@@ -219,16 +201,15 @@ def check_cmd(path, read_as, isolate, vocab, breakers, as_trace):
               help=meaning("--isolate", "[default: only when the input crashes it]"))
 @click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE",
               help=meaning("--json", "The entry written, how short (proven or why not), the predicate calls."))
-@click.option("--cause", "cause", default=None, type=CAUSE, metavar="MODEL", help=meaning("--cause"))
+@click.option("--cause", default=None, type=CAUSE, metavar="MODEL", help=meaning("--cause"))
 @click.option("--fitted", "causes", multiple=True, type=FITTED, metavar="MODEL", help=meaning("--fitted"))
 @case_file_options
 @with_old_spellings
 def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, cause, causes):
     """Shrink a failing case or trace (crash file, Case JSON, trace JSON or corpus entry) to a shortest reproducer
     in ./reproducers (or --corpus)."""
-    from .shrink_command import command, cause_option  # on use: keeps start-up fast
-    kept = cause_option(cause, causes)
-    command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, click.echo, kept)
+    from .shrink_command import command  # on use: keeps start-up fast
+    command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, click.echo, cause, causes)
 
 
 @cli.command("export")
@@ -312,8 +293,7 @@ def replay(directory, vocab, json_path):
 @click.option("--recheck", "recheck", type=Bound(int, 1), default=None, metavar="N",
               help="Re-check at most N crash files (the smallest) in a clean process; the others are kept and "
                    "listed as not re-checked. [default: all]")
-@click.option("--fitted", "causes", multiple=True, type=FITTED, metavar="MODEL",
-              help=meaning("--fitted", "A difference they explain is counted per cause, not a finding."))
+@click.option("--fitted", "causes", multiple=True, type=FITTED, metavar="MODEL", help=meaning("--fitted"))
 @click.argument("libfuzzer_flags", nargs=-1, type=click.UNPROCESSED)
 @with_old_spellings
 def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces, recheck,
@@ -321,8 +301,7 @@ def fuzz(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, bre
     """Coverage-guided campaign (atheris + libFuzzer); flags after `--` go to libFuzzer."""
     from .fuzz import command  # on use: keeps start-up fast
     sys.exit(command.run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler,
-                         traces, recheck, libfuzzer_flags, click.echo,
-                         tuple(causes)))
+                         traces, recheck, libfuzzer_flags, click.echo, tuple(causes)))
 
 
 @cli.command()

@@ -28,7 +28,8 @@ MEANINGS = {
     "--cause": "Keep this cause instead of the failure's class: the answer stays explained by llama.cpp's DRY composed "
                "with the --fitted causes and not without MODEL (`unexplained`: by no composition of them); the witness `dryz "
                "conformance` minimizes for each cause.",
-    "--fitted": "One of the subject's fitted causes, a deviation model (`dryz properties` fits them); once per cause.",
+    "--fitted": "One of the subject's fitted causes, a deviation model (`dryz properties` fits them), once per cause: "
+                "a difference they explain is kept (minimize --cause) or counted per cause, not a finding (fuzz).",
     "--json": "Write this command's result as JSON to this file.",
     "--markdown": "Write the result as Markdown to this file.",
     "--html": "Write the result as a self-contained HTML page to this file.",

@@ -26,7 +26,9 @@ def cause_option(cause, fitted) -> tuple | None:
     return cause, fitted
 
 
-def command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, echo, kept=None) -> None:
+def command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, echo, cause=None,
+            fitted=()) -> None:
+    kept = cause_option(cause, fitted)
     t = load_trace_file(path, read_as, as_trace, breakers)
     if t is not None and kept is not None:
         fail("--cause: causes are fitted on cases, not traces")

@@ -44,7 +44,7 @@ LAYERS = (
     # ^ a subject driven and judged
     ("dryz.corpus",),
     ("dryz.shrink", "dryz.inputs", "dryz.render", "dryz.export"),  # export: an entry as a test (no subject run)
-    ("dryz.enumerate", "dryz.fuzz", "dryz.compare", "dryz.shrink_command"),  # the modes
+    ("dryz.enumerate", "dryz.fuzz", "dryz.compare", "dryz.shrink_command", "dryz.explain_command"),  # the modes
     ("dryz.gate",),
     ("dryz.matrix", "dryz.mutate", "dryz.conformance"),
     ("dryz.report",),
@@ -143,7 +143,7 @@ def test_the_layer_and_circle_checks_fail_on_a_planted_import():
     """The checks above see an import inside a function: one from the subject's isolation worker up to the judge
     (which imports it) is both a layer violation and a circle; the graph holds the imports inside functions."""
     graph = _import_graph()
-    assert "dryz.explain" in graph["dryz.cli"]  # cli imports it only inside functions
+    assert "dryz.explain_command" in graph["dryz.cli"]  # cli imports it only inside functions
     graph["dryz.subject.isolation"] = graph["dryz.subject.isolation"] | {"dryz.judge"}
     assert _layer("dryz.judge") > _layer("dryz.subject.isolation")
     assert ["dryz.judge", "dryz.subject.isolation"] in _circles(graph)

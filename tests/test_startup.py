@@ -16,6 +16,7 @@ from conftest import ROOT, clean_env
 # and the printing of a certificate. A module that joins this list is a decision: say why in its commit.
 ALLOWED = {
     "dryz", "dryz.__main__", "dryz.cli", "dryz.options", "dryz.inputs", "dryz.files", "dryz.errors", "dryz.output",
+    "dryz.environment",
     "dryz.params", "dryz.symbols", "dryz.case", "dryz.trace", "dryz.trace_space", "dryz.verdict", "dryz.config",
     "dryz.vocab_cases", "dryz.space", "dryz.check", "dryz.judge", "dryz.render",
     "dryz.oracle", "dryz.oracle.deviations", "dryz.oracle.idbytes", "dryz.oracle.lengths", "dryz.oracle.lengths_b",
