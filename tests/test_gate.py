@@ -159,6 +159,12 @@ def test_a_short_gate_on_the_pinned_build_passes(tmp_path):
     text = md.read_text()
     assert text == p.stdout and len(text.splitlines()) <= 60
     assert text.startswith("### dryz gate: PASS") and "llama-cpp-python 0.3.36" in text
+    # the console's ending (stderr: stdout is the summary as --markdown writes it)
+    lines = p.stderr.splitlines()
+    end = lines[lines.index("classes   findings and changes: none"):]
+    assert end[1:4] == [f"written   {tmp_path / 'w' / 'gate.json'} (every mode's result)", f"          {js} (the result)",
+                        f"          {md} (the summary)"], end
+    assert end[4].startswith(f"next      dryz report {tmp_path / 'w' / 'gate.json'} --html gate.html"), end
     assert r["subject"]["libllama_sha256"][:16] in text
     page = ht.read_text()
     assert "Gate <code>gate.json</code>" in page and "Certificate <code>certificate.json</code>" in page

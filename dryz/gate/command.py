@@ -6,10 +6,12 @@ summary printed; the gate's exit code. The HTML report is `dryz report` over the
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from ..children import run as run_child
 from ..output import write_json, write_text
+from ..render import dryz_on, ending, here
 from ..subject.binding import SubjectError, resolve
 from ..subject.registry import resolve_base, split_declared, with_declared
 from ..oracle.deviations import fix_for
@@ -79,4 +81,26 @@ def command(gate_lib, selected: str, seconds, base, expect, expect_file, workdir
     if md_path:
         write_text(md_path, md)
     echo(md, nl=False)
+    echo("\n" + gate_ending(res, spec, json_path, md_path), err=True)  # (stdout: the summary, as --markdown writes it)
     return res
+
+
+def gate_ending(res: GateResult, spec: str, json_path, md_path) -> str:
+    """How the gate ends, as every command does (dryz.render.ending): its findings and changes by class, what it
+    wrote, and the witness to look at first."""
+    classes: dict = {}
+    for k in [f.klass for f in res.findings] + [f"change {c.klass}" for c in res.changes]:
+        classes[k] = classes.get(k, 0) + 1
+    work = Path(res.work)
+    written = [f"{here(work / 'gate.json')} (every mode's result)"] + \
+        ([f"{here(work / 'witnesses')}/ (the minimized witnesses)"] if (work / "witnesses").is_dir() else []) + \
+        [f"{here(p)} ({what})" for p, what in ((json_path, "the result"), (md_path, "the summary")) if p]
+    first = next((f for f in res.findings if f.minimized or f.witness), None)
+    steps = []
+    if first is not None:
+        w = shlex.quote(here(first.minimized or first.witness))
+        steps.append((f"{dryz_on(spec)} explain {w}", f"the first finding's witness ({first.mode}: {first.klass}) "
+                                                      "laid out"))
+    steps.append((f"dryz report {shlex.quote(here(work / 'gate.json'))} --html gate.html",
+                  "every mode's result on one page"))
+    return ending(classes, written, steps, unit="findings and changes")
