@@ -8,6 +8,10 @@ one), the refusal the engine gave, or a raise where the engine raised. `fit` gro
 adding the model that explains the most answers still unexplained without losing any, then drops every model the
 others make redundant (the set is 1-minimal: no model can be removed; greedy, so not proven the smallest); what
 no set explains is the residual, listed, never hidden.
+
+What is explained is a probe: a Case (a fresh sampler over its history), or one request of a request sequence
+(dryz.requests.Request: the request's case and the prompts sent before it to the same instance), whose history
+DRY reads as the context models say (deviations.context: the history itself under llama.cpp's semantics).
 """
 
 from __future__ import annotations
@@ -20,16 +24,25 @@ import numpy as np
 from .case import Case, json_number
 from .config import case_config, symbol_tokenize
 from .oracle import composed
-from .oracle.deviations import REFUSALS, REGISTRY, compose, instances, pattern
+from .oracle.deviations import REFUSALS, REGISTRY, compose, context, instances, pattern
+from .requests import Request, Requests, case_of
 from .subject.answers import Crash, Output, Refused
 
 SAMPLE = 400  # unexplained answers a candidate's gain is first estimated on (then counted on all of them)
 TRIED = 6     # the candidates (each its pattern's best number on the samples) counted on every answer per step
 
 
-def candidates(kinds=("output", "refusal", "raise", "fix")) -> list[str]:
+def candidates(kinds=("output", "refusal", "raise", "fix", "context")) -> list[str]:
     """Every model the fit may choose: each registry model, every number of a numbered one."""
     return [n for m in REGISTRY if m.kind in kinds for n in instances(m.name)]
+
+
+def items(probe) -> list:
+    """What a probe gives the fit: a case itself, each request of a sequence (with the ones before it); a trace
+    nothing (its class is its own)."""
+    if isinstance(probe, Case):
+        return [probe]
+    return probe.items() if isinstance(probe, Requests) else []
 
 
 def _config(case: Case, models: tuple, abi: int):
@@ -46,13 +59,16 @@ def _composed(multiplier, base, allowed_length, penalty_last_n, breakers, n_ctx_
     return compose(case_config(case, abi), models, breakers, symbol_tokenize)
 
 
-def prediction(case: Case, models: tuple, abi: int = 7):
-    """What llama.cpp's DRY with these models does to the case: Refused, composed.Raises, or (logits, sorted)."""
+def prediction(probe: Case | Request, models: tuple, abi: int = 7):
+    """What llama.cpp's DRY with these models does to the probe (a case, or a request of a sequence): Refused,
+    composed.Raises, or (logits, sorted)."""
+    case = case_of(probe)
     for m in models:
         if m in REFUSALS and REFUSALS[m](case):
             return Refused(0, m)
     cfg = _config(case, models, abi)
-    return composed.predict(cfg, case.history, np.array(case.ids, dtype=np.int64),
+    history = context(models, case.history, probe.earlier) if isinstance(probe, Request) else case.history
+    return composed.predict(cfg, history, np.array(case.ids, dtype=np.int64),
                             np.array(case.logits, dtype=np.float32), case.sorted)
 
 
@@ -68,7 +84,7 @@ def same_prediction(a, b) -> bool:
     return np.array_equal(_bits(a[0]), _bits(b[0])) and bool(a[1]) == bool(b[1])
 
 
-def explains(case: Case, answer, models: tuple, sorted_flag: bool = True, abi: int = 7) -> bool:
+def explains(case: Case | Request, answer, models: tuple, sorted_flag: bool = True, abi: int = 7) -> bool:
     """The models' composition predicts this answer exactly (on the semantics of an init_dry ABI)."""
     got = prediction(case, models, abi)
     if isinstance(answer, Refused):
@@ -177,8 +193,9 @@ def answer_json(answer) -> dict:
     return {}
 
 
-def predicted_json(case: Case, models: tuple, abi: int) -> dict:
-    """What llama.cpp's DRY (with models) gives for the case, as a witness shows it."""
+def predicted_json(case: Case | Request, models: tuple, abi: int) -> dict:
+    """What llama.cpp's DRY (with models) gives for the case (or a request of a sequence), as a witness shows
+    it."""
     p = prediction(case, models, abi)
     if isinstance(p, composed.Raises):
         return {"raised": p.why}
@@ -187,8 +204,9 @@ def predicted_json(case: Case, models: tuple, abi: int) -> dict:
     return {"logits": [json_number(float(x)) for x in p[0]]}
 
 
-def answer_of(case: Case, d: dict):
+def answer_of(case: Case | Request, d: dict):
     """An answer from its JSON (answer_json): Output, Crash or Refused."""
+    case = case_of(case)
     if "logits" in d:
         logits = np.array([float(x) for x in d["logits"]], dtype=np.float32)
         return Output(tuple(case.ids), logits, None, len(logits))

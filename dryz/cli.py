@@ -11,8 +11,8 @@ from . import __version__, inputs
 
 from .errors import EXIT_ERROR, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_OK, DryzError
 from .files import fail as _fail
-from .inputs import (judge_case_file, judge_trace_file, load_case_file, load_subject, load_trace_file, on_vocab,
-                     quiet_mode, say, vocab_filter, with_runtime)
+from .inputs import (judge_case_file, judge_requests_file, judge_trace_file, load_case_file, load_requests_file,
+                     load_subject, load_trace_file, on_vocab, quiet_mode, say, vocab_filter, with_runtime)
 from .options import (BASE, CAUSE, CERTIFICATE, CHANGE, ENTRY, EXPECT_FILE, FITTED, FIX, INPUT, INPUT_FOLDER,
                       KILL_ORDER, LIB, MATRIX_RELEASE, MODE, OPERATOR, OUTPUT, OUTPUT_FOLDER, PROPERTY, READ_AS, RELEASE,
                       REPORT_INPUT, RESUMED, SANITIZER, SCHEDULER, SHARD, SPACE_CONFIG, SUBJECT, SUBJECT_OR_SERVER,
@@ -178,11 +178,15 @@ def explain(path, read_as, color, vocab, breakers, as_trace):
 @case_file_options
 @with_old_spellings
 def check_cmd(path, read_as, isolate, vocab, breakers, as_trace):
-    """Judge one case (Case JSON, corpus entry or crash file); print the verdict as JSON."""
+    """Judge one case (Case JSON, corpus entry or crash file), trace or request sequence; print the verdict as
+    JSON."""
     import json
 
-    t = load_trace_file(path, read_as, as_trace, breakers)
-    if t is not None:
+    s = None if as_trace else load_requests_file(path, read_as)
+    t = None if s is not None else load_trace_file(path, read_as, as_trace, breakers)
+    if s is not None:
+        rc, out = judge_requests_file(*s, isolate)
+    elif t is not None:
         rc, out = judge_trace_file(*t, isolate)
     else:
         case, kind = load_case_file(path, read_as, vocab, breakers)

@@ -27,6 +27,8 @@ from .subject.answers import Unsupported
 from .subject.isolation import Worker
 from .subject.server import ServerDied, ServerError
 from .symbols import SYMBOLS, symbol_bytes
+from .requests import Requests, RequestsError
+from .requests_check import check_requests_in
 from .trace import Trace, TraceError
 from .trace_check import check_trace_in
 from .verdict import AGREE, CLASSES, HARNESS_ERROR, is_finding
@@ -65,6 +67,7 @@ class Entry:
     expect: str
     data: dict  # the whole JSON object as stored
     trace: object = None  # a trace entry's Trace (dryz/trace.py); its `case` is None
+    requests: object = None  # a request sequence entry's Requests (dryz/requests.py); its `case` is None
 
 
 def crash_entry(case: Case, shortest: str, provenance: dict, identity: dict, sanitizer: dict | None = None) -> dict:
@@ -163,6 +166,9 @@ def reference_witness_entry(case: Case, klass: str, verdict, shortest: str, prov
 
 
 def file_name(data: dict) -> str:
+    if "requests" in data and "case" not in data:
+        digest = hashlib.sha256(json.dumps(data["requests"], sort_keys=True).encode()).hexdigest()[:10]
+        return f"{data['expect']}-requests-{digest}.json"
     if "trace" in data and "case" not in data:
         digest = hashlib.sha256(json.dumps(data["trace"], sort_keys=True).encode()).hexdigest()[:10]
         return f"{data['expect']}-trace-{digest}.json"
@@ -211,6 +217,8 @@ def validate_entry(data, where: str) -> Case:
         raise CorpusError(str(e)) from None
     if "trace" in data and "case" not in data:
         return validate_trace_entry(data, where)
+    if "requests" in data and "case" not in data:
+        return validate_requests_entry(data, where)
     _entry_head(data, where, "case")
     try:
         case = Case.from_json(data["case"])
@@ -281,6 +289,42 @@ def trace_entry_json(trace, verdict, *, expect: str, shortest: str, provenance: 
             "subject": subject_json(subject), "provenance": provenance}
 
 
+# -- request sequence entries ----------------------------------------------------------------------------------
+#
+# A request sequence entry is a dryz.corpus/1 object with `requests` (a dryz.requests/1 object) where a case entry
+# has its `case`: expect (the sequence's class: its first request's class that is a finding), shortest, spelled,
+# the verdict per request, per request what llama.cpp gives and what the subject answered (`per_request`),
+# subject, provenance.
+
+REQUESTS_ENTRY_FIELDS = {"schema", "expect", "class", "shortest", "note", "spelled", "requests", "verdict",
+                         "per_request", "subject", "provenance"}
+
+
+def validate_requests_entry(data: dict, where: str):
+    extra = sorted(set(data) - REQUESTS_ENTRY_FIELDS)
+    if extra:
+        raise CorpusError(f"{where}: unknown field(s) of a request sequence entry: {', '.join(extra)}")
+    _entry_head(data, where, "requests")
+    try:
+        s = Requests.from_json(data["requests"])
+    except RequestsError as e:
+        raise CorpusError(f"{where}: requests: {e}") from None
+    if "spelled" in data and data["spelled"] != s.spelled():
+        raise CorpusError(f"{where}: spelled {data['spelled']!r} does not match the requests")
+    return s
+
+
+def requests_entry_json(s, verdict, *, expect: str, shortest: str, provenance: dict, subject: dict,
+                        per_request: list, note: str = "") -> dict:
+    """The stored form of a request sequence: the sequence, its class, per request its verdict and what llama.cpp
+    and the subject gave."""
+    if shortest not in SHORTEST:
+        raise ValueError(f"shortest must be one of {SHORTEST}")
+    return {"schema": CORPUS_SCHEMA, "expect": expect, "class": verdict.klass, "shortest": shortest, "note": note,
+            "spelled": s.spelled(), "requests": s.to_json(), "verdict": verdict.to_json(),
+            "per_request": per_request, "subject": subject_json(subject), "provenance": provenance}
+
+
 def load_entry(path: Path) -> Entry:
     try:
         raw = Path(path).read_bytes()
@@ -299,6 +343,8 @@ def load_entry(path: Path) -> Entry:
     except ValueError as e:  # e.g. an integer of more than 4,300 digits
         raise CorpusError(f"{path}: not usable JSON ({e})") from None
     case = validate_entry(data, str(path))
+    if isinstance(case, Requests):  # a request sequence entry
+        return Entry(Path(path), None, data["expect"], data, requests=case)
     if not isinstance(case, Case):  # a trace entry
         return Entry(Path(path), None, data["expect"], data, trace=case)
     return Entry(Path(path), case, data["expect"], data)
@@ -403,6 +449,8 @@ def replay(directory: Path, subject, select=None) -> list[ReplayRow]:
             try:
                 if "http" in e.data:  # a served-* witness: the stored HTTP request and response
                     got = _replay_http(e, subject)
+                elif e.requests is not None:  # a request sequence, on one fresh instance of the subject
+                    got = check_requests_in(w, subject, e.requests).klass
                 else:
                     got = check_trace_in(w, e.trace).klass if e.trace is not None else check_in(w, e.case).klass
             except Unsupported as why:  # the subject cannot express it: not judged, never guessed

@@ -362,3 +362,22 @@ def trace_explain_text(path: str, kind: str, trace, v: dict, ident: dict, color:
         lines += [f"\napply {shown['apply']}, its equivalent case:",
                   explain(Case.from_json(shown["case"]), av, subject_line(ident), color)]
     return "\n".join(lines)
+
+
+def requests_explain_text(path: str, kind: str, requests, v: dict, ident: dict, color: bool) -> str:
+    """dryz explain of a request sequence: per request (sent in turn to one fresh instance, each judged on its own)
+    its history and class; then dryz explain's table of every request that does not agree."""
+    lines = [f"dryz explain: {path} ({kind})", f"requests  {requests.spelled()}",
+             "          (sent in turn to one fresh instance; each judged on its own: llama.cpp's requests are "
+             "independent)", f"subject   {subject_line(ident)}", f"class     {v['class']}"]
+    shown = []
+    for r, case in zip(v["requests"], requests.requests):
+        what = r.get("class") or f"not judged: {r['not_judged']}"
+        lines.append(f"request {r['request']}: {case.symbols!r:<14} class {what}  {case.dumps()}")
+        if r.get("class") not in (None, "agree"):
+            shown.append((r, case))
+    for r, case in shown:
+        lines.append(f"\nrequest {r['request']}:")
+        lines.append(crash_lines(r) if r["class"] in ("crash", "memory") else
+                     explain(case, dict(r, abi=ident.get("init_dry_abi", 7)), subject_line(ident), color))
+    return "\n".join(lines)

@@ -1,15 +1,21 @@
-"""`dryz explain`, everything but option parsing: read the input (a case or a trace), judge it on the selected subject
-and lay it out as a table (dryz.explain); a crash says how the subject died."""
+"""`dryz explain`, everything but option parsing: read the input (a case, a trace or a request sequence), judge it
+on the selected subject and lay it out as a table (dryz.explain); a crash says how the subject died."""
 
 from __future__ import annotations
 
-from .explain import crash_lines, explain as render, trace_explain_text
-from .inputs import judge_case_file, judge_trace_file, load_case_file, load_subject, load_trace_file, on_vocab
+from .explain import crash_lines, explain as render, requests_explain_text, trace_explain_text
+from .inputs import (judge_case_file, judge_requests_file, judge_trace_file, load_case_file, load_requests_file,
+                     load_subject, load_trace_file, on_vocab)
 from .subject.identity import subject_line
 
 
 def command(path, read_as, color: bool, vocab, breakers, as_trace, echo) -> int:
     """Print the explanation; the verdict's exit code."""
+    s = None if as_trace else load_requests_file(path, read_as)
+    if s is not None:
+        rc, out = judge_requests_file(*s)
+        echo(requests_explain_text(path, s[1], s[0], out["verdict"], out.get("subject") or {}, color))
+        return rc
     t = load_trace_file(path, read_as, as_trace, breakers)
     if t is not None:
         rc, out = judge_trace_file(*t)

@@ -23,8 +23,8 @@ class FormatError(DryzError):
 class T:
     """The type of a value in a format: kind is string, integer, number, boolean, object (its `fields`), array
     (each item an `item`), map (an object of any keys, each value an `item`) or any. values: the allowed ones.
-    nullable: null is allowed too. required: the field must be there (unless its sibling `unless` is). closed: an
-    object with no other fields."""
+    nullable: null is allowed too. required: the field must be there (unless its sibling `unless` is: a name, or
+    names separated by ` or `). closed: an object with no other fields."""
     kind: str
     meaning: str = ""
     required: bool = True
@@ -116,7 +116,7 @@ def problem(v, t: T, where: str = "") -> str | None:
         for key, ft in t.fields.items():
             path = f"{where}.{key}" if where else key
             if key not in v:
-                if ft.required and not (ft.unless and ft.unless in v):
+                if ft.required and not (ft.unless and any(u in v for u in ft.unless.split(" or "))):
                     return f"missing field {path!r}"
                 continue
             p = problem(v[key], ft, path)
@@ -205,6 +205,12 @@ TRACE = obj({
                               "([traces](../traces.md#events))"),
     "spelled": opt(s("the events in their compact form (written, not needed)")),
 })
+REQUESTS = obj({
+    "schema": s("`dryz.requests/1`", values=("dryz.requests/1",)),
+    "requests": arr(obj(CASE.fields), "the requests, in the order they are sent to one fresh instance: each a "
+                                      "`dryz.case/1` object"),
+    "note": opt(s("free text")),
+})
 SUBJECT = obj({"kind": opt(s()), "spec": opt(s()), "libllama_sha256": opt(s(nullable=True)),
                "init_dry_abi": opt(i(nullable=True))},
               "what was judged: `kind`, `spec`, `libllama_path`, `libllama_sha256`, `llama_cpp_commit`, "
@@ -214,8 +220,9 @@ CORPUS = obj({
     "expect": s("its expected class, compared on replay with the verdict's `class`"),
     "class": opt(s("the class it had when it was written")),
     "shortest": s("how short it is: `proven`, `1-minimal` or `not-minimized`"),
-    "case": obj(CASE.fields, "the case (a `dryz.case/1` object)", unless="trace"),
+    "case": obj(CASE.fields, "the case (a `dryz.case/1` object)", unless="trace or requests"),
     "trace": opt(obj(TRACE.fields, "or the trace (a `dryz.trace/1` object)")),
+    "requests": opt(obj(REQUESTS.fields, "or the request sequence (a `dryz.requests/1` object)")),
     "history_symbols": opt(s("the history as symbols")),
     "candidates": opt(arr(obj({}), "per candidate the initial, expected and observed logit and L")),
     "subject": opt(obj(SUBJECT.fields, "the subject it was found on")),
@@ -363,6 +370,8 @@ EXAMPLE_CASE = {"schema": "dryz.case/1", "history": [0, 1, 2, 2, 1, 2], "history
                 "penalty_last_n": 64, "breakers": ["c"], "multiplier": 1.0, "base": 2.0, "allowed_length": 1}
 EXAMPLE_TRACE = {"schema": "dryz.trace/1", "alphabet": 2, "penalty_last_n": 4,
                  "events": [["accept", [0, 0]], ["apply", None]]}
+EXAMPLE_REQUESTS = {"schema": "dryz.requests/1", "requests": [
+    {"history": [0], "alphabet": 1, "penalty_last_n": 64}, {"history": [0, 0], "alphabet": 1, "penalty_last_n": 64}]}
 EXAMPLE_CORPUS = {
     "schema": "dryz.corpus/1", "expect": "agree", "class": "agree", "shortest": "proven", "history_symbols": "aa",
     "case": {"schema": "dryz.case/1", "history": [0, 0], "history_symbols": "aa", "alphabet": 1,
@@ -402,10 +411,17 @@ FORMATS: dict[str, Format] = {f.key: f for f in (
            "you, `dryz minimize`", ("dryz check", "dryz explain", "dryz minimize", "dryz properties --witness"),
            "A DRY configuration as in a case, plus `events`: accept, apply, reset, clone and free on one sampler, "
            "judged after every apply (`dryz/trace.py`).", ("schema", "dryz.trace/1")),
+    Format("requests", "a request sequence (dryz.requests/1)", "A request sequence: `dryz.requests/1`", REQUESTS,
+           EXAMPLE_REQUESTS, "you, `dryz minimize`", ("dryz check", "dryz explain", "dryz minimize",
+                                                       "dryz properties --witness"),
+           "Cases sent in order to one fresh instance of an engine (a subject that runs sequences: an adapter that "
+           "declares `sequences`), each request judged on its own as llama.cpp's semantics make requests "
+           "independent (`dryz/requests.py`).", ("schema", "dryz.requests/1")),
     Format("corpus", "a corpus entry (dryz.corpus/1)", "A corpus entry: `dryz.corpus/1`", CORPUS, EXAMPLE_CORPUS,
            "`dryz minimize`, the gate, the matrix, `dryz mutate`, `dryz compare`",
            ("dryz replay", "dryz check", "dryz explain", "dryz minimize", "dryz export", "dryz report"),
-           "A witness: the case (or `trace`), its expected class, how short it is, the subject it was found on and "
+           "A witness: the case (or `trace`, or `requests`), its expected class, how short it is, the subject it was "
+           "found on and "
            "its provenance (`dryz/corpus.py`). The project's corpus, `corpus/`, has `seeds/`, `findings/` "
            "([every entry](../corpus-findings.md)), `traces/` and `engines/`; it ships inside the wheel, so an "
            "installed dryz replays it. `dryz export` writes an entry as a test; an entry one form cannot express "
@@ -498,16 +514,17 @@ def case_or_trace(path) -> None:
         return
     data = parse_json_file(str(path), read_bytes(str(path)))
     schema = data.get("schema") if isinstance(data, dict) else None
-    check_as(data, {"dryz.corpus/1": "corpus", "dryz.trace/1": "trace"}.get(str(schema), "case"), path)
+    check_as(data, {"dryz.corpus/1": "corpus", "dryz.trace/1": "trace", "dryz.requests/1": "requests"}
+             .get(str(schema), "case"), path)
 
 
 def entry_file(path) -> None:
     """dryz export's input: a corpus entry (a case or a trace is said to be one, not an entry)."""
     from .files import parse_json_file, read as read_bytes  # on use: keeps start-up fast
     data = parse_json_file(str(path), read_bytes(str(path)))
-    if isinstance(data, dict) and data.get("schema") in (None, "dryz.case/1", "dryz.trace/1") and \
-            ("history" in data or "events" in data):
-        what = "a trace" if "events" in data else "a case"
+    if isinstance(data, dict) and data.get("schema") in (None, "dryz.case/1", "dryz.trace/1", "dryz.requests/1") and \
+            ("history" in data or "events" in data or "requests" in data):
+        what = "a trace" if "events" in data else "a request sequence" if "requests" in data else "a case"
         raise FormatError(f"{path}: {what}, not a corpus entry: export writes an entry as a test (`dryz minimize` "
                           "makes an entry of a failing one)")
     check_as(data, "corpus", path)

@@ -182,6 +182,29 @@ def _load_trace_file(path: str, read_as: str, as_trace: bool):
     return None
 
 
+def load_requests_file(path: str, read_as: str = "auto"):
+    """(Requests, kind) when the file is a request sequence (dryz.requests/1 JSON, or a corpus entry holding one),
+    else None (the file is for the trace or Case reader)."""
+    if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
+        return None
+    from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry  # on use: start-up
+    from .requests import REQUESTS_SCHEMA, Requests, RequestsError  # on use: start-up
+    data = parse_json_file(path, read(path))
+    if isinstance(data, dict) and data.get("schema") == REQUESTS_SCHEMA:
+        from .formats import check_as  # on use: keeps start-up fast
+        check_as(data, "requests", path)
+        try:
+            return Requests.from_json(data), "request sequence"
+        except RequestsError as e:
+            fail(f"{path}: {e}")
+    if isinstance(data, dict) and data.get("schema") == CORPUS_SCHEMA and "requests" in data:
+        try:
+            return validate_entry(data, path), "request sequence corpus entry"
+        except CorpusError as e:
+            fail(str(e))
+    return None
+
+
 ENTRY_ARGV = None  # main()'s arguments: set when dryz runs as a program, so it may re-execute itself
 COMMAND = ""  # the command that runs (cli's group sets it), for what main() prints
 
@@ -230,6 +253,20 @@ def judge_case_file(case, kind: str, isolate: bool = True) -> tuple[int, dict]:
     from .judge import case_report  # on use: keeps start-up fast
     from .verdict import is_finding  # on use: keeps start-up fast
     out = case_report(case, kind, load_subject(), isolate)
+    return (EXIT_FINDING if is_finding(out["verdict"]["class"]) else EXIT_OK), out
+
+
+def judge_requests_file(requests, kind: str, isolate: bool = True) -> tuple[int, dict]:
+    """(exit code, what dryz check prints) of a request sequence on the selected subject; one the subject cannot
+    run is one line, exit 2."""
+    from .errors import EXIT_FINDING, EXIT_OK  # on use: keeps start-up fast
+    from .requests_check import requests_report  # on use: keeps start-up fast
+    from .subject.answers import Unsupported  # on use: keeps start-up fast
+    from .verdict import is_finding  # on use: keeps start-up fast
+    try:
+        out = requests_report(requests, kind, load_subject(), isolate)
+    except Unsupported as e:
+        fail(f"the request sequence cannot be run: {e}")
     return (EXIT_FINDING if is_finding(out["verdict"]["class"]) else EXIT_OK), out
 
 

@@ -443,13 +443,19 @@ def values_lines(probe: dict, verdict: dict | None, most: int = 3) -> list[str]:
 
 def witness_values(w: dict) -> list[str]:
     """What llama.cpp, llama.cpp with the other causes and the subject gave for a witness probe: per candidate that
-    differs between them, its logits (float32, every digit), or the raise or refusal."""
+    differs between them, its logits (float32, every digit), or the raise or refusal; for a request sequence, per
+    request."""
+    probe = w.get("probe") or {}
+    if "requests" in probe:
+        reqs = probe["requests"]
+        return [f"request {i} {Case.from_json(c).symbols!r}: " + "; ".join(witness_values({**v, "probe": c}))
+                for i, (c, v) in enumerate(zip(reqs, w.get("per_request") or []), 1)]
     cols = [(k, w[k]) for k in ("llama.cpp", "without", "subject") if w.get(k) is not None]
     if not cols:
         return []
     names = {"llama.cpp": "llama.cpp", "without": "with the other causes", "subject": "subject"}
     if all("logits" in a for _, a in cols):
-        ids = Case.from_json(w["probe"]).ids
+        ids = Case.from_json(probe).ids
         rows = []
         for i, t in enumerate(ids):
             vals = [a["logits"][i] for _, a in cols]
@@ -471,11 +477,22 @@ def _f32_list(vals) -> str:
 
 
 def probe_line(probe: dict) -> str:
-    """A probe (Case or trace JSON) in one short line: the history spelled (long ones cut), the parameters."""
+    """A probe (Case, trace or request sequence JSON) in one short line: the history spelled (long ones cut), the
+    parameters (a sequence's: its last request's)."""
     if "events" in probe:
         return "trace " + json.dumps(probe["events"])
+    if "requests" in probe:
+        reqs = [Case.from_json(c) for c in probe["requests"]]
+        return "requests " + " | ".join(repr(_spelled(c)) for c in reqs) + _params_text(reqs[-1])
     c = Case.from_json(probe)
-    h = c.symbols if len(c.symbols) <= 40 else f"{c.symbols[:36]}... ({len(c.history)} tokens)"
+    return repr(_spelled(c)) + _params_text(c)
+
+
+def _spelled(c: Case) -> str:
+    return c.symbols if len(c.symbols) <= 40 else f"{c.symbols[:36]}... ({len(c.history)} tokens)"
+
+
+def _params_text(c: Case) -> str:
     extra = "".join(f", {k} {v}" for k, v in (("candidates", c.candidates), ("sorted", c.sorted)) if v)
-    return (f"{h!r} window {c.penalty_last_n}, allowed_length {c.allowed_length}, multiplier {c.multiplier:g}, "
+    return (f" window {c.penalty_last_n}, allowed_length {c.allowed_length}, multiplier {c.multiplier:g}, "
             f"base {c.base:g}, breakers {list(c.breakers)}{extra}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from minimize import BUDGET, ddmin, first_shorter, fixpoint, shortest, shrink_towards
 
 from .case import Case, CaseError
+from .requests import Requests, RequestsError
 from .space import Space, canonical_strings
 from .symbols import SYMBOLS
 from .case import N_CTX_TRAIN
@@ -399,6 +400,12 @@ def shows_cause(cause: str, fitted: tuple, answer, abi: int = 7, sorted_flag: bo
     """The predicate "the subject's answer shows this cause": llama.cpp's DRY composed with the fitted causes
     explains it and without this cause does not (dryz.causes); for the cause UNEXPLAINED, no composition of the
     fitted causes explains it (a residual difference). answer(case): what the subject answers."""
+    shows = _shows(cause, fitted, abi, sorted_flag)
+    return lambda case: shows(case, answer(case))
+
+
+def _shows(cause: str, fitted: tuple, abi: int, sorted_flag: bool):
+    """shows(probe, answer): the answer to the probe (a case, or a request of a sequence) shows the cause."""
     from .causes import explains  # on use: the cause-keeping minimizer only
     from .oracle.deviations import BY_PATTERN, pattern  # on use: the cause-keeping minimizer only
     from .subject.answers import Output  # on use: the cause-keeping minimizer only
@@ -408,16 +415,15 @@ def shows_cause(cause: str, fitted: tuple, answer, abi: int = 7, sorted_flag: bo
     # another cause)
     answered = cause != UNEXPLAINED and BY_PATTERN[pattern(cause)].kind not in ("raise", "refusal")
 
-    def pred(case: Case) -> bool:
-        a = answer(case)
-        if explains(case, a, (), sorted_flag, abi):  # what llama.cpp does: no difference to witness
+    def shows(probe, a) -> bool:
+        if explains(probe, a, (), sorted_flag, abi):  # what llama.cpp does: no difference to witness
             return False
         if cause == UNEXPLAINED:
-            return not explains(case, a, fitted, sorted_flag, abi)
+            return not explains(probe, a, fitted, sorted_flag, abi)
         if answered and not isinstance(a, Output):
             return False
-        return explains(case, a, fitted, sorted_flag, abi) and not explains(case, a, rest, sorted_flag, abi)
-    return pred
+        return explains(probe, a, fitted, sorted_flag, abi) and not explains(probe, a, rest, sorted_flag, abi)
+    return shows
 
 
 UNEXPLAINED = "unexplained"
@@ -450,6 +456,184 @@ def minimize_cause(case: Case, cause: str, fitted: tuple, subject, log=None, ann
                   r.not_judged)
     m.cause = (cause, tuple(fitted), said)
     return m
+
+
+# -- request sequences --------------------------------------------------------------------------------------
+#
+# A sequence (dryz/requests.py) shrinks by the same machinery: requests dropped (ddmin), each request's history
+# shrunk (ddmin), symbols merged and renamed in order of appearance, the candidates cut to the symbols used; then
+# every sequence with fewer tokens (over all requests), each request at least one token of the same symbols under
+# the witness's configuration, is checked: none shows it, the witness is proven shortest.
+
+SEQUENCE_PROOF_BUDGET = 400  # sequences the shortest-search may check (each is a run of the subject's instance)
+
+
+class RequestsReducer(Shrinker):
+    """The sequence passes over one predicate (Requests -> bool), each evaluation cached and counted."""
+
+    PASSES = ("requests", "histories", "merge_symbols", "canonical", "alphabet")
+
+    @property
+    def INVALID(self):
+        return (CaseError, RequestsError)
+
+    def describe(self, s) -> str:
+        return f"{len(s)} requests, {s.tokens()} tokens, calls {self.calls}: {s.spelled()}"
+
+    def requests(self, s):
+        r = ddmin(list(s.requests), lambda rs: bool(rs) and self.fails(self.make(s, requests=tuple(rs))),
+                  on_progress=lambda size, calls: self.log(f"requests {size}"))
+        return self.make(s, requests=tuple(r.items))
+
+    def histories(self, s):
+        for i in range(len(s)):
+            case = s.requests[i]
+            r = ddmin(list(case.history), lambda h: bool(h) and self.fails(_with_request(s, i, case.with_history(h))),
+                      on_progress=lambda size, calls: self.log(f"request {i + 1}: {size} tokens"))
+            s = _with_request(s, i, case.with_history(r.items)) or s
+        return s
+
+    def merge_symbols(self, s):
+        used = sorted({t for c in s.requests for t in c.history} |
+                      {SYMBOLS.index(ch) for c in s.requests for b in c.breakers for ch in b})
+        for a, b in itertools.combinations(used, 2):
+            c = _renamed(s, {b: a})
+            if c is not None and c != s and self.fails(c):
+                return c
+        return s
+
+    def canonical(self, s):
+        order = list(dict.fromkeys(t for c in s.requests for t in c.history))
+        c = _renamed(s, {t: i for i, t in enumerate(order)})
+        return c if c is not None and c != s and self.fails(c) else s
+
+    def alphabet(self, s):
+        k = max((t for c in s.requests for t in c.history), default=0) + 1
+        if all(c.candidates is not None or c.alphabet <= k for c in s.requests):
+            return s
+        c = self.make(s, requests=tuple(replace(c, alphabet=k) if c.candidates is None else c for c in s.requests))
+        return c if c is not None and self.fails(c) else s
+
+    def shorter(self, s):
+        """Every sequence with fewer tokens under the witness's configuration: the first that shows it, None (the
+        witness is proven shortest), or BUDGET."""
+        config = {replace(c, history=(), note="") for c in s.requests}
+        if len(config) > 1 or any(c.vocab is not None for c in s.requests):
+            return BUDGET  # requests of several configurations, or a real vocabulary: not searched
+        base = s.requests[-1]
+        k = base.alphabet if base.candidates is None else max(max(base.ids), *(t for c in s.requests
+                                                                               for t in c.history)) + 1
+
+        def sequences(m: int):
+            for parts in _compositions(m):
+                for toks in itertools.product(range(k), repeat=m):
+                    out, i = [], 0
+                    for p in parts:
+                        out.append(base.with_history(toks[i:i + p]))
+                        i += p
+                    yield Requests(tuple(out))
+        count = lambda m: (2 ** (m - 1) * k ** m) if m else 0  # noqa: E731
+        return first_shorter(s.tokens(), lambda m: sequences(m) if m else iter(()), count, self.fails,
+                             SEQUENCE_PROOF_BUDGET)
+
+    def minimize(self, s):
+        s, status = shortest(s, self.fixpoint, lambda x: f"{x.tokens()} tokens", self.shorter, self.log)
+        return s, status, self.calls
+
+
+def _compositions(m: int):
+    """Every way to cut m tokens into requests of at least one token, in order."""
+    if m == 0:
+        yield ()
+        return
+    for first in range(1, m + 1):
+        for rest in _compositions(m - first):
+            yield (first,) + rest
+
+
+def _with_request(s, i: int, case):
+    try:
+        return Requests(s.requests[:i] + (case,) + s.requests[i + 1:])
+    except RequestsError:
+        return None
+
+
+def _renamed(s, mapping: dict):
+    cases = [rename(c, mapping) for c in s.requests]
+    return None if any(c is None for c in cases) else Requests(tuple(cases))
+
+
+@dataclass
+class MinimizedRequests:
+    requests: object      # the reproducer (Requests)
+    verdict: object       # its RequestsVerdict on the subject
+    first_class: str
+    shortest: str
+    calls: int
+    seconds: float
+    original: object
+    cause: tuple | None = None  # (cause, fitted), when minimized keeping a cause
+    not_judged: dict = field(default_factory=dict)
+
+    def entry(self, source: str, kind: str, identity: dict) -> dict:
+        """The reproducer as a corpus entry: the sequence, per request what the subject answered and what
+        llama.cpp gives, its class."""
+        from .causes import answer_json, predicted_json  # on use
+        from .corpus import requests_entry_json  # on use
+        abi = identity.get("init_dry_abi", 7) or 7
+        provenance = {"found_by": "minimize", "minimized_from": source, "input_kind": kind,
+                      "original_requests": len(self.original), "original_tokens": self.original.tokens(),
+                      "predicate_calls": self.calls, "seconds": round(self.seconds, 2), "fault": fault(),
+                      **({"not_judged": self.not_judged} if self.not_judged else {})}
+        if self.cause:
+            provenance["cause"], provenance["causes"] = self.cause[0], list(self.cause[1])
+        per = [{"llama.cpp": predicted_json(item, (), abi), "subject": answer_json(a)}
+               for item, a in zip(self.requests.items(), self.verdict.answers)]
+        return requests_entry_json(self.requests, self.verdict, expect=self.verdict.klass, shortest=self.shortest,
+                                   provenance=provenance, subject=identity, per_request=per)
+
+
+def minimize_requests(s, subject, cause: str | None = None, fitted: tuple = (), log=None,
+                      announce=None) -> MinimizedRequests:
+    """A request sequence shrunk on the subject (every run in an isolation worker) to a shortest one that fails
+    the same way (a request with the same verdict signature), or, with a cause, that still shows the cause on one
+    of its requests (a difference of that cause that no other fitted cause explains)."""
+    import time
+
+    from .judge import semantics  # on use
+    from .requests_check import answers_in, judge_answers  # on use
+    t0 = time.perf_counter()
+    sem = semantics(subject)
+    with Worker(subject.spec, subject) as w:
+        answers = {}
+
+        def answer(x):
+            key = x.dumps()
+            if key not in answers:
+                answers[key] = answers_in(w, x)
+            return answers[key]
+        first = judge_answers(s, answer(s), sem)
+        shows = _shows(cause, tuple(fitted), subject.abi, bool(subject.caps.sorted_flag)) if cause else None
+        target = next((verdict_signature(v) for v in first.verdicts if v is not None and v.klass != "agree"), None)
+        if cause is None and target is None:
+            raise NothingToMinimize("every request agrees with the oracles; nothing to minimize")
+
+        def pred(x) -> bool:  # a request shows the cause; without one, fails as the input's first failing request
+            if shows is not None:
+                return any(shows(item, a) for item, a in zip(x.items(), answer(x)))
+            return target in {verdict_signature(v) for v in judge_answers(x, answer(x), sem).verdicts
+                              if v is not None}
+        what = f"{cause} (with the causes {', '.join(fitted) or 'none'})" if cause else f"class {target[0]}"
+        r = RequestsReducer(pred, log)
+        if not r.fails(s):
+            raise NothingToMinimize(f"the sequence does not show {what}")
+        if announce:
+            announce(first.klass, True)
+        reduced, shortest_, calls = r.minimize(s)
+        reduced = replace(reduced, note="")
+        final = judge_answers(reduced, answer(reduced), sem)
+    return MinimizedRequests(reduced, final, first.klass, shortest_, calls, time.perf_counter() - t0, s,
+                             (cause, tuple(fitted)) if cause is not None else None, r.not_judged)
 
 
 # -- traces -----------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""`dryz minimize`, everything but option parsing: read the input (a case or a trace), shrink it on the selected
-subject (dryz.shrink), write the reproducer as a corpus entry, say what was written and how short it is."""
+"""`dryz minimize`, everything but option parsing: read the input (a case, a trace or a request sequence), shrink it
+on the selected subject (dryz.shrink), write the reproducer as a corpus entry, say what was written and how short it
+is."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import shlex
 
 from .corpus import USER_DIR, write_entry
 from .files import fail
-from .inputs import load_case_file, load_subject, load_trace_file, on_vocab, say, selected_spec, spelled
+from .inputs import (load_case_file, load_requests_file, load_subject, load_trace_file, on_vocab, say, selected_spec,
+                     spelled)
 from .output import write_json
 from .render import dryz_on, ending, here
-from .shrink import UNEXPLAINED, NothingToMinimize, flatten, minimize_case, minimize_cause, minimize_trace_input
+from .shrink import (UNEXPLAINED, NothingToMinimize, flatten, minimize_case, minimize_cause, minimize_requests,
+                     minimize_trace_input)
 
 
 def cause_option(cause, fitted) -> tuple | None:
@@ -29,6 +32,9 @@ def cause_option(cause, fitted) -> tuple | None:
 def command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_trace, echo, cause=None,
             fitted=()) -> None:
     kept = cause_option(cause, fitted)
+    s = None if as_trace else load_requests_file(path, read_as)
+    if s is not None:
+        return _requests(path, s, corpus_dir, json_path, echo, kept)
     t = load_trace_file(path, read_as, as_trace, breakers)
     if t is not None and kept is not None:
         fail("--cause: causes are fitted on cases, not traces")
@@ -78,6 +84,39 @@ def command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_t
              (f"{on} replay {shlex.quote(here(written.parent))}", "every reproducer of that folder judged again")]
     echo(ending({entry["expect"]: 1}, [f"{here(written)} (the reproducer, a corpus entry)"]
                 + ([f"{here(json_path)} (how it was shrunk)"] if json_path else []), steps))
+
+
+def _requests(path, s, corpus_dir, json_path, echo, kept) -> None:
+    """A request sequence shrunk (keeping its failure, or the cause --cause names), written as a corpus entry."""
+    seq, kind = s
+    lib = load_subject()
+    why = lib.runs_sequences()
+    if why is not None:
+        fail(f"{path}: the request sequence cannot be run: {why}")
+    try:
+        m = minimize_requests(seq, lib, *(kept or (None, ())), log=lambda msg: say(f"  {msg}"),
+                              announce=lambda shown, iso: echo(
+                                  f"minimizing {path} ({kind}): class {shown}, {len(seq)} requests, {seq.tokens()} "
+                                  "tokens" + (f", keeping the cause {kept[0]}" if kept else "")))
+    except NothingToMinimize as e:
+        fail(f"{path} (read as a {kind}): {e}")
+    entry = m.entry(str(path), kind, lib.identity)
+    written = write_entry(corpus_dir or USER_DIR, entry)
+    if json_path:
+        write_json(json_path, {"tool": "dryz minimize", "input": str(path), "kind": kind, "class": entry["expect"],
+                               "written": str(written), "shortest": m.shortest, "predicate_calls": m.calls,
+                               "seconds": round(m.seconds, 2), "subject": lib.identity, "not_judged": m.not_judged})
+    echo(f"reproducer: {len(m.requests)} requests {m.requests.spelled()!r} ({m.requests.tokens()} tokens), shortest: "
+         f"{m.shortest}, {m.calls} predicate calls, {m.seconds:.1f} s")
+    for i, (c, r) in enumerate(zip(m.requests.requests, entry["per_request"]), 1):
+        echo(f"  request {i} {c.symbols!r}: " + "; ".join(
+            f"{k} {v.get('logits', v)}" for k, v in r.items()))
+    entry_path = shlex.quote(here(written))
+    on = dryz_on(selected_spec(), os.environ.get("DRYZ_FAULT"))
+    echo(ending({entry["expect"]: 1}, [f"{here(written)} (the reproducer, a corpus entry)"]
+                + ([f"{here(json_path)} (how it was shrunk)"] if json_path else []),
+                [(f"{on} explain {entry_path}", "the reproducer laid out: each request and its verdict"),
+                 (f"{on} replay {shlex.quote(here(written.parent))}", "every reproducer of that folder judged again")]))
 
 
 def minimized_trace_text(m) -> str:

@@ -121,12 +121,12 @@ def test_every_property_s_probes_tell_every_model_registered_for_it_from_llama_c
     """Probe adequacy: for every property and every model (every number of a numbered one) it claims, some probe
     of that property has another answer under llama.cpp's DRY with the model than without it; and every model of
     the registry is claimed by exactly one property (those acting only on a real vocabulary's breakers by none)."""
-    from dryz.causes import prediction, same_prediction
+    from dryz.causes import items, prediction, same_prediction
     claimed = [m for p in PROPERTIES for m in p.explains]
     assert sorted(claimed) == sorted(m.name for m in REGISTRY if m.kind not in ("vocab", "layer"))
     blind = []
     for p in PROPERTIES:
-        probes = [c for c in p.probes() if isinstance(c, Case)]
+        probes = [c for probe in p.probes() for c in items(probe)]
         plain = [prediction(c, ()) for c in probes]
         for pat in p.explains:
             for m in instances(pat):

@@ -40,8 +40,8 @@ def test_a_missing_engine_package_is_one_line_naming_the_extra():
     assert "pip install 'dryz[exllamav2]'" in p.stderr and "dryz_absent_package" in p.stderr
     p = dryz("--subject", "engine:nosuch", "subject", "show")
     assert p.returncode == 2 and p.stderr.strip() == (
-        "dryz: error: --subject: engine:nosuch: unknown engine 'nosuch' (engines: mistralrs, exllamav2, aphrodite, "
-        "aphrodite-python)")
+        "dryz: error: --subject: engine:nosuch: unknown engine 'nosuch' (engines: mistralrs, mistralrs-cached, "
+        "exllamav2, aphrodite, aphrodite-python)")
 
 
 def test_exllamav2_raising_on_a_case_is_a_crash_finding(tmp_path):

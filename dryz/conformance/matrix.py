@@ -35,9 +35,9 @@ from . import page
 from .properties import BY_NAME, PROPERTIES
 
 # The rows when none is given: llama.cpp's library, its server and its Python binding (the pinned release), and
-# the engines dryz ships adapters for.
-DEFAULT_ROWS = ("libllama:", "server", "llama-cpp-python:", "engine:mistralrs", "engine:exllamav2",
-                "engine:aphrodite", "ik-llama:")
+# the engines dryz ships adapters for (mistral.rs twice: its prefix cache off, and on as users run it).
+DEFAULT_ROWS = ("libllama:", "server", "llama-cpp-python:", "engine:mistralrs", "engine:mistralrs-cached",
+                "engine:exllamav2", "engine:aphrodite", "ik-llama:")
 CAMPAIGNS = (("certificate", "certificate"), ("restarts", "restarts"), ("fuzz", "fuzz"))
 MAX_LENGTH = 8  # the certificate campaign's longest history (the default space is 11; an engine answers ~100/s)
 PROPERTIES_TIMEOUT = 3600
@@ -129,7 +129,7 @@ def _minimize(spec, work: Path, key: str, cause: dict, fitted, name, log, abi: i
     w = cause.get("witness") or {}
     src = w.get("file")
     tag = re.sub(r"[^\w.-]+", "_", f"{key}-{cause['name']}")
-    if src is None and "history" in (w.get("probe") or {}):  # a probe: written as a Case file first
+    if src is None and {"history", "requests"} & set(w.get("probe") or {}):  # a probe: a Case (or sequence) file
         src = str(work / "probes" / f"{tag}.json")
         Path(src).parent.mkdir(exist_ok=True)
         Path(src).write_text(json.dumps(w["probe"]) + "\n")
@@ -146,6 +146,10 @@ def _minimize(spec, work: Path, key: str, cause: dict, fitted, name, log, abi: i
     w["source"] = src
     if w["minimized"]:
         entry = json.loads(Path(w["minimized"]).read_text())
+        if "requests" in entry:  # a request sequence: per request what llama.cpp, the other causes and it gave
+            w["minimized_case"] = entry["requests"]
+            w["minimized_values"] = _sequence_values(entry, cause, fitted, abi)
+            return
         w["minimized_case"] = entry.get("case")
         if entry.get("answer") and entry.get("case"):  # what llama.cpp, the other causes and the subject give
             case = Case.from_json(entry["case"])
@@ -155,6 +159,24 @@ def _minimize(spec, work: Path, key: str, cause: dict, fitted, name, log, abi: i
             if other is not None and other != vals["llama.cpp"]:
                 vals["without"] = other
             w["minimized_values"] = vals
+
+
+def _sequence_values(entry: dict, cause: dict, fitted, abi: int) -> dict:
+    """A minimized request sequence's values: per request what llama.cpp gives, what it gives with the other
+    fitted causes (where that differs) and what the subject answered; the request that shows the cause first."""
+    from ..requests import Requests  # on use: a sequence witness only
+    seq = Requests.from_json(entry["requests"])
+    rest = tuple(m for m in fitted if m != cause["name"]) if cause["kind"] in ("observed", "declared") else ()
+    per = []
+    for item, got in zip(seq.items(), entry["per_request"]):
+        v = {"llama.cpp": predicted_json(item, (), abi), "subject": got["subject"]}
+        other = predicted_json(item, rest, abi) if rest else None
+        if other is not None and other != v["llama.cpp"]:
+            v["without"] = other
+        per.append(v)
+    shown = next((i for i, r in enumerate(entry["verdict"]["requests"]) if r.get("class") not in (None, "agree")),
+                 len(per) - 1)
+    return {"probe": entry["requests"], "request": shown + 1, **per[shown], "per_request": per}
 
 
 def label(ident: dict) -> str:

@@ -1,7 +1,8 @@
 """The semantic properties of llama.cpp's DRY a conformance matrix has as columns: each a bounded space of probes
-(cases, or traces for reset/clone), shortest first, that exercises that property and little else, and the
-deviation models (dryz.oracle.deviations) whose difference from llama.cpp belongs to it (a campaign's witness is
-attributed to the property whose model reproduces it bit for bit).
+(cases; traces for reset/clone; request sequences for requests sent in turn to one instance), shortest first, that
+exercises that property and little else, and the deviation models (dryz.oracle.deviations) whose difference from
+llama.cpp belongs to it (a campaign's witness is attributed to the property whose model reproduces it bit for
+bit).
 
 Every probe is judged like any case (check_batch on the subject's semantics); a property's probes are all built
 here, from the symbol vocabulary, so every engine that runs dryz's symbols can be asked them.
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..case import Case
-from ..symbols import SYMBOLS
+from ..requests import Requests
+from ..symbols import SYMBOLS, from_symbols
 from ..trace_space import CONFIGS, iter_traces, trace_of
 
 WHOLE = 256  # a window above every probe's history: the whole history is in it
@@ -25,7 +27,7 @@ class Property:
     name: str        # the column's key
     title: str       # the column's heading
     what: str        # what llama.cpp does (one line)
-    probes: Callable  # () -> list of Case (or Trace), shortest first
+    probes: Callable  # () -> list of Case (or Trace, or Requests), shortest first
     explains: tuple = ()  # deviation models (dryz.oracle.deviations names; N: any) whose difference belongs here
     traces: bool = False  # the probes are traces (the subject needs reset, clone and free)
 
@@ -143,6 +145,45 @@ def _candidates():  # order, subsets, initial logits and the sorted flag
     return out
 
 
+# Requests sent in turn to one instance (the prefix cache's cases, from an investigation of mistral.rs's; symbols
+# renamed in order of appearance): no shared prefix, a shared prefix of 1 and 3 tokens, an identical prompt, a
+# prompt that is a prefix of an earlier one, unrelated requests in between, the longest match not the latest, the
+# generated token, an earlier request without DRY, a chain of extensions, a breaker inside the shared prefix.
+_TABLE = (("abab", "cdcd", "bcbc"), ("abcabcd", "abceabce"), ("ac", "abab"), ("abcabcd", "abceabce", "abceabce"),
+          ("abcabcd", "abcab"), ("abcabcd", "efef", "dd", "abceabce"), ("abcde", "abe", "abcdabcd"),
+          ("ab", "abcbcb"), ("ab", "aba"), ("abcabcd!", "abceabce"), ("abcabcd", "abceabce", "abceabcee"),
+          ("abab", "ababab", "abababab"), ("abab", "ababa"), ("aaaa", "aaaab", "aaaabaaaa"),
+          ("abcab/c", "abcabdab/c"))
+
+
+def _sequence(prompts) -> Requests:
+    """Requests of the given prompts (symbols; `!` after a prompt: DRY off for it; `/x`: the breaker x), the
+    alphabet every symbol of the sequence, the window above every history."""
+    out = []
+    texts = [p.rstrip("!").split("/")[0] for p in prompts]
+    k = max(from_symbols("".join(texts))) + 1
+    for p, text in zip(prompts, texts):
+        kw = {"breakers": (p.split("/")[1],)} if "/" in p else {}
+        out.append(Case(history=tuple(from_symbols(text)), alphabet=k, penalty_last_n=WHOLE,
+                        multiplier=0.0 if p.endswith("!") else 1.0, **kw))
+    return Requests(tuple(out))
+
+
+def _requests():  # an earlier prompt sharing 0..n-1 tokens with the last one then another, a prefix of it, the same
+    # prompt, an extension of it; two earlier ones sharing 3 and 1 tokens (the longest not the latest); the table
+    spelled = lambda h: "".join(SYMBOLS[t] for t in h)  # noqa: E731
+    seqs = []
+    for p in (h for h in words(2, 4, 2) if h[0] == 0):
+        other = lambda j: p[:j] + (1 - p[j],)  # noqa: E731  (shares exactly j tokens)
+        earlier = [other(j) for j in range(len(p))] + [p[:j] for j in range(1, len(p))] + [p, p + (0,)]
+        seqs += [(spelled(q), spelled(p)) for q in earlier]
+        if len(p) == 4:
+            seqs += [(spelled(other(3)), spelled(other(1)), spelled(p)), (spelled(other(1)), spelled(other(3)),
+                                                                          spelled(p))]
+    out = list({r.dumps(): r for r in map(_sequence, list(_TABLE) + seqs)}.values())
+    return sorted(out, key=lambda r: (r.tokens(), len(r)))
+
+
 def _traces():
     return [trace_of(ev, 2, cfg) for cfg in (CONFIGS["base"], CONFIGS["window3"])
             for ev in iter_traces(4, 2)]
@@ -182,6 +223,8 @@ PROPERTIES = (
              "logits kept, sorted flag cleared when DRY penalizes", _candidates),
     Property("reset-clone", "reset / clone", "a reset forgets the history; a clone carries it on", _traces,
              traces=True),
+    Property("requests", "requests in turn", "each request is judged on its own history: an earlier request to "
+             "the same instance changes nothing", _requests, ("prefix-cache:suffix",)),
 )
 BY_NAME = {p.name: p for p in PROPERTIES}
 OTHER = "other"  # the column of a campaign's difference no property's model explains

@@ -11,9 +11,12 @@ row's causes of the other properties:
   not expressible the subject can express none of the probes (a parameter or call it lacks): why
   not judged      every probe it answered raised or was refused, for another property's cause: why
 
-Each cause has a witness: its property's first probe (shortest first) that needs it, with what llama.cpp and the
-subject gave. A campaign's witnesses (--witness) are judged too and attributed to the causes that explain them;
-one no cause explains goes to the `other` column."""
+A request sequence (the requests property) is sent to one fresh instance of the subject (Subject.run_sequence) and
+each of its requests judged on its own, as llama.cpp's semantics make requests independent; the fit sees each
+request with the prompts sent before it (dryz.causes.items). Each cause has a witness: its property's first probe
+(shortest first) that needs it, with what llama.cpp and the subject gave (for a sequence: per request). A
+campaign's witnesses (--witness) are judged too and attributed to the causes that explain them; one no cause
+explains goes to the `other` column."""
 
 from __future__ import annotations
 
@@ -28,11 +31,13 @@ from ..causes import answer_json, explains, fit, predicted_json
 from ..corpus import crash_entry, entry_json, write_entry
 from ..files import fail
 from .. import inputs
-from ..inputs import load_case_file, load_subject, load_trace_file, say, selected_spec
+from ..inputs import load_case_file, load_requests_file, load_subject, load_trace_file, say, selected_spec
 from ..judge import judge_output, semantics
 from ..oracle.deviations import BY_PATTERN, MODELLED, pattern
 from ..output import write_json
 from ..render import properties_ending, properties_text
+from ..requests import Request, Requests
+from ..requests_check import sequence_op
 from ..subject.answers import Crash, Output, Refused, Unsupported
 from ..subject.isolation import Worker
 from ..trace import Trace
@@ -54,13 +59,19 @@ def _named(klass: str) -> bool:
 
 def _answer_chunk(subject, probes: list) -> list:
     """Per probe, in the worker: ("answer", Output | Crash | Refused | Unrecoverable), ("trace", class, verdict
-    JSON or None), or (NOT_JUDGED, why)."""
+    JSON or None), ("sequence", an answer per request), or (NOT_JUDGED, why)."""
     res: list = [None] * len(probes)
     todo = []
     for i, p in enumerate(probes):
         if isinstance(p, Trace):
             v = check_trace(p, subject)
             res[i] = ("trace", v.klass, None if v.klass == AGREE else v.to_json())
+            continue
+        if isinstance(p, Requests):
+            try:
+                res[i] = ("sequence", sequence_op(subject, p))
+            except Unsupported as e:  # no sequences, or a request it cannot express
+                res[i] = (NOT_JUDGED, str(e))
             continue
         why = subject.caps.lacks(p)
         if why is not None:
@@ -90,8 +101,9 @@ def _run(worker: Worker, probes: list) -> list:
 class Judged:
     """One probe judged: its case, the subject's answer, its class (or why it is not judged)."""
 
-    def __init__(self, case, answer, klass: str, verdict=None, why: str = ""):
+    def __init__(self, case, answer, klass: str, verdict=None, why: str = "", answers=None):
         self.case, self.answer, self.klass, self.verdict, self.why = case, answer, klass, verdict, why
+        self.answers = answers  # a request of a sequence: every request's answer
 
     @property
     def judged(self) -> bool:
@@ -100,20 +112,29 @@ class Judged:
     @property
     def fitted(self) -> bool:
         """Its answer goes into the fit: a case the subject answered whose class the judge does not name itself."""
-        return self.judged and isinstance(self.case, Case) and not _named(self.klass)
+        return self.judged and isinstance(self.case, (Case, Request)) and not _named(self.klass)
 
 
-def _judge(sem, probe, r) -> Judged:
+def _judge(sem, probe, r) -> list[Judged]:
+    """The probe's answer judged: one Judged, or one per request of a sequence (each judged on its own)."""
+    if isinstance(probe, Requests):
+        if r[0] == NOT_JUDGED:
+            return [Judged(item, None, NOT_JUDGED, why=r[1]) for item in probe.items()]
+        answers = r[1] if r[0] == "sequence" else [r[1]] * len(probe)  # a worker that died on the sequence
+        return [_judge_one(sem, item, item.case, out, answers) for item, out in zip(probe.items(), answers)]
     if r[0] == NOT_JUDGED:
-        return Judged(probe, None, NOT_JUDGED, why=r[1])
+        return [Judged(probe, None, NOT_JUDGED, why=r[1])]
     if r[0] == "trace":
-        return Judged(probe, None, r[1], r[2])
-    out = r[1]
+        return [Judged(probe, None, r[1], r[2])]
+    return [_judge_one(sem, probe, probe, r[1])]
+
+
+def _judge_one(sem, probe, case: Case, out, answers=None) -> Judged:
     try:
-        v = crash_verdict(probe, out) if isinstance(out, Crash) else judge_output(probe, sem, out)
+        v = crash_verdict(case, out) if isinstance(out, Crash) else judge_output(case, sem, out)
     except Unsupported as e:
-        return Judged(probe, out, NOT_JUDGED, why=str(e))
-    return Judged(probe, out, v.klass, v)
+        return Judged(probe, out, NOT_JUDGED, why=str(e), answers=answers)
+    return Judged(probe, out, v.klass, v, answers=answers)
 
 
 def _cause(j: Judged, fitted: tuple, own: tuple, sorted_flag: bool, abi: int):
@@ -122,7 +143,7 @@ def _cause(j: Judged, fitted: tuple, own: tuple, sorted_flag: bool, abi: int):
     nothing fitted (kind residual, named by its class)."""
     if not j.judged or j.klass == AGREE or not (is_finding(j.klass) or j.klass.startswith("declared-")):
         return None
-    if _named(j.klass) or not isinstance(j.case, Case):
+    if _named(j.klass) or not isinstance(j.case, (Case, Request)):
         return (("class", j.klass),)
     if not explains(j.case, j.answer, fitted, sorted_flag, abi):
         return (("residual", j.klass),)
@@ -145,17 +166,30 @@ def _fits_witness(j: Judged, name: str, kind: str) -> bool:
 def _witness(j: Judged, abi: int, without: tuple | None = None) -> dict:
     """A probe as a cause's witness: the probe, its class, what llama.cpp gave, what llama.cpp composed with the
     row's other causes gave (`without`: the causes but this one, where that differs from llama.cpp alone), and what
-    the subject gave."""
-    w = {"class": j.klass, "probe": j.case.to_json()}
-    if isinstance(j.case, Case):
-        w["llama.cpp"] = predicted_json(j.case, (), abi)
-        if without:
-            other = predicted_json(j.case, without, abi)
-            if other != w["llama.cpp"]:
-                w["without"] = other
-        w["subject"] = answer_json(j.answer)
+    the subject gave; a request of a sequence: the sequence, which request, and those three for every request)."""
+    if isinstance(j.case, Request):
+        w = {"class": j.klass, "probe": j.case.sequence.to_json(), "request": j.case.index + 1}
+        w.update(_values(j.case, j.answer, abi, without))
+        w["per_request"] = [_values(item, a, abi, without)
+                            for item, a in zip(j.case.sequence.items(), j.answers or [])]
+    else:
+        w = {"class": j.klass, "probe": j.case.to_json()}
+        if isinstance(j.case, Case):
+            w.update(_values(j.case, j.answer, abi, without))
     if j.verdict is not None:
         w["verdict"] = j.verdict if isinstance(j.verdict, dict) else j.verdict.to_json()
+    return w
+
+
+def _values(probe, answer, abi: int, without: tuple | None) -> dict:
+    """What llama.cpp gave for a probe, what it gave composed with the other causes (where that differs), what the
+    subject gave."""
+    w = {"llama.cpp": predicted_json(probe, (), abi)}
+    if without:
+        other = predicted_json(probe, without, abi)
+        if other != w["llama.cpp"]:
+            w["without"] = other
+    w["subject"] = answer_json(answer)
     return w
 
 
@@ -223,8 +257,11 @@ def cell(prop, judged: list, fitted: tuple, citations: dict, sources: dict, sort
 
 
 def _read_witness(path: str):
-    """A witness file (Case JSON, trace JSON, corpus entry or crash file) as a Case or a Trace, read as `dryz
-    check` reads it."""
+    """A witness file (Case JSON, trace JSON, request sequence, corpus entry or crash file) as a Case, a Trace or
+    Requests, read as `dryz check` reads it."""
+    s = load_requests_file(path)
+    if s is not None:
+        return s[0]
     t = load_trace_file(path)
     return t[0] if t is not None else load_case_file(path)[0]
 
@@ -249,13 +286,13 @@ def row(lib, names=None, witnesses=(), log=lambda m: None) -> dict:
                 judged[prop.name] = [Judged(None, None, NOT_JUDGED, why=f"the subject does not expose {missing}")]
             else:
                 probes = prop.probes()
-                judged[prop.name] = [_judge(sem, p, r) for p, r in zip(probes, _run(w, probes))]
+                judged[prop.name] = [j for p, r in zip(probes, _run(w, probes)) for j in _judge(sem, p, r)]
             seconds[prop.name] = time.monotonic() - t
             log(f"{prop.name}: {sum(j.judged for j in judged[prop.name]):,} judged")
         found = []
         for path in witnesses:
             probe = _read_witness(path)
-            found.append((str(path), _judge(sem, probe, _run(w, [probe])[0])))
+            found += [(str(path), j) for j in _judge(sem, probe, _run(w, [probe])[0])]
     pairs = [(j.case, j.answer) for js in judged.values() for j in js if j.fitted] + \
         [(j.case, j.answer) for _, j in found if j.fitted]
     t = time.monotonic()

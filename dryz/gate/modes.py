@@ -212,6 +212,15 @@ def _vocabularies(caps: dict) -> str | None:
     return None if v == "any" or VOCAB_FUZZ in v else f"the subject runs the vocabularies {v}, not the vendored ones"
 
 
+def _many_cases(caps: dict) -> str | None:
+    return "every case starts a fresh instance of the engine (instance_per_case): the mode's tens of thousands of " \
+           "cases would take hours" if caps.get("instance_per_case") else None
+
+
+def _traces_of_cases(caps: dict) -> str | None:
+    return _traces(caps) or _many_cases(caps)
+
+
 # -- the registry ------------------------------------------------------------------------------------------------
 
 _J = "--json={work}/{name}.json"
@@ -225,13 +234,16 @@ _STOP = ("--recheck", "3", "--", "-ignore_crashes=0")
 # follows the symbol campaign in its lane, so it compares on that campaign's kept inputs.
 MODES = (
     ModeRecord("parameters", _EXHAUSTIVE + ("--parameters", _J), 0, read_certificate,
-             "the same space over allowed_length 0..3 x 4 (multiplier, base) pairs, bit-exact", fixed=18.0),
+             "the same space over allowed_length 0..3 x 4 (multiplier, base) pairs, bit-exact", fixed=18.0,
+             needs=_many_cases),
     ModeRecord("certificate", _EXHAUSTIVE + (_J,), 0, read_certificate,
-             "every history of length 1..11 over 3 symbols, 3 configurations (dryz exhaustive)", fixed=2.0),
+             "every history of length 1..11 over 3 symbols, 3 configurations (dryz exhaustive)", fixed=2.0,
+             needs=_many_cases),
     ModeRecord("window-caps", _EXHAUSTIVE + ("--window-caps", _J), 0, read_certificate,
-             "a configuration per window cap 1..11 (ring-buffer wrap-around)", fixed=5.0),
+             "a configuration per window cap 1..11 (ring-buffer wrap-around)", fixed=5.0, needs=_many_cases),
     ModeRecord("restarts", ("restarts", _J), 0, read_restarts,
-             "multi-token restart sequences, every history up to 7 tokens, 13 breaker sets", fixed=2.0),
+             "multi-token restart sequences, every history up to 7 tokens, 13 breaker sets", fixed=2.0,
+             needs=_many_cases),
     ModeRecord("replay", ("replay", _J), 0, read_replay, "the project corpus: every entry's verdict as recorded",
              fixed=6.0),
     ModeRecord("construction", ("restarts", "--vocab", "all", "--check", "construction", "--time", "{time}", _J), 0,
@@ -245,7 +257,7 @@ MODES = (
              needs=_vocabularies),
     ModeRecord("traces", _EXHAUSTIVE + ("--trace-events", "7", _J), 1, read_certificate,
              "every trace of up to 7 events (accept, apply, reset, clone, free), 4 configurations", fixed=26.0,
-             needs=_traces),
+             needs=_traces_of_cases),
     ModeRecord("promise", ("restarts", "--vocab", "all", "--check", "promise", "--time", "{time}", _J), 1, read_vocab,
              "rep_limit against the breaker as printed, texts over the vendored vocabularies", share=0.10,
              overhead=3.0, needs=_vocabularies),

@@ -28,6 +28,11 @@ a mismatch. Each deviation is a change to the configuration the shipped model (d
     multiplier-negative:refused a negative multiplier is refused
     breakers-not-exempt         a single-token breaker is penalized like any token
     no-clamp                    Step 4 does not clamp the exponent: a penalty past the float range is inf
+  requests on one instance (what an engine's instance carries from one request to the next)
+    prefix-cache:suffix         a request whose prompt shares a prefix with an earlier request's prompt on the same
+                                instance is read by DRY from the end of the longest such shared prefix on (the
+                                unshared suffix); the whole prompt when nothing or everything is shared (mistral.rs's
+                                prefix cache: the cached tokens are not in DRY's context)
 
 A fix to a llama.cpp finding is declared the same way, by whoever built the fixed subject (`dryz --declare NAME`,
 or the gate from `--expect-change CLASS`): a libllama, the binding or a llama-server that keeps a promise the
@@ -64,7 +69,8 @@ class Model:
     composed model evaluates the scan's own rules). `name` is its pattern (N: a whole number >= 1, the fit tries
     `numbers`); `kind`: output (it changes what DRY leaves), refusal (the engine refuses such a case: REFUSALS),
     raise (the engine raises on such a case), fix (a fix of a llama.cpp finding: FIXES), layer (a fix of llama-server's
-    request layer: REQUEST_LAYER), vocab (acts only on a real vocabulary's breakers)."""
+    request layer: REQUEST_LAYER), vocab (acts only on a real vocabulary's breakers), context (it changes the history
+    DRY reads, from the requests sent before to the same instance: CONTEXTS)."""
     name: str
     meaning: str
     kind: str = "output"
@@ -102,6 +108,9 @@ REGISTRY = (
     Model("no-clamp", "no exponent clamp in Step 4"),
     Model("arithmetic:float32", "the penalty is multiplier * powf(base, exponent) in float32: two roundings"),
     Model("penalty:times-count", "the penalty is multiplied by how many times the token followed the repeat"),
+    Model("prefix-cache:suffix", "a request whose prompt shares a prefix with an earlier request's on the same "
+          "instance is read by DRY on the unshared suffix only (the whole prompt when nothing or everything is "
+          "shared)", "context"),
     Model("raises-window:N", "a window of 1..N tokens raises instead of answering", "raise", tuple(range(1, 33))),
     Model("raises-overflow", "a penalty whose power overflows a double raises instead of answering (Python's float "
           "power)", "raise"),
@@ -155,6 +164,37 @@ _SETS = {"window-zero:unlimited": {"window_zero_unlimited": True},
 _NUMBER_SETS = {"match-cap": "match_cap", "suffix-cap": "suffix_cap", "occurrence-cap": "occurrence_cap",
                 "early-exit": "early_exit", "repeat-min": "repeat_min"}
 _RAISES = {"raises-window": "window-at-most", "raises-history": "short-history"}
+
+
+def _suffix_after_cache(history: tuple, earlier: tuple) -> tuple:
+    """prefix-cache:suffix: m = the longest prefix the prompt shares with an earlier prompt; DRY reads history[m:]
+    when 0 < m < len(history), else the whole history."""
+    m = max((_shared(history, q) for q in earlier), default=0)
+    return tuple(history[m:]) if 0 < m < len(history) else tuple(history)
+
+
+def _shared(a, b) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+# A context model: (the request's history, the earlier requests' histories) -> the history DRY reads.
+CONTEXTS = {"prefix-cache:suffix": _suffix_after_cache}
+
+
+def context(names, history, earlier=()) -> tuple:
+    """The history DRY reads for a request sent after the prompts `earlier` to the same instance, under the
+    context models among `names` (the history itself without one, or with no earlier request)."""
+    out = tuple(history)
+    if earlier:
+        for name in names:
+            if name in CONTEXTS:
+                out = CONTEXTS[name](out, tuple(tuple(q) for q in earlier))
+    return out
 
 
 def pattern(name: str) -> str:
@@ -215,8 +255,8 @@ def apply(cfg, name: str, breakers=(), tokenize=None, printed=None):
         return replace(out, raises=out.raises + (("", "always", 0),)) if raw < -1 else out
     if kind in _RAISES:
         return replace(cfg, raises=cfg.raises + (("", _RAISES[kind], n),), variants=())
-    # a refusal or a request layer's fix: the library's output model is unchanged (refuses() judges a refusal;
-    # dryz.judge a request layer's fix)
+    # a refusal, a request layer's fix or a context model: the library's output model is unchanged (refuses()
+    # judges a refusal; dryz.judge a request layer's fix; context() gives a context model's history)
     return replace(cfg, variants=())
 
 

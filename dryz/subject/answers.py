@@ -125,6 +125,12 @@ class Capabilities:
     # The engine's input domain (its adapter declares it, citing the engine): the shortest history it accepts.
     min_history: int = 0
     domain: str = ""
+    # It runs request sequences: requests sent in turn to one fresh instance of the engine (Subject.run_sequence;
+    # the adapter protocol's `sequence` op), each answered as that instance answers it.
+    sequences: bool = False
+    # Every case is the first request of a fresh instance (a sequence of one request): each costs the instance's
+    # start-up, so a mode that enumerates tens of thousands of cases is not run on it (its timed campaigns are).
+    instance_per_case: bool = False
 
     def lacks(self, case) -> str | None:
         """Why this subject cannot run the case as given, or None."""
@@ -147,4 +153,6 @@ class Capabilities:
                 "sorted_flag": self.sorted_flag,
                 "batch": self.batch, "in_process": self.in_process, "deviations": list(self.deviations),
                 **({"request_layer": self.request_layer} if self.request_layer else {}),
-                **({"min_history": self.min_history, "domain": self.domain} if self.min_history else {})}
+                **({"min_history": self.min_history, "domain": self.domain} if self.min_history else {}),
+                **({"sequences": True} if self.sequences else {}),
+                **({"instance_per_case": True} if self.instance_per_case else {})}

@@ -8,7 +8,8 @@ and judges what it answers against llama.cpp's semantics like any subject's outp
   adapter -> dryz   {"schema": "dryz.adapter/1", "engine": NAME, "version": V,
                      "deviations": [{"name": DEVIATION, "cited": WHERE THE ENGINE'S DOCUMENTATION SAYS IT}, ...],
                      "vocabularies": "any" | ["symbols", NAME, ...], "initial_logits": true,
-                     "candidate_arrays": true, "sorted_flag": true, "batch": N}
+                     "candidate_arrays": true, "sorted_flag": true, "batch": N, "sequences": false,
+                     "instance_per_case": false}
   dryz -> adapter   {"op": "run", "id": I, "params": {"multiplier", "base", "allowed_length", "penalty_last_n",
                      "breakers"}, "vocab": {"name", "path", "sha256", "size"}, "history": [ids],
                      "candidates": [[id, logit], ...], "sorted": false}
@@ -17,6 +18,18 @@ and judges what it answers against llama.cpp's semantics like any subject's outp
                  or {"id": I, "error": "why this engine cannot run it"}   (not judged)
                  or {"id": I, "refused": "the engine's own refusal"}       (declared, or a mismatch)
                  or {"id": I, "crash": "what the engine raised"}           (class crash)
+  dryz -> adapter   {"op": "sequence", "id": I, "requests": [R, ...]}  (only to an adapter whose hello says
+                     "sequences": true; each R a run request's body: params, vocab, history, candidates, sorted)
+  adapter -> dryz   {"id": I, "answers": [A, ...]}                      (A per request, in order: {"logits",
+                                                                         "sorted"}, {"error"}, {"refused"} or
+                                                                         {"crash"}, as a run's answer)
+
+A sequence is requests sent in turn to ONE fresh instance of the engine (a new server, a new Runner), as the users
+of one instance send them; each answer is what that instance answered for the request after the ones before it.
+llama.cpp's semantics make requests independent, so dryz judges each request on its own (dryz.requests): an
+instance that carries something from one request to the next (a prompt cache that changes what DRY reads) differs
+on a later request. "instance_per_case": every case is the first request of a fresh instance (a sequence of one),
+so each costs the instance's start-up: dryz does not run the modes that enumerate tens of thousands of cases on it.
 
 A request is a fresh DRY state: the history as the tokens generated so far, one application of the sampler to
 the candidates. Floats travel as JSON numbers with every digit (a float32 value's double is exact); dryz reads
@@ -140,6 +153,9 @@ class Command(Subject):
         batch = hello.get("batch", 64)
         if not (isinstance(batch, int) and 1 <= batch <= 4096):
             raise SubjectError(f"cmd: 'batch' must be an integer in 1..4096, got {batch!r}")
+        for key in ("sequences", "instance_per_case"):
+            if not isinstance(hello.get(key, False), bool):
+                raise SubjectError(f"cmd: {key!r} must be true or false, got {hello.get(key)!r}")
         self.vocab_names = None if vocabularies == "any" else set(vocabularies)
         self.caps = Capabilities(calls=frozenset({"accept", "apply"}),
                                  vocabularies="any" if self.vocab_names != {"symbols"} else "symbols",
@@ -147,7 +163,9 @@ class Command(Subject):
                                  candidate_arrays=bool(hello.get("candidate_arrays", True)),
                                  sorted_flag=bool(hello.get("sorted_flag", True)), batch=batch,
                                  in_process=False, deviations=tuple(deviations), min_history=min_history,
-                                 domain=str(domain.get("cited", "")).strip() if min_history else "")
+                                 domain=str(domain.get("cited", "")).strip() if min_history else "",
+                                 sequences=bool(hello.get("sequences", False)),
+                                 instance_per_case=bool(hello.get("instance_per_case", False)))
 
     # -- the adapter process ---------------------------------------------------------------------------------
     def _start(self) -> dict:
@@ -285,6 +303,46 @@ class Command(Subject):
             out.extend(self._run_chunk(cases[i:i + self.caps.batch]))
         return out
 
+    def run_sequence(self, requests) -> list:
+        """The sequence's requests sent to one fresh instance (the `sequence` op): an answer per request; an adapter
+        that dies or hangs on it is a Crash for each request (the first says how)."""
+        why = self.runs_sequences()
+        if why is not None:
+            raise Unsupported(why)
+        if self.proc is None:
+            self.restarts += 1
+            self._start()
+        self._next_id += 1
+        rid = self._next_id
+        cases = list(requests.requests)
+        try:
+            self._send({"op": "sequence", "id": rid, "requests": [
+                {k: v for k, v in self._request(c, rid).items() if k not in ("op", "id")} for c in cases]})
+            d = self._reply(rid, case_timeout() * len(cases))
+            got = d.get("answers")
+            if not isinstance(got, list) or len(got) != len(cases):
+                raise _Gone(f"answered {len(got) if isinstance(got, list) else 'no'} answers for a sequence of "
+                            f"{len(cases)} requests")
+            out = []
+            for c, a in zip(cases, got):
+                if not isinstance(a, dict):
+                    raise _Gone(f"answered a request of the sequence with {str(a)[:120]!r}")
+                out.append(self._output(c, self._parse(a, len(c.ids))))
+            return out
+        except _Gone as e:
+            self._kill()
+            died = Crash(f"the adapter {e}{self._last_words()}", e.signal, self._tail.decode(errors="replace")[-500:])
+            return [died] + [Crash("not answered: the adapter died on the sequence", "skipped")] * (len(cases) - 1)
+
+    def _output(self, case, answer):
+        """An answer as the judge reads it: an Output from (logits, sorted), else the answer itself."""
+        if not isinstance(answer, tuple):  # not judged, a refusal, or the engine raising
+            return answer
+        logits, sorted_flag = answer
+        if not self.caps.sorted_flag or not self.caps.candidate_arrays:
+            sorted_flag = None  # an engine without the flag: not judged
+        return Output(tuple(case.ids), logits, sorted_flag, len(case.ids))
+
     def _request(self, case, rid: int) -> dict:
         if case.vocab is None:
             p = symbol_vocab_path()
@@ -326,30 +384,37 @@ class Command(Subject):
                 # the rest of the batch was sent to a process that is gone: run them again, one by one
                 out.extend(self.run_batch(list(cases[len(out):])))
                 return out
-            if not isinstance(answer, tuple):  # not judged, a refusal, or the engine raising
-                out.append(answer)
-                continue
-            logits, sorted_flag = answer
-            if not self.caps.sorted_flag or not self.caps.candidate_arrays:
-                sorted_flag = None  # an engine without the flag: not judged
-            out.append(Output(tuple(c.ids), logits, sorted_flag, len(c.ids)))
+            out.append(self._output(c, answer))
         return out
 
-    def _answer(self, rid: int, n: int):
-        line = self._line(case_timeout())
+    def _reply(self, rid: int, timeout: float) -> dict:
+        """The adapter's next line, which answers request rid."""
+        line = self._line(timeout)
         try:
             d = json.loads(line)
         except ValueError:
             raise _Gone(f"answered something that is not JSON: {line[:120]!r}") from None
         if not isinstance(d, dict) or d.get("id") != rid:
             raise _Gone(f"answered out of order or without the request's id {rid}: {line[:120]!r}")
+        self._adapter_failed(d)
+        return d
+
+    def _adapter_failed(self, d: dict) -> None:
+        """dryz's own adapter failed (engine:NAME): never the engine's finding (one line, exit 2)."""
+        if "adapter_error" in d:
+            raise SubjectError(f"{self.spec}: the adapter itself failed, not the engine (a bug in dryz's adapter, "
+                               f"please report it): {str(d['adapter_error'])[:300]}")
+
+    def _answer(self, rid: int, n: int):
+        return self._parse(self._reply(rid, case_timeout()), n)
+
+    def _parse(self, d: dict, n: int):
+        """One answer (of a run, or of a sequence's request): (logits, sorted), Unrecoverable, Refused or Crash."""
+        self._adapter_failed(d)
         if "error" in d:
             return Unrecoverable(f"the engine cannot run the case: {str(d['error'])[:500]}")
         if "refused" in d:
             return Refused(0, str(d["refused"])[:500])
-        if "adapter_error" in d:  # dryz's own adapter failed (engine:NAME): never the engine's finding
-            raise SubjectError(f"{self.spec}: the adapter itself failed, not the engine (a bug in dryz's adapter, "
-                               f"please report it): {str(d['adapter_error'])[:300]}")
         if "crash" in d:
             return Crash(f"the engine raised: {str(d['crash'])[:500]}", "exception", self._tail.decode(
                 errors="replace")[-500:])

@@ -88,6 +88,19 @@ class Subject:
         refuse_old_abi_crash(self, trace.sampler_args(), trace.n_ctx_train)
         return run_events(self, trace.sampler_args(), trace.events, trace.alphabet, trace.n_ctx_train)
 
+    # -- request sequences: requests sent in turn to one instance (dryz.requests) ----------------------------------
+    def runs_sequences(self) -> str | None:
+        """Why this subject cannot run a request sequence, or None."""
+        if not self.caps.sequences:
+            return (f"the subject ({self.kind}) runs no request sequences: it is no instance that requests are sent "
+                    "to in turn (an adapter that is one declares `sequences`: docs/adapters.md)")
+        return None
+
+    def run_sequence(self, requests) -> list:
+        """Per request of the sequence (dryz.requests.Requests), in order: what one fresh instance of the engine
+        answered for it after the requests before it (Output, Crash, Refused, Unrecoverable)."""
+        raise Unsupported(self.runs_sequences() or f"{self.kind} subjects do not run request sequences")
+
     def run_trace_flat(self, trace):
         """run_trace's answer, flat (Outputs), or a Crash: what dryz.trace_check judges."""
         out = self.run_trace(trace)

@@ -2,7 +2,10 @@
 dryz.subject.command): `--subject engine:NAME` runs `python -m dryz.subject.engines.NAME` as a `cmd:` subject.
 
   mistralrs   mistral.rs end to end: a request as a user sends it (ChatCompletionRequest) to a Runner over dryz's
-              tiny zero-logit GGUF; the penalties read back exactly from log-probabilities with logit_bias masking
+              tiny zero-logit GGUF, its prefix cache off; the penalties read back exactly from log-probabilities
+              with logit_bias masking
+  mistralrs-cached  the same with the prefix cache on (mistral.rs's default): each case the first request of a
+              fresh Runner, a request sequence on one Runner
   exllamav2   exllamav2's ExLlamaV2Sampler.apply_dry with its own Settings, on CPU (the CUDA extension not loaded)
   aphrodite   Aphrodite's DRY (SamplingOps.apply_dry with the metadata its CUDA runner's input batch builds: the
               compiled scan torch.ops._C.dry_scan_penalties) executed from the engine's wheel, fetched once with pip
@@ -39,6 +42,8 @@ class Engine:
 
 ENGINES = {
     "mistralrs": Engine("mistralrs", "dryz.subject.engines.mistralrs", ("mistralrs", "gguf"), "mistralrs", "0.9.5"),
+    "mistralrs-cached": Engine("mistralrs-cached", "dryz.subject.engines.mistralrs_cached", ("mistralrs", "gguf"),
+                               "mistralrs", "0.9.5"),
     "exllamav2": Engine("exllamav2", "dryz.subject.engines.exllamav2", ("exllamav2", "torch"), "exllamav2", "0.3.2"),
     "aphrodite": Engine("aphrodite", "dryz.subject.engines.aphrodite", ("torch", "nvidia"), "aphrodite", "0.24.1"),
     "aphrodite-python": Engine("aphrodite-python", "dryz.subject.engines.aphrodite_python", ("torch",), "aphrodite",

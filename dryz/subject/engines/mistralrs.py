@@ -1,13 +1,21 @@
-"""dryz's adapter for mistral.rs (pip install 'dryz[mistralrs]'): `--subject engine:mistralrs`.
+"""dryz's adapter for mistral.rs (pip install 'dryz[mistralrs]'): `--subject engine:mistralrs` (its prefix cache off)
+and `--subject engine:mistralrs-cached` (its prefix cache on, as users run it: mistral.rs's default prefix_cache_n).
 
 End to end, as a user sends a request: a `mistralrs.Runner` over a tiny llama GGUF whose every logit is exactly 0
 (dryz.subject.tinymodel) and dryz's symbol vocabulary with an end-of-sequence token (mistral.rs's GGUF tokenizer
 requires one; ids 0..63 are dryz's symbols, 64 is `</s>`), a chat template that is the message alone, and per case
 `ChatCompletionRequest(messages=[the history as text], max_tokens=1, temperature=0, logprobs=True, top_logprobs=K,
 logit_bias=..., dry_multiplier=, dry_base=, dry_allowed_length=, dry_sequence_breakers=)`. The history's ids are
-checked against the Runner's own tokenization of the text (no BOS: its GGUF tokenizer adds none). The Runner runs
-with prefix_cache_n=0: with its prefix cache, a request sharing a cached prefix gets DRY over the uncached suffix
-only (docs/engines/mistralrs.md).
+checked against the Runner's own tokenization of the text (no BOS: its GGUF tokenizer adds none).
+
+engine:mistralrs runs every case on one Runner with prefix_cache_n=0 (no prefix cache: every request is read
+whole). engine:mistralrs-cached runs prefix_cache_n=16 (mistral.rs's default): with it, a request whose prompt
+shares a prefix with an earlier request's on the same Runner is a cache hit, and DRY reads the uncached suffix only
+(the model prefix-cache:suffix; SOURCES_CACHED cites the code). Both run request sequences (the `sequence` op):
+request k is answered by a fresh Runner that has answered requests 1..k-1 (each once, as sent), so its first ask is
+in exactly the state a user's instance is in. On the cached adapter a single case is a sequence of one request: a
+fresh Runner per case (never one Runner for many cases: every probe space has prompts sharing prefixes, and which
+earlier prompt matters is what the requests property audits).
 
 What DRY did is read back exactly, never guessed. mistral.rs applies DRY to the raw logits, then logit_bias
 ("Penalties, on the raw logits: DRY first, ... then logit bias", its sampling guide), so a candidate's logit is
@@ -18,6 +26,14 @@ exactly with greedy requests that mask every token but the candidate (biased by 
 maximum wins, so the candidate is chosen iff f32(b - p) >= 0 iff b >= p, and p is the least float32 b chosen, found
 by bisection over the float32 order. An answer that cannot be read so (an infinite logit raised by a negative
 multiplier) is not judged.
+
+A read-back ask repeats the request's prompt, and on a cached Runner a repeated prompt is in the cache. So in a
+sequence the read-back asks run on the request's own Runner only where that repeat answers as the first ask did:
+after the read-back the prompt is asked once more and its log-probabilities must equal the first ask's bit for bit
+(a prompt the cache holds whole is no cache hit: prefix_cacher.rs:559-561); where they differ (the first ask was a
+cache hit that changed DRY's context), every read-back ask is the first ask of a fresh Runner that has answered the
+earlier requests (exact; ~0.25 s each). Cost, measured on one core (docs/engines/mistralrs.md): a fresh Runner is
+~0.22 s, an ask ~7 ms; a single case on the cached adapter ~0.25-0.3 s (engine:mistralrs: ~7 ms per ask).
 
 mistral.rs has no window parameter: its DRY reads the whole context. A case whose window would cut the history (or
 switch DRY off: penalty_last_n <= 0 in llama.cpp's library) cannot be asked and is not judged.
@@ -35,32 +51,43 @@ from pathlib import Path
 
 import numpy as np
 
-from .serve import NotExpressible, Refusal, engine, serve, symbol_pieces
+from .serve import EngineRaised, NotExpressible, Refusal, engine, serve, symbol_pieces
 
 EOS = 64
 TEMPLATE = "{{ messages[0]['content'] }}"
 
 
-SRC = "mistralrs-core/src/sampler.rs:{line} (read at commit 9e922623f, version 0.9.2; the 0.9.5 wheel ships no " \
-      "source): {text}"
+def _src(line: int, text: str, file: str = "sampler.rs") -> str:
+    return f"mistralrs-core/src/{file}:{line} (read at commit 9e922623f, version 0.9.2; the 0.9.5 wheel ships no " \
+           f"source): {text}"
+
+
 # The engine's code behind each deviation model dryz may fit (dryz.causes): what the conformance page cites.
 SOURCES = [
-    {"name": "last-breaker:unchecked", "source": SRC.format(line=1778, text="let mut match_length = 1: the last "
-                                                             "token matches without a breaker check")},
-    {"name": "breaker-form:last-token", "source": SRC.format(line=246, text='encode_fast(["a", &breaker].concat()) '
-                                                              "and its last id (\"FIXME: This is a hack\")")},
-    {"name": "repeat-min:N", "source": SRC.format(line=1756, text="only positions after an occurrence of the last "
-                                                   "token are matched (match_length starts at 1)")},
-    {"name": "base-below-one:applied", "source": SRC.format(line=1819, text="params.base.powf(...): base not "
-                                                             "checked")},
-    {"name": "match-cap:N", "source": SRC.format(line=1781, text="while match_length < 50")},
-    {"name": "allowed-negative:refused", "source": SRC.format(line=192, text="pub allowed_length: usize (the Python "
-                                                               "binding raises OverflowError for a negative value)")},
-    {"name": "arithmetic:float32", "source": SRC.format(line=1819, text="params.multiplier * params.base.powf(...) "
-                                                         "in f32")},
-    {"name": "no-clamp", "source": SRC.format(line=1819, text="base.powf(match_len - allowed_length): no exponent "
-                                               "clamp")},
+    {"name": "last-breaker:unchecked", "source": _src(1778, "let mut match_length = 1: the last token matches "
+                                                            "without a breaker check")},
+    {"name": "breaker-form:last-token", "source": _src(246, 'encode_fast(["a", &breaker].concat()) and its last id '
+                                                            '("FIXME: This is a hack")')},
+    {"name": "repeat-min:N", "source": _src(1756, "only positions after an occurrence of the last token are matched "
+                                                  "(match_length starts at 1)")},
+    {"name": "base-below-one:applied", "source": _src(1819, "params.base.powf(...): base not checked")},
+    {"name": "match-cap:N", "source": _src(1781, "while match_length < 50")},
+    {"name": "allowed-negative:refused", "source": _src(192, "pub allowed_length: usize (the Python binding raises "
+                                                             "OverflowError for a negative value)")},
+    {"name": "arithmetic:float32", "source": _src(1819, "params.multiplier * params.base.powf(...) in f32")},
+    {"name": "no-clamp", "source": _src(1819, "base.powf(match_len - allowed_length): no exponent clamp")},
 ]
+# The prefix cache (engine:mistralrs-cached): the longest prefix an earlier prompt shares, its suffix as the
+# sequence's prefill tokens, which are the context DRY reads at the first sampled token.
+SOURCES_CACHED = SOURCES + [
+    {"name": "prefix-cache:suffix", "source": _src(
+        466, "match_len = toks.shared_prefix_len(&k.tokens) over every cached prompt, the longest kept; :559 "
+        "new_toks = toks[match_len..] (:560 none left: no hit, the whole prompt); engine/add_request.rs:907 "
+        "seq.prefill_v2_normal(normal, toks, offset); sequence.rs:1011 get_toks() is the prefill tokens; "
+        "pipeline/sampling.rs:1070 ctx = seq.get_toks(); sampler.rs:1674 apply_dry_penalty(&mut logits, context)",
+        "prefix_cacher.rs")},
+]
+CACHE_N = 16  # mistral.rs's default prefix_cache_n (Runner(prefix_cache_n=16), mistralrs.pyi)
 
 
 def model_dir() -> Path:
@@ -104,23 +131,46 @@ def _float(k: int) -> np.float32:
 
 
 class Adapter:
-    def __init__(self):
+    def __init__(self, prefix_cache_n: int = 0):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from mistralrs import ChatCompletionRequest, Runner, Which
-        self.Request = ChatCompletionRequest
-        d = model_dir()
+        self.Request, self._Runner, self._Which = ChatCompletionRequest, Runner, Which
+        self.prefix_cache_n = prefix_cache_n
+        self.dir = model_dir()
+        self.runners = 0
         try:
-            self.runner = Runner(which=Which.GGUF(tok_model_id=None, quantized_model_id=str(d),
-                                                  quantized_filename="tiny.gguf"),
-                                 chat_template=str(d / "raw.jinja"), prefix_cache_n=0)
+            self.runner = self._new_runner()
         except BaseException as e:  # noqa: BLE001 (a Rust panic is a BaseException): the adapter cannot start
             first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-            print(f"mistral.rs {version('mistralrs')} cannot load {d / 'tiny.gguf'}: {first}", file=sys.stderr,
-                  flush=True)
+            print(f"mistral.rs {version('mistralrs')} cannot load {self.dir / 'tiny.gguf'}: {first}",
+                  file=sys.stderr, flush=True)
             sys.exit(3)
         self.pieces = symbol_pieces()
         self.n_vocab = len(self.pieces) + 3
         self.requests = 0
+        self.replay = None  # the earlier requests of a sequence, while each read-back ask needs a fresh Runner
+
+    def _new_runner(self):
+        self.runners += 1
+        d = self.dir
+        return self._Runner(which=self._Which.GGUF(tok_model_id=None, quantized_model_id=str(d),
+                                                   quantized_filename="tiny.gguf"),
+                            chat_template=str(d / "raw.jinja"), prefix_cache_n=self.prefix_cache_n)
+
+    def _fresh(self, earlier):
+        """A fresh Runner that has answered the earlier requests ((text, DRY parameters), each asked once as the
+        first ask of a request is); a request the engine raised on is sent all the same (it was sent before)."""
+        runner = engine(self._new_runner)
+        saved, self.runner = self.runner, runner
+        try:
+            for text, dry in earlier:
+                try:
+                    self._ask(text, dry, None, self.n_vocab)
+                except EngineRaised:
+                    pass
+        finally:
+            self.runner = saved
+        return runner
 
     def _ask(self, text, dry, bias, k):
         req = self.Request(messages=[{"role": "user", "content": text}], model="dryz", max_tokens=1,
@@ -135,7 +185,14 @@ class Adapter:
         bias = {i: float("-inf") for i in range(self.n_vocab)}
         bias[EOS] = 0.0
         bias[z] = float(b)
-        tok, _ = self._ask(text, dry, bias, 2)
+        if self.replay is None:
+            tok, _ = self._ask(text, dry, bias, 2)
+        else:  # the ask must be in the request's own state: the first ask of a fresh Runner after the earlier ones
+            saved, self.runner = self.runner, self._fresh(self.replay)
+            try:
+                tok, _ = self._ask(text, dry, bias, 2)
+            finally:
+                self.runner = saved
         return tok == self.pieces[z]
 
     def _is_penalty(self, text, dry, z, P: np.float32) -> bool:
@@ -183,7 +240,8 @@ class Adapter:
                         out.append(P)
         return sorted(out, key=lambda P: abs(float(P) - estimate))[:3]
 
-    def run(self, req):
+    def _prepare(self, req):
+        """(history, text, DRY parameters) of a request, or why it cannot be sent (NotExpressible, Refusal)."""
         if req["vocab"]["name"] != "symbols":
             raise NotExpressible("the adapter runs dryz's symbol vocabulary")
         p = req["params"]
@@ -199,9 +257,48 @@ class Adapter:
         try:
             dry = dict(dry_multiplier=float(p["multiplier"]), dry_base=float(p["base"]),
                        dry_allowed_length=int(p["allowed_length"]), dry_sequence_breakers=list(p["breakers"]))
-            _, lps = self._ask(text, dry, None, self.n_vocab)
+            self.Request(messages=[{"role": "user", "content": text}], model="dryz", max_tokens=1, **dry)
         except (OverflowError, TypeError, ValueError) as e:  # the binding refuses the value (a usize, ...)
             raise Refusal(f"{type(e).__name__}: {e}") from None
+        return hist, text, dry
+
+    def run(self, req):
+        """One case: on the Runner every case shares (prefix cache off), or, with the cache on, as a sequence of
+        one request (a fresh Runner)."""
+        if self.prefix_cache_n:
+            return self._in_sequence([req], 0)
+        hist, text, dry = self._prepare(req)
+        _, lps = self._ask(text, dry, None, self.n_vocab)
+        return self._read(req, hist, text, dry, lps)
+
+    def sequence(self, reqs):
+        """Per request, a call answering it as a fresh Runner does after the requests before it."""
+        return [lambda k=k: self._in_sequence(reqs, k) for k in range(len(reqs))]
+
+    def _in_sequence(self, reqs, k):
+        req = reqs[k]
+        hist, text, dry = self._prepare(req)
+        earlier = []
+        for r in reqs[:k]:  # the requests sent before it (one that cannot be sent is not)
+            try:
+                earlier.append(self._prepare(r)[1:])
+            except (NotExpressible, Refusal):
+                pass
+        self.runner = self._fresh(earlier)
+        _, lps = self._ask(text, dry, None, self.n_vocab)  # the first ask: in the state the earlier requests left
+        out = self._read(req, hist, text, dry, lps)
+        _, again = self._ask(text, dry, None, self.n_vocab)
+        if again != lps:  # the prompt repeated reads otherwise: every read-back ask on a fresh Runner instead
+            self.replay = earlier
+            try:
+                out = self._read(req, hist, text, dry, lps)
+            finally:
+                self.replay = None
+        return out
+
+    def _read(self, req, hist, text, dry, lps):
+        """The candidates' logits after DRY, read back exactly from the first ask's log-probabilities lps."""
+        p = req["params"]
         ref = lps[EOS]
         m, base = abs(float(p["multiplier"])), float(p["base"])
         smallest = m if base >= 1 else m * base ** len(hist) if base > 0 else 0.0  # the least penalty it can give
@@ -220,14 +317,16 @@ class Adapter:
         return out, bool(req["sorted"])
 
 
-def main() -> int:
+def main(cached: bool = False) -> int:
     from .serve import answers_stream  # on use: the adapter's start-up
     out = answers_stream()
-    adapter = Adapter()
-    hello = {"engine": "mistral.rs", "version": version("mistralrs"), "deviations": [], "sources": SOURCES,
-             "vocabularies": ["symbols"],
-             "initial_logits": True, "candidate_arrays": True, "sorted_flag": False, "batch": 16}
-    return serve(hello, adapter.run, out)
+    adapter = Adapter(CACHE_N if cached else 0)
+    hello = {"engine": "mistral.rs-cached" if cached else "mistral.rs",
+             "version": version("mistralrs") + (f" (prefix_cache_n {CACHE_N})" if cached else ""), "deviations": [],
+             "sources": SOURCES_CACHED if cached else SOURCES, "vocabularies": ["symbols"],
+             "initial_logits": True, "candidate_arrays": True, "sorted_flag": False, "batch": 16,
+             "instance_per_case": cached}
+    return serve(hello, adapter.run, out, adapter.sequence)
 
 
 if __name__ == "__main__":

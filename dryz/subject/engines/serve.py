@@ -2,7 +2,9 @@
 answer one JSON line on stdout (the engine's own output, if any, goes to stderr: stdout carries answers only).
 
 An adapter gives `serve` its handshake (engine, version, declared deviations with citations, vocabularies,
-capabilities) and `run(request) -> (logits, sorted)`. What run raises is the answer:
+capabilities) and `run(request) -> (logits, sorted)`; an adapter that runs request sequences (the `sequence` op:
+requests sent in turn to one fresh instance) gives `sequence(requests)` too: per request, in order, a call that
+answers it as run does (each called after the ones before it). What a call raises is the answer:
   NotExpressible   the engine cannot take the case as llama.cpp's parameters state it: {"error": why} (not judged)
   Refusal          the engine's own API refuses the parameters: {"refused": message}
   EngineRaised     a call into the engine (made through `engine(...)`) raised or panicked: {"crash": what}, judged
@@ -63,26 +65,36 @@ def logit_json(x: float):
     return "-inf" if x == -math.inf else "inf" if x == math.inf else "nan" if math.isnan(x) else float(x)
 
 
-def serve(hello: dict, run, out=None) -> int:
-    """The request loop: the handshake, then one answer per request until stdin closes."""
+def _answer(call) -> dict:
+    """One request's answer: what call() returns (logits, sorted), or what it raised."""
+    try:
+        logits, sorted_flag = call()
+        return {"logits": [logit_json(float(x)) for x in logits], "sorted": bool(sorted_flag)}
+    except NotExpressible as e:
+        return {"error": str(e)}
+    except Refusal as e:
+        return {"refused": str(e)}
+    except EngineRaised as e:  # the engine raised on the case: class crash
+        return {"crash": _where(e.__cause__)}
+    except Exception as e:  # noqa: BLE001 (the adapter's own failure: the harness in doubt)
+        return {"adapter_error": _where(e)}
+
+
+def serve(hello: dict, run, out=None, sequence=None) -> int:
+    """The request loop: the handshake, then one answer per request (or per sequence) until stdin closes."""
     out = out or answers_stream()
     for line in sys.stdin:
         req = json.loads(line)
+        rid = req.get("id")
         if req.get("op") == "hello":
-            answer = {"schema": SCHEMA, **hello}
+            answer = {"schema": SCHEMA, **hello, "sequences": sequence is not None}
+        elif req.get("op") == "sequence":
+            answers = [_answer(call) for call in sequence(req["requests"])] if sequence is not None else \
+                [{"adapter_error": "a sequence sent to an adapter that runs none"}]
+            failed = next((a for a in answers if "adapter_error" in a), None)
+            answer = {"id": rid, **failed} if failed else {"id": rid, "answers": answers}
         else:
-            rid = req.get("id")
-            try:
-                logits, sorted_flag = run(req)
-                answer = {"id": rid, "logits": [logit_json(float(x)) for x in logits], "sorted": bool(sorted_flag)}
-            except NotExpressible as e:
-                answer = {"id": rid, "error": str(e)}
-            except Refusal as e:
-                answer = {"id": rid, "refused": str(e)}
-            except EngineRaised as e:  # the engine raised on the case: class crash
-                answer = {"id": rid, "crash": _where(e.__cause__)}
-            except Exception as e:  # noqa: BLE001 (the adapter's own failure: the harness in doubt)
-                answer = {"id": rid, "adapter_error": _where(e)}
+            answer = {"id": rid, **_answer(lambda: run(req))}
         out.write(json.dumps(answer) + "\n")
         out.flush()
     return 0
