@@ -34,7 +34,7 @@ def targets(doc, t: F.T, path=()):
             if key not in doc:
                 continue
             p = path + (key,)
-            if ft.required and not (ft.unless and ft.unless in doc):
+            if ft.required and not (ft.unless and any(u in doc for u in ft.unless.split(" or "))):
                 out.append(("drop", p))
             out += [("retype", p, w) for w in WRONG if not _fits(w, ft)]
             if ft.values:
@@ -88,6 +88,8 @@ READERS = {
     "case": [["check", "--no-isolate", "FILE"], ["explain", "FILE"], ["minimize", "FILE", "--corpus", "OUT"],
              ["properties", "--witness", "FILE"]],
     "trace": [["check", "--no-isolate", "FILE"], ["explain", "FILE"], ["minimize", "FILE", "--corpus", "OUT"]],
+    "requests": [["check", "--no-isolate", "FILE"], ["explain", "FILE"], ["minimize", "FILE", "--corpus", "OUT"],
+                 ["properties", "--witness", "FILE"]],
     "corpus": [["check", "--no-isolate", "FILE"], ["explain", "FILE"], ["minimize", "FILE", "--corpus", "OUT"],
                ["export", "FILE", "--as", "c"], ["properties", "--witness", "FILE"]],
     "certificate": [["report", "FILE"], ["merge", "FILE", "--json", "OUT/m.json"],
