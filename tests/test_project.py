@@ -35,12 +35,13 @@ LAYERS = (
     ("dryz", "minimize", "dryz.errors", "dryz.params", "dryz.symbols", "dryz.files", "dryz.output", "dryz.formats",
      "dryz.environment", "dryz.gate.result"),  # gate.result: the gate's result as plain data (formats reads it)
     # ^ the ground (formats: the shapes of the files dryz reads)
-    ("dryz.case", "dryz.trace", "dryz.trace_space"),        # what a case and a trace are
+    ("dryz.case", "dryz.trace", "dryz.trace_space", "dryz.requests"),  # what a case, a trace, a sequence are
     ("dryz.oracle",),                                       # the pure models: they never run a subject
     ("dryz.subject",),                                      # what is audited, and how it runs
     ("dryz.verdict", "dryz.vocab_cases", "dryz.config", "dryz.space", "dryz.decode", "dryz.children"),
     ("dryz.check", "dryz.causes"),                          # check_batch: the one comparison; the causes fitted
-    ("dryz.judge", "dryz.judge_served", "dryz.trace_check", "dryz.differential", "dryz.explain"),
+    ("dryz.judge", "dryz.judge_served", "dryz.trace_check", "dryz.requests_check", "dryz.differential",
+     "dryz.explain"),
     # ^ a subject driven and judged
     ("dryz.corpus",),
     ("dryz.shrink", "dryz.inputs", "dryz.render", "dryz.export"),  # export: an entry as a test (no subject run)
