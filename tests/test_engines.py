@@ -274,3 +274,39 @@ def test_an_engine_that_raises_on_some_histories_is_judged_on_the_rest(tmp_path)
     assert base["mismatches"] > 0 and breaker["cases"] > 0
     assert "histories the subject raised on (class crash; the rest judged): the engine raised: AssertionError" \
         in p.stdout
+
+
+@pytest.mark.parametrize("name", ["exllamav2", "aphrodite", "aphrodite-python"])
+def test_an_engine_in_a_fuzz_job_answers_as_its_adapter_process(name):
+    """A fuzz job runs an in-process engine's adapter in its own process (no pipe per input): the same handshake and,
+    for every case, the same answer as the adapter's own process gives (logits bit for bit, the same raise or
+    refusal), over cases that penalize, raise and are refused."""
+    import random
+
+    import numpy as np
+
+    from dryz.case import Case
+    from dryz.subject.answers import Output
+    from dryz.subject.command import InProcessEngine
+    from dryz.subject.registry import open_subject, opened_here
+    engine(name)
+    rng = random.Random(7)
+    cases = [Case(history=tuple(rng.randrange(k) for _ in range(rng.randrange(1, 40))), alphabet=k,
+                  penalty_last_n=rng.choice((0, 3, 21, 64)), allowed_length=rng.randrange(0, 4),
+                  base=rng.choice((0.5, 1.75, 2.0)), multiplier=rng.choice((-1.0, 0.8, 1.0)),
+                  breakers=rng.choice(((), ("c",), ("ab",))))
+             for k in (2, 3, 5) for _ in range(60)]
+    here, there = opened_here(f"engine:{name}"), open_subject(f"engine:{name}")
+    try:
+        assert isinstance(here, InProcessEngine) and here.identity["engine"] == there.identity["engine"]
+        kinds = set()
+        for a, b in zip(here.run_batch(cases), there.run_batch(cases)):
+            assert type(a) is type(b)
+            if isinstance(a, Output):
+                assert np.array_equal(np.asarray(a.logits).view(np.uint32), np.asarray(b.logits).view(np.uint32))
+            else:
+                assert a.detail == b.detail if hasattr(a, "detail") else a.message == b.message
+            kinds.add(type(a).__name__)
+        assert "Output" in kinds and len(kinds) >= 2, kinds  # some raise (exllamav2) or are refused (Aphrodite)
+    finally:
+        there.close()

@@ -233,7 +233,9 @@ class Campaign:
             for m in self.causes:
                 if not explains(case, answer, tuple(x for x in self.causes if x != m), sorted_flag, abi):
                     by[m] += 1
-        return {"inputs": len(files), "by_cause": {m: n for m, n in by.items() if n}, "causes": list(self.causes)}
+        over = sum(int(f.read_text() or 0) for f in self.explained_dir.glob("overflow-*.count")) if self.causes else 0
+        return {"inputs": len(files) + over, "by_cause": {m: n for m, n in by.items() if n},
+                "causes": list(self.causes), **({"counted_only": over} if over else {})}
 
     def env(self) -> dict:
         env = self.subject_env()
@@ -402,7 +404,8 @@ class Campaign:
             tail = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
             raise CampaignError(f"libFuzzer did not run (exit {rc}): {tail[-1] if tail else 'no output'} "
                                 f"(log: {log_path})")
-        new = sorted(p for p in set(self.artifacts.glob("*")) - before if p.is_file())
+        new = sorted(p for p in set(self.artifacts.glob("*")) - before if p.is_file() and not p.name.endswith(".count"))
+        not_kept = sum(int(p.read_text() or 0) for p in self.artifacts.glob("overflow-*.count"))
         if interrupted:  # Ctrl-C: keep every crash file, re-check none (the user asked to stop)
             findings = [self.kept(p, "interrupted") for p in new]
         else:
@@ -438,6 +441,7 @@ class Campaign:
                 "interrupted": interrupted,
                 "target": self.target, "stopped_at_hard_limit": limited.is_set(),
                 **({"explained": self.explained()} if self.causes else {}),
+                **({"findings_not_kept": not_kept} if not_kept else {}),
                 **({"void": "libFuzzer executed no input (no unit ran to its end)"} if stats.execs == 0 and
                    not interrupted else {})}
 

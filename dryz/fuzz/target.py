@@ -11,7 +11,7 @@ from ..subject.answers import Unsupported
 from ..decode import CAMPAIGN_VOCAB as VOCAB, input_decoder
 from ..decode.traces import decode_trace
 from ..subject import SubjectError
-from ..subject.registry import opened, selected_spec
+from ..subject.registry import opened_here, selected_spec
 from ..trace_check import check_trace
 
 decode = input_decoder(None, None)  # the symbol decoder until load_subject picks the campaign's
@@ -36,7 +36,7 @@ def load_subject() -> None:
     """Open the campaign's subject and make the decoder (the vocabulary, if any, loaded and its snippets
     tokenized) before libFuzzer starts."""
     global decode, SUBJECT
-    SUBJECT = opened(selected_spec())
+    SUBJECT = opened_here(selected_spec())  # an engine adapter in this process where it can (no pipe per input)
     decode = input_decoder(SUBJECT)
 
 
@@ -69,12 +69,26 @@ EXPLAINED = os.environ.get("DRYZ_FUZZ_EXPLAINED") or None
 CAUSES = tuple(m for m in os.environ.get("DRYZ_CAUSES", "").split(",") if m)
 
 
+KEEP = 20_000  # files one job writes into a folder; past it, the inputs are counted (OVERFLOW), not kept
+OVERFLOW = "overflow-{pid}.count"  # a job's count of the inputs it did not keep, rewritten every 100
+_kept: dict = {}
+
+
 def _keep(folder: str, name: str, text) -> None:
-    """Write a file once (a distinct input: its name is its hash); a second writer of the same name loses."""
+    """Write a file once (a distinct input: its name is its hash); a second writer of the same name loses. Past
+    KEEP files from this job, the input is counted in the folder's overflow file instead."""
+    n = _kept.get(folder, 0)
+    if n >= KEEP:
+        _kept[folder] = n + 1
+        if (n + 1 - KEEP) % 100 == 1:
+            with open(os.path.join(folder, OVERFLOW.format(pid=os.getpid())), "w") as f:
+                f.write(str(n + 1 - KEEP))
+        return
     try:
         fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         return
+    _kept[folder] = n + 1
     with os.fdopen(fd, "wb") as f:
         f.write(text if isinstance(text, bytes) else text.encode())
 

@@ -343,10 +343,16 @@ class Command(Subject):
             sorted_flag = None  # an engine without the flag: not judged
         return Output(tuple(case.ids), logits, sorted_flag, len(case.ids))
 
+    def _symbols(self) -> dict:
+        """The symbol vocabulary as a request names it (its file written and hashed once per subject)."""
+        if getattr(self, "_symbols_vocab", None) is None:
+            p = symbol_vocab_path()
+            self._symbols_vocab = {"name": "symbols", "path": str(p), "sha256": sha256_file(p), "size": 64}
+        return self._symbols_vocab
+
     def _request(self, case, rid: int) -> dict:
         if case.vocab is None:
-            p = symbol_vocab_path()
-            vocab = {"name": "symbols", "path": str(p), "sha256": sha256_file(p), "size": 64}
+            vocab = self._symbols()
         else:
             if self.vocab_names is not None and case.vocab not in self.vocab_names:
                 raise Unsupported(f"the adapter runs the vocabularies {sorted(self.vocab_names)}, not {case.vocab}")
@@ -463,3 +469,39 @@ class EngineSubject(Command):
             raise SubjectError(why)
         super().__init__(shlex.join([sys.executable, "-m", engine.module]))
         self.spec = f"engine:{name}"
+
+
+class InProcessEngine(EngineSubject):
+    """An engine adapter dryz ships, run in this process (a fuzz job's: no pipe between the job and the engine): the
+    adapter module's make() gives the handshake and run, dryz.subject.engines.serve.respond each answer, as the
+    adapter's own process would write it; the requests and answers go through the same JSON as over the pipe, and
+    are read by the same code. Only for engines that say so (Engine.in_process: Python, fork-safe)."""
+
+    def __init__(self, arg: str):
+        from .engines import ENGINES  # on use: keeps start-up fast (a kind's module loads when it is selected)
+        self._engine = ENGINES.get(arg.strip())
+        if self._engine is None or not self._engine.in_process:
+            raise SubjectError(f"engine:{arg.strip()} runs in its own process only")
+        self._queue: list = []
+        super().__init__(arg)
+
+    def _start(self) -> dict:
+        import importlib  # on use: an in-process engine only
+        from .engines.serve import respond  # on use: an in-process engine only
+        hello, run = importlib.import_module(self._engine.module).make()
+        self._respond = lambda req: respond(hello, run, req)
+        self.proc = self  # (what the pipe's transport checks to know it runs)
+        self._tail = b""
+        return json.loads(json.dumps(self._respond({"op": "hello"})))
+
+    def _send(self, obj) -> None:
+        self._queue.append(json.dumps(self._respond(json.loads(json.dumps(obj)))))
+
+    def _line(self, timeout: float) -> str:
+        return self._queue.pop(0)
+
+    def _kill(self) -> None:
+        self._queue.clear()
+
+    def close(self) -> None:
+        self._queue.clear()

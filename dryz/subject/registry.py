@@ -170,6 +170,23 @@ def opened(spec: str):
     return _OPENED[spec]
 
 
+def opened_here(spec: str):
+    """opened(spec), the subject running in this process where its kind can (an engine dryz ships whose adapter runs
+    in process: dryz.subject.command.InProcessEngine, the same adapter code without the pipe): for a fuzz job, whose
+    every input is one request. Anything else: opened(spec)."""
+    kind, arg = parse(spec)
+    if kind == "engine" and not split_declared(spec)[1]:
+        from .engines import ENGINES  # on use: an engine selected
+        engine = ENGINES.get(arg.strip())
+        if engine is not None and engine.in_process and engine.missing() is None:
+            key = f"{spec} (in process)"
+            if key not in _OPENED:
+                from .command import InProcessEngine  # on use: an engine selected
+                _OPENED[key] = InProcessEngine(arg)
+            return _OPENED[key]
+    return opened(spec)
+
+
 def as_spec(subject) -> str:
     """A subject spec from a spec (KIND:ARG) or a libllama path."""
     s = str(subject)

@@ -30,6 +30,9 @@ class Engine:
     requires: tuple      # importable packages it needs
     extra: str           # pip install 'dryz[EXTRA]'
     version: str         # the engine release dryz pins and cites
+    # The adapter runs in a fuzz job's own process too (its module's make(): the same handshake and answers, no
+    # pipe; dryz.subject.command.InProcessEngine): an engine in Python whose state survives the fork server's fork.
+    in_process: bool = False
 
     def missing(self) -> str | None:
         """Why the adapter cannot start here (a package to install), or None."""
@@ -44,8 +47,10 @@ ENGINES = {
     "mistralrs": Engine("mistralrs", "dryz.subject.engines.mistralrs", ("mistralrs", "gguf"), "mistralrs", "0.9.5"),
     "mistralrs-cached": Engine("mistralrs-cached", "dryz.subject.engines.mistralrs_cached", ("mistralrs", "gguf"),
                                "mistralrs", "0.9.5"),
-    "exllamav2": Engine("exllamav2", "dryz.subject.engines.exllamav2", ("exllamav2", "torch"), "exllamav2", "0.3.2"),
-    "aphrodite": Engine("aphrodite", "dryz.subject.engines.aphrodite", ("torch", "nvidia"), "aphrodite", "0.24.1"),
+    "exllamav2": Engine("exllamav2", "dryz.subject.engines.exllamav2", ("exllamav2", "torch"), "exllamav2", "0.3.2",
+                        in_process=True),
+    "aphrodite": Engine("aphrodite", "dryz.subject.engines.aphrodite", ("torch", "nvidia"), "aphrodite", "0.24.1",
+                        in_process=True),
     "aphrodite-python": Engine("aphrodite-python", "dryz.subject.engines.aphrodite_python", ("torch",), "aphrodite",
-                               "0.24.1"),
+                               "0.24.1", in_process=True),
 }

@@ -60,7 +60,7 @@ import types
 import zipfile
 from pathlib import Path
 
-from .serve import NotExpressible, Refusal, engine, serve, stand_ins, symbol_pieces
+from .serve import NotExpressible, Refusal, engine, initial_logits, serve, stand_ins, symbol_pieces
 
 VERSION = "0.24.1"
 
@@ -344,14 +344,13 @@ class Adapter:
         if window < 0:
             raise Refusal("dry_range must be non-negative.")
         V = len(self.pieces)
-        logits = torch.zeros((1, V), dtype=torch.float32)
-        for t, lg in req["candidates"]:
-            logits[0, t] = float("-inf") if lg == "-inf" else float(lg)
+        logits = torch.tensor([initial_logits(req, V)], dtype=torch.float32)
         if m > 0.0:  # a request enables DRY with a positive multiplier (gpu_input_batch.py:606)
             breakers = resolved_breakers(self.pieces, p["breakers"])
             md = self.metadata(req["history"], m, base, allowed, breakers, window, V)
             logits = engine(self.ops.apply_dry, logits, md)
-        return [float(logits[0, t]) for t, _ in req["candidates"]], bool(req["sorted"])
+        row = logits[0].tolist()
+        return [row[t] for t, _ in req["candidates"]], bool(req["sorted"])
 
     def metadata(self, history, m, base, allowed, breakers, window, V):
         torch = self.torch
@@ -386,14 +385,19 @@ class Adapter:
         return md
 
 
-def main(path: str = "compiled") -> int:
-    from .serve import answers_stream  # on use: the adapter's start-up
-    out = answers_stream()
+def make(path: str = "compiled"):
+    """(handshake, run): the adapter on one path, in whatever process asks (the adapter's own, or a fuzz job's)."""
     adapter = Adapter(path)
     hello = {"engine": PATHS[path], "version": f"{VERSION} ({adapter.path.name}; {adapter.scan})",
              "deviations": DECLARED, "sources": SOURCES[path], "vocabularies": ["symbols"], "initial_logits": True,
              "candidate_arrays": True, "sorted_flag": False, "batch": 64}
-    return serve(hello, adapter.run, out)
+    return hello, adapter.run
+
+
+def main(path: str = "compiled") -> int:
+    from .serve import answers_stream  # on use: the adapter's start-up
+    out = answers_stream()
+    return serve(*make(path), out)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,13 @@ One adapter for both: dryz/subject/engines/aphrodite.py."""
 
 import sys
 
+from . import aphrodite
 from .aphrodite import main
+
+
+def make():
+    """(handshake, run): the Python path's adapter (dryz.subject.engines.aphrodite.make)."""
+    return aphrodite.make("python")
 
 if __name__ == "__main__":
     sys.exit(main("python"))

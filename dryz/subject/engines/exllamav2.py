@@ -25,7 +25,7 @@ import sys
 import types
 from pathlib import Path
 
-from .serve import NotExpressible, containing, engine, serve, stand_ins, symbol_pieces
+from .serve import NotExpressible, containing, engine, initial_logits, serve, stand_ins, symbol_pieces
 
 VERSION = "0.3.2"
 CITED = "exllamav2 0.3.2, exllamav2/generator/sampler.py:{line}, ExLlamaV2Sampler.Settings (the public API): {text}"
@@ -124,13 +124,12 @@ class Adapter:
         s.dry_multiplier, s.dry_base = float(p["multiplier"]), float(p["base"])
         s.dry_allowed_length, s.dry_range = int(p["allowed_length"]), int(p["penalty_last_n"])
         s.dry_sequence_breakers = set().union(*(containing(self.pieces, b) for b in p["breakers"]))
-        logits = torch.zeros((1, 1, len(self.pieces)), dtype=torch.float32)
-        for t, lg in req["candidates"]:
-            logits[0, 0, t] = float("-inf") if lg == "-inf" else float(lg)
+        logits = torch.tensor([[initial_logits(req, len(self.pieces))]], dtype=torch.float32)
         if s.dry_multiplier > 0.0:  # the engine's own condition (ExLlamaV2Sampler.sample)
             ids = torch.tensor([req["history"]], dtype=torch.long)
             engine(self.sampler.apply_dry, s, self.tokenizer, ids, logits)
-        return [float(logits[0, 0, t]) for t, _ in req["candidates"]], bool(req["sorted"])
+        row = logits[0, 0].tolist()
+        return [row[t] for t, _ in req["candidates"]], bool(req["sorted"])
 
 
 def hello() -> dict:
@@ -141,12 +140,16 @@ def hello() -> dict:
             "batch": 64}
 
 
+def make(adapter_class=None):
+    """(handshake, run): the adapter, in whatever process asks (the adapter's own, or a fuzz job's)."""
+    return hello(), (adapter_class or Adapter)().run
+
+
 def main(adapter_class=None) -> int:
     """The adapter's process (adapter_class: an Adapter of one's own, e.g. a test's planted bug)."""
     from .serve import answers_stream  # on use: the adapter's start-up
     out = answers_stream()
-    adapter = (adapter_class or Adapter)()
-    return serve(hello(), adapter.run, out)
+    return serve(*make(adapter_class), out)
 
 
 if __name__ == "__main__":

@@ -80,24 +80,36 @@ def _answer(call) -> dict:
         return {"adapter_error": _where(e)}
 
 
+def respond(hello: dict, run, req: dict, sequence=None) -> dict:
+    """The answer to one request (the handshake's, a run's, a sequence's): what the adapter writes as one JSON line.
+    An in-process transport (dryz.subject.command.InProcessEngine) takes the same answers without the pipe."""
+    rid = req.get("id")
+    if req.get("op") == "hello":
+        return {"schema": SCHEMA, **hello, "sequences": sequence is not None}
+    if req.get("op") == "sequence":
+        answers = [_answer(call) for call in sequence(req["requests"])] if sequence is not None else \
+            [{"adapter_error": "a sequence sent to an adapter that runs none"}]
+        failed = next((a for a in answers if "adapter_error" in a), None)
+        return {"id": rid, **failed} if failed else {"id": rid, "answers": answers}
+    return {"id": rid, **_answer(lambda: run(req))}
+
+
 def serve(hello: dict, run, out=None, sequence=None) -> int:
     """The request loop: the handshake, then one answer per request (or per sequence) until stdin closes."""
     out = out or answers_stream()
     for line in sys.stdin:
-        req = json.loads(line)
-        rid = req.get("id")
-        if req.get("op") == "hello":
-            answer = {"schema": SCHEMA, **hello, "sequences": sequence is not None}
-        elif req.get("op") == "sequence":
-            answers = [_answer(call) for call in sequence(req["requests"])] if sequence is not None else \
-                [{"adapter_error": "a sequence sent to an adapter that runs none"}]
-            failed = next((a for a in answers if "adapter_error" in a), None)
-            answer = {"id": rid, **failed} if failed else {"id": rid, "answers": answers}
-        else:
-            answer = {"id": rid, **_answer(lambda: run(req))}
-        out.write(json.dumps(answer) + "\n")
+        out.write(json.dumps(respond(hello, run, json.loads(line), sequence)) + "\n")
         out.flush()
     return 0
+
+
+def initial_logits(req, size: int) -> list[float]:
+    """Every token's logit before DRY (0, the candidates' as the request gives them), as a list: one tensor is made
+    of it at once (setting a tensor's items one by one costs an engine adapter more than the engine's own DRY)."""
+    row = [0.0] * size
+    for t, lg in req["candidates"]:
+        row[t] = float("-inf") if lg == "-inf" else float(lg)
+    return row
 
 
 def symbol_pieces() -> list[str]:
