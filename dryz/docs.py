@@ -429,8 +429,7 @@ def conformance_page(path: Path | None = None) -> str:
                  "campaign; their witnesses are judged against the same causes. Per engine: "
                  "[mistral.rs](../engines/mistralrs.md), [exllamav2](../engines/exllamav2.md), "
                  "[Aphrodite](../engines/aphrodite.md), [ik_llama.cpp](../engines/ik_llama.md).\n")
-    if (DOCS / "results" / "conformance.svg").exists():
-        lines.append("![The grid as a picture](conformance.svg)\n")
+    lines.append("The same grid as a picture: [conformance.svg](conformance.svg).\n")
     lines.append(page.markdown(r))
     return "\n".join(lines)
 
@@ -677,6 +676,9 @@ def pages() -> dict[str, str]:
     out["corpus-findings.md"] = findings_page()
     out["benchmarks.md"] = benchmarks_page()
     out["results/conformance.md"] = conformance_page()
+    if CONFORMANCE.exists():  # the grid as a picture, from the same result
+        from .conformance import page  # on use
+        out["results/conformance.svg"] = page.grid_svg(json.loads(CONFORMANCE.read_text()))
     for name in ENGINE_PAGES:
         out[f"engines/{name}.md"] = engine_page(name)
     out["results/mutation.md"] = mutation_page()

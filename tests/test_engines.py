@@ -170,7 +170,7 @@ def test_conformance_two_rows(tmp_path):
     assert wider["minimized_case"]["penalty_last_n"] == 21 and len(wider["minimized_case"]["history"]) == 22
     assert p.returncode == 1, p.stdout + p.stderr
     grid = {ln[:34].strip(): ln[34:].split() for ln in p.stdout.splitlines() if ln.startswith("window cap ")}
-    assert grid == {"window cap": ["✓", "768", "raises-window:20,", "windo"]}, p.stdout
+    assert grid == {"window cap": ["✓", "768", "raises-window:20", "+1"]}, p.stdout
     # the HTML page: the grid's differing cell links to its drill-down, which names the command that replays it
     h = dryz("report", str(tmp_path / "c.json"), "--html", str(tmp_path / "c.html"))
     page = (tmp_path / "c.html").read_text()

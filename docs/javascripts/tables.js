@@ -2,7 +2,7 @@
    table.dryz-cards): every cell is labelled with its column's name, so a card reads without the header row.
    Runs on every page Material shows (its document$ observable: instant navigation too). */
 function dryzCards() {
-  document.querySelectorAll(".md-typeset table:not(.dryz-cards)").forEach(function (table) {
+  document.querySelectorAll(".md-typeset table:not(.dryz-cards):not(.dz-grid)").forEach(function (table) {
     var box = table.closest(".md-typeset__scrollwrap") || table.parentElement;
     if (table.scrollWidth <= box.clientWidth + 1) return;
     var heads = Array.prototype.map.call(table.querySelectorAll("thead th"), function (th) {

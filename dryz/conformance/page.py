@@ -28,8 +28,12 @@ def short_name(r: dict) -> str:
     return {"libllama": "libllama", "server": "llama-server", "llama-cpp-python": "binding"}.get(kind, kind or "?")
 
 
+SHORT = 16  # characters of a cause's name a cell shows
+
+
 def cell_label(c: dict | None) -> tuple[str, str]:
-    """(short text, colour class) of a cell."""
+    """(short text, colour class) of a cell: ✓ and the probes judged, declared, its first cause's name (and how
+    many more), not expressible, not judged."""
     if c is None:
         return "", "none"
     st = c["status"]
@@ -39,10 +43,19 @@ def cell_label(c: dict | None) -> tuple[str, str]:
     if st == "declared":
         return "declared", "declared"
     if st == "differs":
-        names = [x["name"] for x in causes if x["kind"] != "declared"]
-        text = ", ".join(names[:2]) + (f" +{len(names) - 2}" if len(names) > 2 else "")
-        return text or "differs", "differs"
+        names = [x["name"] for x in causes if x["kind"] != "declared"] or ["differs"]
+        first = names[0] if len(names[0]) <= SHORT else names[0][:SHORT - 1] + "…"
+        return first + (f" +{len(names) - 1}" if len(names) > 1 else ""), "differs"
     return st, "none"
+
+
+def cell_title(c: dict | None) -> str:
+    """A cell's whole story in one line (its tooltip): the status, the counts, every cause."""
+    if c is None:
+        return ""
+    causes = "; ".join(f"{x['kind']} {x['name']}" for x in c.get("causes", []))
+    why = "; ".join(c.get("not_judged", {}))
+    return f"{c['status']}: {c['judged']:,} judged" + (f"; {causes}" if causes else "") + (f"; {why}" if why else "")
 
 
 def columns(result: dict) -> list[tuple[str, str]]:
@@ -72,7 +85,7 @@ def grid_html(result: dict, link: bool = True) -> str:
             body = html.escape(text)
             if link and c and c.get("causes"):  # its drill-down below
                 body = f'<a href="#{anchor(r, key)}">{body}</a>'
-            tds.append(f'<td class="dz-{cls}">{body}</td>')
+            tds.append(f'<td class="dz-{cls}" title="{html.escape(cell_title(c))}">{body}</td>')
         out.append(f"<tr><th>{html.escape(title)}</th>{''.join(tds)}</tr>")
     out += ["</tbody>", "</table>"]
     return "\n".join(out)

@@ -63,6 +63,8 @@ def run_mode(m: Mode, work: Path, given: float, runs: Runs | None = None, t0: fl
     if m.not_expressible:
         return ModeResult(m.name, "not expressible", None, 0.0, None, m.not_expressible, [])
     args = m.args(work, given)
+    if "--kept" in args:  # the differential reads the symbol campaign's kept inputs: none when it did not run
+        Path(args[args.index("--kept") + 1]).mkdir(parents=True, exist_ok=True)
     timeout = m.timeout(given) if timeout is None else timeout
     child = Child(m.spec, args, work, work / f"{m.name}.out", work / f"{m.name}.err")
     if runs is not None:
