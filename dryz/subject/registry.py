@@ -180,9 +180,8 @@ def opened_here(spec: str):
         engine = ENGINES.get(arg.strip())
         if engine is not None and engine.in_process and engine.missing() is None:
             key = f"{spec} (in process)"
-            if key not in _OPENED:
-                from .command import InProcessEngine  # on use: an engine selected
-                _OPENED[key] = InProcessEngine(arg)
+            if key not in _OPENED:  # (its class found as KINDS' are: loaded with the kind, on use)
+                _OPENED[key] = getattr(importlib.import_module("dryz.subject.command"), "InProcessEngine")(arg)
             return _OPENED[key]
     return opened(spec)
 
