@@ -14,10 +14,11 @@ from .files import fail as _fail
 from .inputs import (judge_case_file, judge_requests_file, judge_trace_file, load_case_file, load_requests_file,
                      load_subject, load_trace_file, on_vocab, quiet_mode, say, vocab_filter, with_runtime)
 from .options import (BASE, CAUSE, CERTIFICATE, CHANGE, ENTRY, EXPECT_FILE, FITTED, FIX, INPUT, INPUT_FOLDER,
-                      KILL_ORDER, LIB, MATRIX_RELEASE, MODE, OPERATOR, OUTPUT, OUTPUT_FOLDER, PROPERTY, READ_AS, RELEASE,
+                      KILL_ORDER, LIB, MATRIX_RELEASE, MODE, OPERATOR, OUTPUT, OUTPUT_FOLDER, PROPERTY, RELEASE,
                       REPORT_INPUT, RESUMED, SANITIZER, SCHEDULER, SHARD, SPACE_CONFIG, SUBJECT, SUBJECT_OR_SERVER,
                       TRIAGE, VOCAB, WITNESS, Bound, Duration, Group, Vocabulary, _max_alphabet, _max_trace_events,
-                      _sanitizers, case_file_options, check_environment, meaning, old, with_old_spellings)
+                      _sanitizers, case_file_options, check_environment, meaning, old, read_as_option,
+                      with_old_spellings)
 
 
 def say_subject(lib) -> None:
@@ -155,8 +156,7 @@ def merge(paths, json_path):
 
 @cli.command()
 @click.argument("path", type=INPUT)
-@click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
-              help=meaning("--as", READ_AS))
+@read_as_option
 @click.option("--color/--no-color", default=None, help="Highlight matches with terminal colours. [default: on a tty]")
 @case_file_options
 @with_old_spellings
@@ -171,8 +171,7 @@ def explain(path, read_as, color, vocab, breakers, as_trace):
 
 @cli.command("check")
 @click.argument("path", type=INPUT)
-@click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
-              help=meaning("--as", READ_AS))
+@read_as_option
 @click.option("--isolate/--no-isolate", default=True, show_default=True,
               help=meaning("--isolate", "Without it, a case that crashes the library takes dryz down with it."))
 @case_file_options
@@ -197,8 +196,7 @@ def check_cmd(path, read_as, isolate, vocab, breakers, as_trace):
 
 @cli.command()
 @click.argument("path", type=INPUT)
-@click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto", show_default=True,
-              help=meaning("--as", READ_AS))
+@read_as_option
 @click.option("--corpus", "corpus_dir", default="reproducers", type=OUTPUT_FOLDER, metavar="DIR",
               help=meaning("--corpus", "The reproducer (a relative folder is in the working directory)."))
 @click.option("--isolate/--no-isolate", default=None,
@@ -392,6 +390,19 @@ def conformance(rows, names, seconds, max_length, workdir, json_path, md_path):
 
 
 @cli.command()
+@click.option("-t", "--time", "seconds", type=Duration(30, 86400, whole=True), default=240, show_default=True,
+              help=meaning("--time", "All of it: the campaign has what the steps before it leave."))
+@click.option("--property", "names", multiple=True, type=PROPERTY, metavar="NAME", help=meaning("--property"))
+@click.option("--workdir", default="audit-work", type=OUTPUT_FOLDER, show_default=True, help=meaning("--workdir"))
+@click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE", help=meaning("--json"))
+@click.option("--markdown", "md_path", default=None, type=OUTPUT, metavar="FILE", help=meaning("--markdown"))
+def audit(seconds, names, workdir, json_path, md_path):
+    """Is DRY correct in the selected subject, and what differs: one verdict, each difference with its cause."""
+    from .conformance.audit import command  # on use: keeps start-up fast
+    sys.exit(command(inputs.selected_spec(), seconds, names, workdir, json_path, md_path, say, click.echo))
+
+
+@cli.command()
 @click.option("--property", "names", multiple=True, type=PROPERTY, metavar="NAME", help=meaning("--property"))
 @click.option("--witness", "witnesses", multiple=True, type=WITNESS, metavar="FILE",
               help="Also judge this case, trace or crash file and name the property its difference belongs to; "
@@ -399,12 +410,13 @@ def conformance(rows, names, seconds, max_length, workdir, json_path, md_path):
 @click.option("--json", "json_path", default=None, type=OUTPUT, metavar="FILE", help=meaning("--json", "Every cell."))
 @click.option("--corpus", "corpus_dir", default=None, type=OUTPUT_FOLDER, metavar="DIR",
               help=meaning("--corpus", "Each differing property's first probe. [default: none written]"))
-def properties(names, witnesses, json_path, corpus_dir):
+@click.option("--fitted", "causes", multiple=True, type=FITTED, metavar="MODEL", help=meaning("--fitted"))
+def properties(names, witnesses, json_path, corpus_dir, causes):
     """Per semantic property of llama.cpp's DRY, a bounded space of probes on the selected subject, shortest
     first: conforms, declared (the subject's documented deviation, cited), differs (the first probe that does) or
     not expressible. Exit 1 when a property differs."""
     from .conformance.row import command  # on use: keeps start-up fast
-    sys.exit(command(names, witnesses, json_path, corpus_dir, click.echo))
+    sys.exit(command(names, witnesses, json_path, corpus_dir, click.echo, tuple(causes)))
 
 
 @cli.command()

@@ -353,6 +353,12 @@ def _sanitizers(ctx, param, value) -> tuple[str, ...]:
         raise click.UsageError(str(e))
 
 
+def read_as_option(f):
+    """--as: how an input file is read (check, explain, minimize)."""
+    return click.option("--as", "read_as", type=click.Choice(["auto", "json", "bytes"]), default="auto",
+                        show_default=True, help=meaning("--as", READ_AS))(f)
+
+
 def case_file_options(f):
     """--vocab, --decode-breakers and --trace, as every command that reads one case or trace file takes them."""
     f = click.option("--trace", "as_trace", is_flag=True,

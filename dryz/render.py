@@ -441,10 +441,11 @@ def values_lines(probe: dict, verdict: dict | None, most: int = 3) -> list[str]:
     return out
 
 
-def witness_values(w: dict) -> list[str]:
+def witness_values(w: dict, promise: str = "") -> list[str]:
     """What llama.cpp, llama.cpp with the other causes and the subject gave for a witness probe: per candidate that
     differs between them, its logits (float32, every digit), or the raise or refusal; for a request sequence, per
-    request."""
+    request. promise: the class of a promise the source breaks, where llama.cpp and the subject agree (then the
+    subject's own logits are shown)."""
     probe = w.get("probe") or {}
     if "requests" in probe:
         reqs = probe["requests"]
@@ -462,6 +463,10 @@ def witness_values(w: dict) -> list[str]:
             if len({repr(v) for v in vals}) > 1:
                 rows.append(f"{SYMBOLS[t] if t < len(SYMBOLS) else t}: " +
                             ", ".join(f"{names[k]} {_f32(v)}" for (k, _), v in zip(cols, vals)))
+        if not rows and promise:  # the shipped code's own output, which breaks what its source promises
+            return ["llama.cpp and the subject alike: " + ", ".join(
+                f"{SYMBOLS[t] if t < len(SYMBOLS) else t} {_f32(v)}" for t, v in zip(ids, cols[-1][1]["logits"]))
+                + f" ({promise}: the source promises otherwise)"]
         return rows or ["every logit the same"]
     return ["; ".join(f"{names[k]} " + (_f32_list(a["logits"]) if "logits" in a else
                                         next(f"{x} {a[x]}" for x in ("raised", "crash", "refused") if x in a))

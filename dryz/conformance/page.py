@@ -137,28 +137,32 @@ def _case_line(w: dict) -> str:
     return Path(w.get("file") or "").name
 
 
-def cause_rows(r: dict, key: str, c: dict) -> list[str]:
-    """A cell's drill-down: each cause with its meaning, citation or source line, and its witness."""
+def cause_rows(r: dict, key: str, c: dict, plain: bool = False) -> list[str]:
+    """A cell's drill-down: each cause with its meaning, citation or source line, and its witness (Markdown; plain:
+    the same as terminal text)."""
+    b, code, item = ("", "", "") if plain else ("**", "`", "- ")
     lines = []
     for cause in c.get("causes", []):
         w = cause.get("witness") or {}
         what = {"observed": "observed (a finding)", "declared": "declared", "class": "the judge's class",
                 "residual": "unexplained (residual)"}[cause["kind"]]
-        lines.append(f"- **{cause['name']}** — {what}, {cause['probes']:,} probe(s)" +
+        count = f"{cause['probes']:,} probe(s)" + (f", {cause['campaign']:,} campaign witness(es)"
+                                                   if cause.get("campaign") else "")
+        lines.append(f"{item}{b}{cause['name']}{b} — {what}, {count}" +
                      (f": {cause['meaning']}" if cause.get("meaning") else ""))
+        sub = "    " + item
         if cause.get("source"):
-            lines.append(f"    - source: `{cause['source']}`")
+            lines.append(f"{sub}source: {code}{cause['source']}{code}")
         if cause.get("cited"):
-            lines.append(f"    - documented: {cause['cited']}")
+            lines.append(f"{sub}documented: {cause['cited']}")
         if w:
             shortest = f" ({w['shortest']})" if w.get("shortest") else ""
-            lines.append(f"    - witness{shortest}: `{_case_line(w)}`")
-            vals = witness_values(_minimized_values(w))
-            for v in vals[:6]:
-                lines.append(f"    - {v}")
+            lines.append(f"{sub}witness{shortest}: {code}{_case_line(w)}{code}")
+            for v in witness_values(_minimized_values(w), cause["name"] if cause["kind"] == "class" else "")[:6]:
+                lines.append(f"{sub}{v}")
             cmd = replay_command(r, w)
             if cmd:
-                lines.append(f"    - replay: `{cmd}`")
+                lines.append(f"{sub}replay: {code}{cmd}{code}")
     return lines
 
 

@@ -104,11 +104,11 @@ def _negative():
 
 
 def _finite():  # penalties past the float32 range: base 10 from L 40, base 2 from L 129; short repeats with a base
-    # whose square leaves the float32 range (1e20, L 1-4) or whose 11th power leaves the double range (1e30, L 10-12)
+    # whose square leaves the float32 range (1e20, L 1-5) or whose 11th power leaves the double range (1e30, L 10-13)
     return [Case(history=_periodic(2, n), alphabet=2, penalty_last_n=WHOLE, base=10.0) for n in range(30, 62, 2)] + \
         [Case(history=_periodic(2, n), alphabet=2, penalty_last_n=WHOLE) for n in range(126, 136, 2)] + \
-        [Case(history=(0,) * n, alphabet=1, penalty_last_n=WHOLE, base=1e20) for n in range(2, 6)] + \
-        [Case(history=(0,) * n, alphabet=1, penalty_last_n=WHOLE, base=1e30) for n in range(11, 14)]
+        [Case(history=_periodic(2, n), alphabet=2, penalty_last_n=WHOLE, base=1e20) for n in range(3, 8)] + \
+        [Case(history=_periodic(2, n), alphabet=2, penalty_last_n=WHOLE, base=1e30) for n in range(12, 16)]
 
 
 def _match_caps():  # long repeats (L up to 150), base 1.01 so that no penalty overflows

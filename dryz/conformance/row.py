@@ -266,7 +266,7 @@ def _read_witness(path: str):
     return t[0] if t is not None else load_case_file(path)[0]
 
 
-def row(lib, names=None, witnesses=(), log=lambda m: None) -> dict:
+def row(lib, names=None, witnesses=(), log=lambda m: None, fitted=()) -> dict:
     """The subject's row: its causes fitted, a cell per property (all, or those named), the witnesses attributed."""
     ident = lib.identity
     citations = dict(ident.get("citations") or {})
@@ -296,7 +296,7 @@ def row(lib, names=None, witnesses=(), log=lambda m: None) -> dict:
     pairs = [(j.case, j.answer) for js in judged.values() for j in js if j.fitted] + \
         [(j.case, j.answer) for _, j in found if j.fitted]
     t = time.monotonic()
-    f = fit(pairs, sorted_flag, start=tuple(citations), abi=lib.abi,
+    f = fit(pairs, sorted_flag, start=tuple(fitted) + tuple(c for c in citations if c not in fitted), abi=lib.abi,
             log=lambda m: log(f"  {m}"))
     log(f"causes: {', '.join(f.models) or 'none'}; residual {len(f.residual):,} of {f.judged:,} answers "
         f"({time.monotonic() - t:.1f} s)")
@@ -310,15 +310,25 @@ def row(lib, names=None, witnesses=(), log=lambda m: None) -> dict:
         elif is_finding(j.klass) or j.klass.startswith("declared-"):
             needed = _cause(j, f.models, f.models, sorted_flag, lib.abi) or ()
             a["causes"] = [name for _, name in needed]
-            props_of = {_property_of(name, kind) for kind, name in needed} or {None}
-            for p in props_of:
+            for kind, name in needed:  # each cause it needs: in its property's cell, this witness its own
+                p = _property_of(name, kind)
                 c = cells.setdefault(p or OTHER, _other_cell())
                 c.setdefault("campaign_witnesses", []).append(a)
-                if p is None or any(k == "residual" for k, _ in needed):
+                if kind == "residual":
+                    entry = {"name": f"unexplained {j.klass}", "kind": "residual", "class": j.klass}
+                elif kind == "class":
+                    entry = {"name": name, "kind": "class"}
+                else:
+                    entry = describe(name, kind, citations, sources)
+                have = next((x for x in c.setdefault("causes", []) if x["name"] == entry["name"]), None)
+                if have is None:
+                    have = {**entry, "probes": 0, "witness": {"class": j.klass, "file": path}}
+                    c["causes"].append(have)
+                have["campaign"] = have.get("campaign", 0) + 1
+                if have["kind"] != "declared":
                     c["status"] = "differs"
-                    c.setdefault("causes", []).append({"name": f"unexplained {j.klass}", "kind": "residual",
-                                                       "class": j.klass, "probes": 0,
-                                                       "witness": {"class": j.klass, "file": path}})
+                elif c["status"] == "conforms":
+                    c["status"] = "declared"
         attributed.append(a)
     return {"tool": "dryz properties", "subject": ident, "cells": cells, "witnesses": attributed,
             "fit": {"models": list(f.models), "declared": [m for m in f.models if m in citations],
@@ -374,7 +384,7 @@ def exit_code(result: dict) -> int:
     return 0 if any(c["judged"] for c in cells) else 2
 
 
-def command(names, witnesses, json_path, corpus_dir, echo) -> int:
+def command(names, witnesses, json_path, corpus_dir, echo, fitted=()) -> int:
     """`dryz properties` past its options: the selected subject's row, printed (and written as JSON)."""
     unknown = [n for n in names if n not in BY_NAME]
     if unknown:
@@ -383,7 +393,7 @@ def command(names, witnesses, json_path, corpus_dir, echo) -> int:
         if not Path(w).is_file():
             fail(f"--witness {w}: no such file")
     lib = load_subject()
-    result = row(lib, set(names), witnesses, log=say)
+    result = row(lib, set(names), witnesses, log=say, fitted=fitted)
     if corpus_dir:
         result["written"] = write_witnesses(result, corpus_dir)
     echo(properties_text(result))

@@ -183,15 +183,17 @@ def predict(cfg, history, ids, initial, sorted_in: bool):
                     count[z] = 0
                 L[z] = Z[j]
                 count[z] = count.get(z, 0) + (1 if Z[j] > 0 else 0)
-    # Step 4
+    # Step 4 (an engine whose power raises on overflow computes it for every token it penalizes, a candidate or not)
+    if cfg.overflow_raises and math.isfinite(cfg.base) and any(
+            math.isinf(_pow(cfg.base, float(lz - allowed))) for t, lz in L.items()
+            if t not in heads and lz >= cfg.repeat_min and not (cfg.threshold and lz < allowed)):
+        return Raises("OverflowError", "overflow")
     for i, t in enumerate(int(x) for x in ids):
         if t not in L or t in heads:
             continue
         lz = L[t]
         if lz < cfg.repeat_min or (cfg.threshold and lz < allowed):
             continue
-        if cfg.overflow_raises and math.isinf(_pow(cfg.base, float(lz - allowed))) and math.isfinite(cfg.base):
-            return Raises("OverflowError", "overflow")
         p = _penalty(cfg, lz - allowed, count.get(t, 1) if cfg.times_count else 1)
         before = out[i]
         after = np.float32(before - np.float32(p))
