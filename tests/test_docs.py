@@ -41,6 +41,7 @@ def test_readme_is_a_front_door():
     assert not re.search(r"load (average )?\d|\d+ min \d+ s", text)
     # the sections a newcomer looks for, in order
     heads = [h for h in re.findall(r"^## (.+)$", text, re.M)]
+    assert heads[:2] == ["Set-up", "Is DRY correct in what you run, and what differs?"]  # the one command, second
     for want in ("Set-up", "The first result", "Exit codes", "Audit your build", "Put the gate in CI",
                  "Fuzz for hours", "Minimize and explain a finding", "Compare releases",
                  "Audit llama-server or another engine", "Findings", "Documentation"):
