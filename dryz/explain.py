@@ -371,11 +371,19 @@ def requests_explain_text(path: str, kind: str, requests, v: dict, ident: dict, 
              "          (sent in turn to one fresh instance; each judged on its own: llama.cpp's requests are "
              "independent)", f"subject   {subject_line(ident)}", f"class     {v['class']}"]
     shown = []
+    config = lambda c: (f"alphabet {c.alphabet}, penalty_last_n {c.penalty_last_n}, allowed_length "  # noqa: E731
+                        f"{c.allowed_length}, multiplier {c.multiplier:g}, base {c.base:g}"
+                        + (f", breakers {list(c.breakers)}" if c.breakers else "")
+                        + (f", candidates {list(c.candidates)}" if c.candidates is not None else ""))
+    one = len({config(c) for c in requests.requests}) == 1
     for r, case in zip(v["requests"], requests.requests):
         what = r.get("class") or f"not judged: {r['not_judged']}"
-        lines.append(f"request {r['request']}: {case.symbols!r:<14} class {what}  {case.dumps()}")
+        lines.append(f"request {r['request']}: {case.symbols!r:<14} class {what}" + ("" if one else
+                                                                                    f"  ({config(case)})"))
         if r.get("class") not in (None, "agree"):
             shown.append((r, case))
+    if one:
+        lines.append(f"config    {config(requests.requests[0])} (every request)")
     for r, case in shown:
         lines.append(f"\nrequest {r['request']}:")
         lines.append(crash_lines(r) if r["class"] in ("crash", "memory") else

@@ -58,8 +58,14 @@ show("5. no exponent clamp: 'ab' * 21, base 10 (llama.cpp clamps the exponent: a
 show("6. repeats are capped at 50 tokens: 'abc' * 18 (54 tokens), base 1.01 (llama.cpp: L 51)",
      {"a": round(1.01 ** 50, 4)}, penalties(r, "abc" * 18, **{**D, "dry_base": 1.01}))
 
-# 7. The prefix cache: a request whose prompt shares a cached prefix is penalized over the uncached suffix only.
+# 7. The prefix cache (on by default: prefix_cache_n 16): a request whose prompt shares a prefix with an earlier
+# request's prompt on the same Runner is penalized over the unshared suffix only (dryz's prefix-cache:suffix). The
+# shortest witness: 'a', then 'aa' on the same Runner ('aa' is read as 'a': nothing repeats).
 c = runner(prefix_cache_n=16)
-penalties(c, "abcabcz", **D)  # fills the cache with the prefix 'abc'...
-show("7. with the prefix cache (the default): 'abcdabcd' after a request for 'abcabcz' (llama.cpp: a repeat of 4)",
+penalties(c, "a", **D)
+show("7. with the prefix cache (the default): 'aa' after a request for 'a' (llama.cpp: every request on its own)",
+     penalties(r, "aa", **D), penalties(c, "aa", **D))
+c = runner(prefix_cache_n=16)
+penalties(c, "abcabcz", **D)  # the cache holds 'abc...': 'abcdabcd' is read as 'dabcd'
+show("8. with the prefix cache: 'abcdabcd' after a request for 'abcabcz' (llama.cpp: a repeat of 4)",
      penalties(r, "abcdabcd", **D), penalties(c, "abcdabcd", **D))

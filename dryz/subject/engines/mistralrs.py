@@ -115,7 +115,11 @@ def model_dir() -> Path:
         w.write_tensors_to_file()
         w.close()
         write_model(vocab, d / "tiny.gguf")
-    (d / "raw.jinja").write_text(TEMPLATE)
+    t = d / "raw.jinja"
+    if not t.exists() or t.read_text() != TEMPLATE:  # atomically: a Runner another adapter starts reads it whole
+        tmp = d / f".raw.jinja.{os.getpid()}"
+        tmp.write_text(TEMPLATE)
+        os.replace(tmp, t)
     return d
 
 
