@@ -488,7 +488,7 @@ def probe_line(probe: dict) -> str:
         return "trace " + json.dumps(probe["events"])
     if "requests" in probe:
         reqs = [Case.from_json(c) for c in probe["requests"]]
-        return "requests " + " | ".join(repr(_spelled(c)) for c in reqs) + _params_text(reqs[-1])
+        return "requests " + ", then ".join(repr(_spelled(c)) for c in reqs) + _params_text(reqs[-1])
     c = Case.from_json(probe)
     return repr(_spelled(c)) + _params_text(c)
 

@@ -149,7 +149,7 @@ def test_properties_fit_the_prefix_cache_and_witness_it_per_request(tmp_path):
     assert w["request"] == 2 and [c["history_symbols"] for c in w["probe"]["requests"]] == ["a", "aa"]
     assert w["per_request"] == [{"llama.cpp": {"logits": [0.0]}, "subject": {"logits": [0.0]}},
                                 {"llama.cpp": {"logits": [-1.0]}, "subject": {"logits": [0.0]}}]
-    assert "first probe: requests 'a' | 'aa' window 256" in r.stdout
+    assert "first probe: requests 'a', then 'aa' window 256" in r.stdout
     assert "request 2 'aa': a: llama.cpp -1.0, subject 0.0" in r.stdout
     r = dryz("--subject", NO_CACHE, "properties", "--property", "requests")
     assert r.returncode == 0 and "requests in turn                       conforms" in r.stdout, r.stdout
@@ -195,3 +195,37 @@ def test_mistralrs_prefix_cache_witness_minimizes_to_a_then_aa(tmp_path):
         m.stdout + m.stderr
     assert "request 2 'aa': llama.cpp [-1.0]; subject [0.0]" in m.stdout
     assert dryz("--subject", "engine:mistralrs", "check", str(f)).returncode == 0
+
+
+def _conformance_witness(tmp_path, row: str) -> dict:
+    """`dryz conformance` on one row, the requests property only: the cell's cause and its minimized witness."""
+    p = dryz("conformance", "--row", row, "--property", "requests", "--time-per-subject", "5", "-n", "2",
+             "--workdir", str(tmp_path / "w"), "--json", str(tmp_path / "c.json"), timeout=1800)
+    assert p.returncode == 1, p.stdout + p.stderr
+    r = json.loads((tmp_path / "c.json").read_text())["rows"][0]
+    assert "prefix-cache:suffix" in r["fit"]["models"] and r["fit"]["residual"] == 0
+    (cause,) = r["cells"]["requests"]["causes"]
+    assert cause["name"] == "prefix-cache:suffix" and cause["kind"] == "observed"
+    w = cause["witness"]
+    assert w["shortest"] == "proven" and Path(w["minimized"]).is_file()
+    assert [c["history_symbols"] for c in w["minimized_case"]["requests"]] == ["a", "aa"]
+    v = w["minimized_values"]
+    assert v["request"] == 2 and v["llama.cpp"] == {"logits": [-1.0]} and v["subject"] == {"logits": [0.0]}
+    assert v["per_request"][0] == {"llama.cpp": {"logits": [0.0]}, "subject": {"logits": [0.0]}}
+    assert "requests in turn                  prefix-cache:suffix" in p.stdout
+    return r
+
+
+def test_the_matrix_minimizes_the_prefix_cache_witness(tmp_path):
+    _conformance_witness(tmp_path, CACHE)
+
+
+def test_mistralrs_as_users_run_it_is_a_row_with_its_minimized_witness(tmp_path):
+    engine("mistralrs")
+    r = _conformance_witness(tmp_path, "engine:mistralrs-cached")
+    assert r["subject"] == "mistral.rs-cached 0.9.5"
+    assert r["cells"]["requests"]["causes"][0]["source"].startswith("mistralrs-core/src/prefix_cacher.rs:466 ")
+    # the modes that enumerate tens of thousands of cases are not run at a fresh Runner per case (the fuzz is)
+    assert {k: c["verdict"] for k, c in r["campaigns"].items() if k != "fuzz"} == {
+        "certificate": "not expressible", "restarts": "not expressible"}
+    assert "instance_per_case" in r["campaigns"]["certificate"]["text"]

@@ -91,7 +91,7 @@ CACHE_N = 16  # mistral.rs's default prefix_cache_n (Runner(prefix_cache_n=16), 
 
 
 def model_dir() -> Path:
-    """A folder holding tiny.gguf (zero logits) over dryz's symbols + </s>, and raw.jinja; written once."""
+    """A folder holding tiny.gguf (zero logits) over dryz's symbols + </s>, and message.jinja; written once."""
     from ..cache import cache_dir  # on use: the adapter's start-up (run as its own process)
     from ..tinymodel import write_model  # on use: the adapter's start-up
     d = cache_dir() / "engines" / "mistralrs-symbols-v1"
@@ -115,9 +115,12 @@ def model_dir() -> Path:
         w.write_tensors_to_file()
         w.close()
         write_model(vocab, d / "tiny.gguf")
-    t = d / "raw.jinja"
-    if not t.exists() or t.read_text() != TEMPLATE:  # atomically: a Runner another adapter starts reads it whole
-        tmp = d / f".raw.jinja.{os.getpid()}"
+    # Written atomically, and never again once there: a Runner made while the file is rewritten reads an empty
+    # template ("Received an empty prompt"), and the cached adapter makes a Runner per case. (Before, every start
+    # rewrote raw.jinja in place, as older dryz versions sharing this cache still do: this name is not theirs.)
+    t = d / "message.jinja"
+    if not t.exists() or t.read_text() != TEMPLATE:
+        tmp = d / f".message.jinja.{os.getpid()}"
         tmp.write_text(TEMPLATE)
         os.replace(tmp, t)
     return d
@@ -159,7 +162,7 @@ class Adapter:
         d = self.dir
         return self._Runner(which=self._Which.GGUF(tok_model_id=None, quantized_model_id=str(d),
                                                    quantized_filename="tiny.gguf"),
-                            chat_template=str(d / "raw.jinja"), prefix_cache_n=self.prefix_cache_n)
+                            chat_template=str(d / "message.jinja"), prefix_cache_n=self.prefix_cache_n)
 
     def _fresh(self, earlier):
         """A fresh Runner that has answered the earlier requests ((text, DRY parameters), each asked once as the
