@@ -257,17 +257,23 @@ TRACE_ENTRY_FIELDS = {"schema", "expect", "class", "shortest", "note", "spelled"
 
 
 def validate_trace_entry(data: dict, where: str):
-    extra = sorted(set(data) - TRACE_ENTRY_FIELDS)
+    return _validate_body(data, where, "trace", TRACE_ENTRY_FIELDS, Trace.from_json, TraceError, "a trace entry")
+
+
+def _validate_body(data: dict, where: str, body: str, fields: set, read, error, what: str):
+    """A trace or request sequence entry: its fields, its head, its body read (read: from JSON, raising error), the
+    body's spelling."""
+    extra = sorted(set(data) - fields)
     if extra:
-        raise CorpusError(f"{where}: unknown field(s) of a trace entry: {', '.join(extra)}")
-    _entry_head(data, where, "trace")
+        raise CorpusError(f"{where}: unknown field(s) of {what}: {', '.join(extra)}")
+    _entry_head(data, where, body)
     try:
-        trace = Trace.from_json(data["trace"])
-    except TraceError as e:
-        raise CorpusError(f"{where}: trace: {e}") from None
-    if "spelled" in data and data["spelled"] != trace.spelled():
-        raise CorpusError(f"{where}: spelled {data['spelled']!r} does not match the trace")
-    return trace
+        out = read(data[body])
+    except error as e:
+        raise CorpusError(f"{where}: {body}: {e}") from None
+    if "spelled" in data and data["spelled"] != out.spelled():
+        raise CorpusError(f"{where}: spelled {data['spelled']!r} does not match the {body}")
+    return out
 
 
 def trace_entry_json(trace, verdict, *, expect: str, shortest: str, provenance: dict, subject: dict,
@@ -301,27 +307,18 @@ REQUESTS_ENTRY_FIELDS = {"schema", "expect", "class", "shortest", "note", "spell
 
 
 def validate_requests_entry(data: dict, where: str):
-    extra = sorted(set(data) - REQUESTS_ENTRY_FIELDS)
-    if extra:
-        raise CorpusError(f"{where}: unknown field(s) of a request sequence entry: {', '.join(extra)}")
-    _entry_head(data, where, "requests")
-    try:
-        s = Requests.from_json(data["requests"])
-    except RequestsError as e:
-        raise CorpusError(f"{where}: requests: {e}") from None
-    if "spelled" in data and data["spelled"] != s.spelled():
-        raise CorpusError(f"{where}: spelled {data['spelled']!r} does not match the requests")
-    return s
+    return _validate_body(data, where, "requests", REQUESTS_ENTRY_FIELDS, Requests.from_json, RequestsError,
+                          "a request sequence entry")
 
 
-def requests_entry_json(s, verdict, *, expect: str, shortest: str, provenance: dict, subject: dict,
-                        per_request: list, note: str = "") -> dict:
-    """The stored form of a request sequence: the sequence, its class, per request its verdict and what llama.cpp
-    and the subject gave."""
+def requests_entry(s, klass: str, shortest: str, provenance: dict, subject: dict, per_request: list, note: str = "",
+                   verdict: dict | None = None) -> dict:
+    """The stored form of a request sequence: the sequence, its class, per request what llama.cpp and the subject
+    gave (and its class), and the verdict per request where it was judged here."""
     if shortest not in SHORTEST:
         raise ValueError(f"shortest must be one of {SHORTEST}")
-    return {"schema": CORPUS_SCHEMA, "expect": expect, "class": verdict.klass, "shortest": shortest, "note": note,
-            "spelled": s.spelled(), "requests": s.to_json(), "verdict": verdict.to_json(),
+    return {"schema": CORPUS_SCHEMA, "expect": klass, "class": klass, "shortest": shortest, "note": note,
+            "spelled": s.spelled(), "requests": s.to_json(), **({"verdict": verdict} if verdict else {}),
             "per_request": per_request, "subject": subject_json(subject), "provenance": provenance}
 
 

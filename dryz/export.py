@@ -100,6 +100,9 @@ def plan(path: str) -> Plan:
                           "library's DRY: no test of the library expresses it (dryz replay replays it)")
     if klass.startswith("declared-"):
         raise ExportError(f"{where}: a declared-* entry is another engine's declared deviation, not libllama's DRY")
+    if e.requests is not None:
+        raise ExportError(f"{where}: a request sequence (requests sent in turn to one instance of an engine): no test "
+                          "of the library expresses it (each request alone is a case; dryz replay replays it)")
     fault = (data.get("provenance") or {}).get("fault")
     if fault:
         raise ExportError(f"{where}: made under DRYZ_FAULT={fault}: its expected values are a planted wrong "

@@ -151,7 +151,6 @@ def load_trace_file(path: str, read_as: str = "auto", as_trace: bool = False, br
 
 
 def _load_trace_file(path: str, read_as: str, as_trace: bool):
-    from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry  # on use: start-up
     from .trace import TRACE_SCHEMA, Trace, TraceError  # on use: start-up
     raw = read(path)
     # Fuzz bytes only with --as bytes or for a libFuzzer crash file's name; anything else is JSON (bad JSON, or
@@ -164,19 +163,10 @@ def _load_trace_file(path: str, read_as: str, as_trace: bool):
             return decode_trace(raw), "trace fuzz input"
         except TraceError as e:
             fail(f"{path}: decodes to an invalid trace: {e}")
-    data = parse_json_file(path, raw)
-    if isinstance(data, dict) and data.get("schema") == TRACE_SCHEMA:
-        from .formats import check_as  # on use: keeps start-up fast
-        check_as(data, "trace", path)
-        try:
-            return Trace.from_json(data), "trace JSON"
-        except TraceError as e:
-            fail(f"{path}: {e}")
-    if isinstance(data, dict) and data.get("schema") == CORPUS_SCHEMA and "trace" in data and "case" not in data:
-        try:
-            return validate_entry(data, path), "trace corpus entry"
-        except CorpusError as e:
-            fail(str(e))
+    got = _read_json_kind(path, parse_json_file(path, raw), "trace", TRACE_SCHEMA, Trace.from_json, TraceError,
+                          ("trace JSON", "trace corpus entry"))
+    if got is not None:
+        return got
     if as_trace:
         fail(f"{path}: not a trace (a {TRACE_SCHEMA} object or a corpus entry with a trace)")
     return None
@@ -187,19 +177,25 @@ def load_requests_file(path: str, read_as: str = "auto"):
     else None (the file is for the trace or Case reader)."""
     if read_as == "bytes" or (read_as == "auto" and is_fuzz_artifact(path)):
         return None
-    from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry  # on use: start-up
     from .requests import REQUESTS_SCHEMA, Requests, RequestsError  # on use: start-up
-    data = parse_json_file(path, read(path))
-    if isinstance(data, dict) and data.get("schema") == REQUESTS_SCHEMA:
+    return _read_json_kind(path, parse_json_file(path, read(path)), "requests", REQUESTS_SCHEMA, Requests.from_json,
+                           RequestsError, ("request sequence", "request sequence corpus entry"))
+
+
+def _read_json_kind(path: str, data, key: str, schema: str, from_json, error, kinds: tuple):
+    """(the object, its kind) when the JSON is of the schema (checked against its format `key`, then read) or a
+    corpus entry holding one under `key` (and no case); else None. A file that is not valid: one line, exit 2."""
+    from .corpus import CORPUS_SCHEMA, CorpusError, validate_entry  # on use: start-up
+    if isinstance(data, dict) and data.get("schema") == schema:
         from .formats import check_as  # on use: keeps start-up fast
-        check_as(data, "requests", path)
+        check_as(data, key, path)
         try:
-            return Requests.from_json(data), "request sequence"
-        except RequestsError as e:
+            return from_json(data), kinds[0]
+        except error as e:
             fail(f"{path}: {e}")
-    if isinstance(data, dict) and data.get("schema") == CORPUS_SCHEMA and "requests" in data:
+    if isinstance(data, dict) and data.get("schema") == CORPUS_SCHEMA and key in data and "case" not in data:
         try:
-            return validate_entry(data, path), "request sequence corpus entry"
+            return validate_entry(data, path), kinds[1]
         except CorpusError as e:
             fail(str(e))
     return None

@@ -242,12 +242,14 @@ def corpus_section(d: Path) -> tuple[str, str]:
             continue
         sep = e.data.get("separates")
         k = f"{e.expect} ({sep['class']} between subjects)" if sep else e.expect
-        by.setdefault(k, []).append((p, e.case.symbols if e.case is not None else "trace " + e.trace.spelled(), e))
+        shown = e.case.symbols if e.case is not None else "trace " + e.trace.spelled() if e.trace is not None else \
+            "requests " + e.requests.spelled()
+        by.setdefault(k, []).append((p, shown, e))
     parts_h, parts_m = [f"<h2>Corpus <code>{esc(d)}</code></h2>"], [f"## Corpus `{d}`\n\n"]
     rows = []
     for k in sorted(by):
         for p, hist, e in by[k]:
-            c = (e.case if e.case is not None else e.trace) if e else None
+            c = (e.case or e.trace or e.requests.requests[-1]) if e else None
             params = "" if c is None else (f"window {c.penalty_last_n}, allowed_length {c.allowed_length}, "
                                            f"breakers {list(c.breakers)}, multiplier {c.multiplier:g}, "
                                            f"base {c.base:g}")

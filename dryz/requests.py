@@ -83,13 +83,15 @@ class Requests:
         reqs = d.get("requests")
         if not isinstance(reqs, list):
             raise RequestsError("'requests' must be a list of cases")
-        out = []
-        for i, c in enumerate(reqs):
-            try:
-                out.append(Case.from_json(c))
-            except CaseError as e:
-                raise RequestsError(f"request {i + 1}: {e}") from None
-        return cls(tuple(out), note=str(d.get("note", "")))
+        return cls(tuple(_request(i, c) for i, c in enumerate(reqs, 1)), note=str(d.get("note", "")))
+
+
+def _request(i: int, c) -> Case:
+    """Request i (counted from 1) from its JSON."""
+    try:
+        return Case.from_json(c)
+    except CaseError as e:
+        raise RequestsError(f"request {i}: {e}") from None
 
 
 @dataclass(frozen=True)

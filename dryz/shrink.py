@@ -579,7 +579,7 @@ class MinimizedRequests:
         """The reproducer as a corpus entry: the sequence, per request what the subject answered and what
         llama.cpp gives, its class."""
         from .causes import answer_json, predicted_json  # on use
-        from .corpus import requests_entry_json  # on use
+        from .corpus import requests_entry  # on use
         abi = identity.get("init_dry_abi", 7) or 7
         provenance = {"found_by": "minimize", "minimized_from": source, "input_kind": kind,
                       "original_requests": len(self.original), "original_tokens": self.original.tokens(),
@@ -587,10 +587,11 @@ class MinimizedRequests:
                       **({"not_judged": self.not_judged} if self.not_judged else {})}
         if self.cause:
             provenance["cause"], provenance["causes"] = self.cause[0], list(self.cause[1])
-        per = [{"llama.cpp": predicted_json(item, (), abi), "subject": answer_json(a)}
-               for item, a in zip(self.requests.items(), self.verdict.answers)]
-        return requests_entry_json(self.requests, self.verdict, expect=self.verdict.klass, shortest=self.shortest,
-                                   provenance=provenance, subject=identity, per_request=per)
+        per = [{"class": v.klass if v is not None else "not judged", "llama.cpp": predicted_json(item, (), abi),
+                "subject": answer_json(a)}
+               for item, a, v in zip(self.requests.items(), self.verdict.answers, self.verdict.verdicts)]
+        return requests_entry(self.requests, self.verdict.klass, self.shortest, provenance, identity, per,
+                              verdict=self.verdict.to_json())
 
 
 def minimize_requests(s, subject, cause: str | None = None, fitted: tuple = (), log=None,

@@ -60,13 +60,7 @@ def command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_t
                 m = minimize_case(case, lib, isolate, log=log, announce=say_start)
     except NothingToMinimize as e:
         fail(f"{path} (read as a {kind}): {e}")
-    entry = m.entry(str(path), kind, lib.identity)
-    written = write_entry(corpus_dir or USER_DIR, entry)
-    if json_path:
-        write_json(json_path, {"tool": "dryz minimize", "input": str(path), "kind": kind, "class": entry["expect"],
-                               "written": str(written), "shortest": m.shortest, "predicate_calls": m.calls,
-                               "seconds": round(m.seconds, 2), "subject": lib.identity,
-                               "not_judged": getattr(m, "not_judged", {})})
+    entry, written = _written(m, path, kind, lib, corpus_dir, json_path)
     if t is not None:
         echo(minimized_trace_text(m))
     else:
@@ -86,6 +80,18 @@ def command(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_t
                 + ([f"{here(json_path)} (how it was shrunk)"] if json_path else []), steps))
 
 
+def _written(m, path, kind, lib, corpus_dir, json_path):
+    """The reproducer written as a corpus entry (and how it was shrunk, with --json): (entry, its path)."""
+    entry = m.entry(str(path), kind, lib.identity)
+    written = write_entry(corpus_dir or USER_DIR, entry)
+    if json_path:
+        write_json(json_path, {"tool": "dryz minimize", "input": str(path), "kind": kind, "class": entry["expect"],
+                               "written": str(written), "shortest": m.shortest, "predicate_calls": m.calls,
+                               "seconds": round(m.seconds, 2), "subject": lib.identity,
+                               "not_judged": getattr(m, "not_judged", {})})
+    return entry, written
+
+
 def _requests(path, s, corpus_dir, json_path, echo, kept) -> None:
     """A request sequence shrunk (keeping its failure, or the cause --cause names), written as a corpus entry."""
     seq, kind = s
@@ -100,17 +106,12 @@ def _requests(path, s, corpus_dir, json_path, echo, kept) -> None:
                                   "tokens" + (f", keeping the cause {kept[0]}" if kept else "")))
     except NothingToMinimize as e:
         fail(f"{path} (read as a {kind}): {e}")
-    entry = m.entry(str(path), kind, lib.identity)
-    written = write_entry(corpus_dir or USER_DIR, entry)
-    if json_path:
-        write_json(json_path, {"tool": "dryz minimize", "input": str(path), "kind": kind, "class": entry["expect"],
-                               "written": str(written), "shortest": m.shortest, "predicate_calls": m.calls,
-                               "seconds": round(m.seconds, 2), "subject": lib.identity, "not_judged": m.not_judged})
+    entry, written = _written(m, path, kind, lib, corpus_dir, json_path)
     echo(f"reproducer: {len(m.requests)} requests {m.requests.spelled()!r} ({m.requests.tokens()} tokens), shortest: "
          f"{m.shortest}, {m.calls} predicate calls, {m.seconds:.1f} s")
     for i, (c, r) in enumerate(zip(m.requests.requests, entry["per_request"]), 1):
-        echo(f"  request {i} {c.symbols!r}: " + "; ".join(
-            f"{k} {v.get('logits', v)}" for k, v in r.items()))
+        echo(f"  request {i} {c.symbols!r}: {r['class']}; " + "; ".join(
+            f"{k} {r[k].get('logits', r[k])}" for k in ("llama.cpp", "subject")))
     entry_path = shlex.quote(here(written))
     on = dryz_on(selected_spec(), os.environ.get("DRYZ_FAULT"))
     echo(ending({entry["expect"]: 1}, [f"{here(written)} (the reproducer, a corpus entry)"]

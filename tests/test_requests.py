@@ -28,6 +28,9 @@ FACTS = {
     ("abab", "ababab", "abababab"): ([[-2.0, 0.0], [-8.0, 0.0], [-32.0, 0.0]], [[-2.0, 0.0], [0.0, 0.0], [0.0, 0.0]]),
     ("abcab/c", "abcabdab/c"): ([[0.0] * 4, [0.0, 0.0, 0.0, -2.0]], [[0.0] * 4, [0.0] * 4]),
 }
+# The witness 'a', then 'aa': per request its class, what llama.cpp gives, what the cached instance gave.
+PER_REQUEST = [{"class": "agree", "llama.cpp": {"logits": [0.0]}, "subject": {"logits": [0.0]}},
+               {"class": "mismatch", "llama.cpp": {"logits": [-1.0]}, "subject": {"logits": [0.0]}}]
 
 
 def _seq(prompts):
@@ -125,8 +128,7 @@ def test_check_explain_minimize_and_replay_a_sequence(tmp_path):
     assert "reproducer: 2 requests 'a | aa' (3 tokens), shortest: proven" in m.stdout
     entry = json.loads(Path(json.loads((tmp_path / "m.json").read_text())["written"]).read_text())
     assert entry["spelled"] == "a | aa" and entry["shortest"] == "proven" and entry["expect"] == "mismatch"
-    assert entry["per_request"] == [{"llama.cpp": {"logits": [0.0]}, "subject": {"logits": [0.0]}},
-                                    {"llama.cpp": {"logits": [-1.0]}, "subject": {"logits": [0.0]}}]
+    assert entry["per_request"] == PER_REQUEST
     assert entry["provenance"]["cause"] == "prefix-cache:suffix"
     # without a cause: the same failure (the second request's mismatch, penalizing less)
     m = dryz("--subject", CACHE, "minimize", str(f), "--corpus", str(tmp_path / "w2"))
@@ -147,8 +149,7 @@ def test_properties_fit_the_prefix_cache_and_witness_it_per_request(tmp_path):
     assert cell["status"] == "differs" and [c["name"] for c in cell["causes"]] == ["prefix-cache:suffix"]
     w = cell["causes"][0]["witness"]
     assert w["request"] == 2 and [c["history_symbols"] for c in w["probe"]["requests"]] == ["a", "aa"]
-    assert w["per_request"] == [{"llama.cpp": {"logits": [0.0]}, "subject": {"logits": [0.0]}},
-                                {"llama.cpp": {"logits": [-1.0]}, "subject": {"logits": [0.0]}}]
+    assert w["per_request"] == PER_REQUEST
     assert "first probe: requests 'a', then 'aa' window 256" in r.stdout
     assert "request 2 'aa': a: llama.cpp -1.0, subject 0.0" in r.stdout
     r = dryz("--subject", NO_CACHE, "properties", "--property", "requests")
@@ -193,7 +194,7 @@ def test_mistralrs_prefix_cache_witness_minimizes_to_a_then_aa(tmp_path):
              "--fitted", "prefix-cache:suffix", "--corpus", str(tmp_path / "w"))
     assert m.returncode == 0 and "reproducer: 2 requests 'a | aa' (3 tokens), shortest: proven" in m.stdout, \
         m.stdout + m.stderr
-    assert "request 2 'aa': llama.cpp [-1.0]; subject [0.0]" in m.stdout
+    assert "request 2 'aa': mismatch; llama.cpp [-1.0]; subject [0.0]" in m.stdout
     assert dryz("--subject", "engine:mistralrs", "check", str(f)).returncode == 0
 
 
@@ -211,7 +212,7 @@ def _conformance_witness(tmp_path, row: str) -> dict:
     assert [c["history_symbols"] for c in w["minimized_case"]["requests"]] == ["a", "aa"]
     v = w["minimized_values"]
     assert v["request"] == 2 and v["llama.cpp"] == {"logits": [-1.0]} and v["subject"] == {"logits": [0.0]}
-    assert v["per_request"][0] == {"llama.cpp": {"logits": [0.0]}, "subject": {"logits": [0.0]}}
+    assert v["per_request"][0] == PER_REQUEST[0]
     assert "requests in turn                  prefix-cache:suffix" in p.stdout
     return r
 

@@ -191,13 +191,12 @@ def _sequence_values(entry: dict, cause: dict, fitted, abi: int) -> dict:
     rest = tuple(m for m in fitted if m != cause["name"]) if cause["kind"] in ("observed", "declared") else ()
     per = []
     for item, got in zip(seq.items(), entry["per_request"]):
-        v = {"llama.cpp": predicted_json(item, (), abi), "subject": got["subject"]}
+        v = {"class": got.get("class"), "llama.cpp": predicted_json(item, (), abi), "subject": got["subject"]}
         other = predicted_json(item, rest, abi) if rest else None
         if other is not None and other != v["llama.cpp"]:
             v["without"] = other
         per.append(v)
-    shown = next((i for i, r in enumerate(entry["verdict"]["requests"]) if r.get("class") not in (None, "agree")),
-                 len(per) - 1)
+    shown = next((i for i, r in enumerate(per) if r["class"] not in (None, "agree", "not judged")), len(per) - 1)
     return {"probe": entry["requests"], "request": shown + 1, **per[shown], "per_request": per}
 
 

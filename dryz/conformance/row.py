@@ -28,7 +28,7 @@ import numpy as np
 
 from ..case import Case
 from ..causes import answer_json, explains, fit, predicted_json
-from ..corpus import crash_entry, entry_json, write_entry
+from ..corpus import crash_entry, entry_json, requests_entry, write_entry
 from ..files import fail
 from .. import inputs
 from ..inputs import load_case_file, load_requests_file, load_subject, load_trace_file, say, selected_spec
@@ -103,7 +103,7 @@ class Judged:
 
     def __init__(self, case, answer, klass: str, verdict=None, why: str = "", answers=None):
         self.case, self.answer, self.klass, self.verdict, self.why = case, answer, klass, verdict, why
-        self.answers = answers  # a request of a sequence: every request's answer
+        self.answers = answers  # a request of a sequence: every request of it judged (Judged)
 
     @property
     def judged(self) -> bool:
@@ -121,7 +121,10 @@ def _judge(sem, probe, r) -> list[Judged]:
         if r[0] == NOT_JUDGED:
             return [Judged(item, None, NOT_JUDGED, why=r[1]) for item in probe.items()]
         answers = r[1] if r[0] == "sequence" else [r[1]] * len(probe)  # a worker that died on the sequence
-        return [_judge_one(sem, item, item.case, out, answers) for item, out in zip(probe.items(), answers)]
+        js = [_judge_one(sem, item, item.case, out) for item, out in zip(probe.items(), answers)]
+        for j in js:
+            j.answers = js  # every request's answer and class, for the witness
+        return js
     if r[0] == NOT_JUDGED:
         return [Judged(probe, None, NOT_JUDGED, why=r[1])]
     if r[0] == "trace":
@@ -129,12 +132,12 @@ def _judge(sem, probe, r) -> list[Judged]:
     return [_judge_one(sem, probe, probe, r[1])]
 
 
-def _judge_one(sem, probe, case: Case, out, answers=None) -> Judged:
+def _judge_one(sem, probe, case: Case, out) -> Judged:
     try:
         v = crash_verdict(case, out) if isinstance(out, Crash) else judge_output(case, sem, out)
     except Unsupported as e:
-        return Judged(probe, out, NOT_JUDGED, why=str(e), answers=answers)
-    return Judged(probe, out, v.klass, v, answers=answers)
+        return Judged(probe, out, NOT_JUDGED, why=str(e))
+    return Judged(probe, out, v.klass, v)
 
 
 def _cause(j: Judged, fitted: tuple, own: tuple, sorted_flag: bool, abi: int):
@@ -170,8 +173,7 @@ def _witness(j: Judged, abi: int, without: tuple | None = None) -> dict:
     if isinstance(j.case, Request):
         w = {"class": j.klass, "probe": j.case.sequence.to_json(), "request": j.case.index + 1}
         w.update(_values(j.case, j.answer, abi, without))
-        w["per_request"] = [_values(item, a, abi, without)
-                            for item, a in zip(j.case.sequence.items(), j.answers or [])]
+        w["per_request"] = [{"class": x.klass, **_values(x.case, x.answer, abi, without)} for x in j.answers or []]
     else:
         w = {"class": j.klass, "probe": j.case.to_json()}
         if isinstance(j.case, Case):
@@ -357,11 +359,18 @@ def write_witnesses(result: dict, directory) -> list[str]:
     for key, c in result["cells"].items():
         for cause in c.get("causes", []):
             w = cause.get("witness") or {}
+            note = f"property {key}: the first probe that shows {cause['name']}"
+            prov = {"tool": "dryz properties", "property": key, "cause": cause["name"]}
+            if "requests" in w.get("probe", {}):  # a request sequence: its class is its first request's finding
+                seq = Requests.from_json(w["probe"])
+                klass = next((r["class"] for r in w["per_request"] if is_finding(r["class"])), AGREE)
+                entry = requests_entry(seq, klass, "not-minimized", prov, ident, w["per_request"], note)
+                cause["written"] = str(write_entry(Path(directory), entry))
+                written.append(cause["written"])
+                continue
             if "probe" not in w or "history" not in w["probe"]:
                 continue
             case = Case.from_json(w["probe"])
-            note = f"property {key}: the first probe that shows {cause['name']}"
-            prov = {"tool": "dryz properties", "property": key, "cause": cause["name"]}
             v = w.get("verdict") or {}
             if w["class"] in ("crash", "memory") or "expected_logits" not in v:
                 entry = crash_entry(case, "not-minimized", prov, ident)

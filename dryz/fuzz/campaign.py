@@ -269,8 +269,8 @@ class Campaign:
             except CorpusError:
                 continue
             if self.target == "traces":  # a case entry seeds the trace target as its one-apply trace
-                if e.case is not None and e.case.vocab is not None:
-                    continue  # traces are over the symbol vocabulary
+                if e.case is not None and e.case.vocab is not None or e.case is None and e.trace is None:
+                    continue  # traces are over the symbol vocabulary (a request sequence seeds nothing)
                 text = (e.trace if e.trace is not None else trace_of_case(e.case)).dumps().encode()
             elif e.case is None:
                 continue  # a trace entry: no Case to seed the case target with
