@@ -408,7 +408,7 @@ def _shows(cause: str, fitted: tuple, abi: int, sorted_flag: bool):
     """shows(probe, answer): the answer to the probe (a case, or a request of a sequence) shows the cause."""
     from .causes import explains  # on use: the cause-keeping minimizer only
     from .oracle.deviations import BY_PATTERN, pattern  # on use: the cause-keeping minimizer only
-    from .subject.answers import Output  # on use: the cause-keeping minimizer only
+    from .subject.answers import Output, Unrecoverable  # on use: the cause-keeping minimizer only
 
     rest = tuple(m for m in fitted if m != cause)
     # a model of what DRY leaves keeps a witness the subject answers (not one where it raises or refuses for
@@ -416,6 +416,8 @@ def _shows(cause: str, fitted: tuple, abi: int, sorted_flag: bool):
     answered = cause != UNEXPLAINED and BY_PATTERN[pattern(cause)].kind not in ("raise", "refusal")
 
     def shows(probe, a) -> bool:
+        if isinstance(a, Unrecoverable):  # not judged (a case the engine cannot take): shows nothing
+            return False
         if explains(probe, a, (), sorted_flag, abi):  # what llama.cpp does: no difference to witness
             return False
         if cause == UNEXPLAINED:

@@ -66,8 +66,10 @@ def _run(history: str, *models, **kw):
 
 
 def test_each_scan_rule_on_a_witness_worked_by_hand():
-    # llama.cpp: `aa`, a follows a 1-token repeat: penalty 1 * 2^(1-1)
+    # llama.cpp: `aa`, a follows a 1-token repeat: penalty 1 * 2^(1-1); an empty history reads nothing, whatever
+    # allowed_length (the shipped model's answer)
     assert _run("aa") == [-1.0, 0.0, 0.0]
+    assert _run("", allowed_length=-1) == [0.0, 0.0, 0.0]
     assert _run("aa", "repeat-min:2") == [0.0, 0.0, 0.0]            # Aphrodite: a one-token repeat never counts
     assert _run("aa", "last-follower:unseen") == [0.0, 0.0, 0.0]    # exllamav2: `a a` ends at the last token
     # `ab`, allowed_length 0: b follows a (L 0), penalized 1 in llama.cpp; not when every repeat needs a token

@@ -129,7 +129,7 @@ def predict(cfg, history, ids, initial, sorted_in: bool):
     allowed = cfg.allowed_length
     cap = cfg.window_cap + cfg.window_extra if cfg.window_cap < (1 << 31) - 1 else cfg.window_cap
     w = min(n, cap)
-    if w <= allowed:
+    if w <= allowed or w == 0:  # (no token to read: a negative allowed_length and an empty history)
         return out, bool(sorted_in)
     W = hist[n - w:]
     if cfg.last_breaker_checked:
