@@ -368,8 +368,7 @@ def matrix(releases, seconds, random_cases, workdir, corpus_dir, json_path, md_p
 @cli.command()
 @click.option("--row", "rows", multiple=True, type=SUBJECT_OR_SERVER, metavar="KIND:ARG",
               help="A row: a subject of any kind, or `server` (the pinned release's llama-server, built once); give "
-                   "it once per row. [default: libllama:, server, llama-cpp-python:, engine:mistralrs, "
-                   "engine:exllamav2, engine:aphrodite]")
+                   "it once per row. [default: llama.cpp's library, server and binding, and every engine dryz ships]")
 @click.option("--time-per-subject", "seconds", type=Duration(1, 86400, whole=True), default=60, show_default=True,
               help=meaning("--time-per-subject"))
 @click.option("--property", "names", multiple=True, type=PROPERTY, metavar="NAME", help=meaning("--property"))

@@ -31,7 +31,7 @@ from .properties import BY_NAME, PROPERTIES
 # The rows when none is given: llama.cpp's library, its server and its Python binding (the pinned release), and
 # the engines dryz ships adapters for (mistral.rs twice: its prefix cache off, and on as users run it).
 DEFAULT_ROWS = ("libllama:", "server", "llama-cpp-python:", "engine:mistralrs", "engine:mistralrs-cached",
-                "engine:exllamav2", "engine:aphrodite", "ik-llama:")
+                "engine:exllamav2", "engine:aphrodite", "engine:aphrodite-python", "ik-llama:")
 
 
 def prepare(spec: str, log) -> str:
