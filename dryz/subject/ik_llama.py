@@ -103,6 +103,15 @@ def missing() -> str | None:
     return None
 
 
+# The fork's code (at 55d3c05bf7b3) behind each deviation model dryz may fit: what its conformance row cites.
+SOURCES = {
+    "window-context:N": "src/llama.cpp:8956 (55d3c05bf7b3): llama_sampler_init_dry passes vocab->n_tokens() as the "
+                        "context size; src/llama-sampling.cpp:819-820 (-1: the whole context; every window capped at "
+                        "it), :1023, :1028, :1062 (below -1: DRY on with a ring buffer of capacity 0, which throws on "
+                        "the first accept)",
+}
+
+
 class IkBinding:
     """The fork's libllama, its DRY and vocabulary symbols bound (under the names dryz.subject.vendored_vocabs
     reads: llama_tokenize and llama_token_to_piece are the fork's vocabulary forms)."""
@@ -201,6 +210,7 @@ class IkLlama(Subject):
         ident["label"] = (f"ik_llama.cpp {commit[:12] if commit else '(commit unknown)'} ({who}: "
                           "llama_sampler_init_dry, llama_sample_dry, llama_sampler_dry_*)")
         ident["shown"] = {"libllama": str(self.path), "sha256": ident["libllama_sha256"]}
+        ident["sources"] = SOURCES  # the fork's code behind each deviation model dryz may fit (dryz.causes)
         return ident
 
     # -- the per-event sampler calls (Subject.SAMPLER_CALLS) --------------------------------------------------
