@@ -237,7 +237,7 @@ def apply(cfg, name: str, breakers=(), tokenize=None, printed=None):
     if kind == "breaker-form:last-token":
         if tokenize is None:
             raise DeviationError("breaker-form:last-token needs the vocabulary's tokenizer")
-        heads = sorted({tokenize("a" + b)[-1] for b in breakers if b})
+        heads = sorted({tokenize("a" + b)[-1] for b in breakers})  # ("": "a" itself, as the engines take it)
         return replace(cfg, seqs=tuple((h, ()) for h in heads), variants=())
     if kind in _SETS:
         return replace(cfg, **_SETS[kind], variants=())
