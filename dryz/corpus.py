@@ -117,7 +117,9 @@ def entry_json(case: Case, verdict, *, expect: str, shortest: str, provenance: d
 
 
 SUBJECT_KEYS = ("kind", "spec", "label", "llama_cpp_python", "libllama_sha256", "libllama_path", "llama_cpp_commit",
-                "init_dry_abi", "built_by_dryz", "engine", "engine_version", "deviations")
+                "init_dry_abi", "built_by_dryz", "engine", "engine_version", "deviations",
+                # an engine's documentation and source lines (its adapter's), and a patch: an issue report's
+                "citations", "sources", "patch")
 
 
 def subject_json(identity: dict) -> dict:

@@ -200,7 +200,8 @@ class Subject(Checked):
     the fixes checked against their registries (dryz.subject.registry.check_spec), without opening it. bare:
     words that stand for a subject where this option takes them (conformance's `server`)."""
     bad = ("nosuchkind:x", "engine:no-such-engine", "libllama:/nonexistent/libllama.so", "libllama:+declare=",
-           "libllama:+declare=finite-penalty:saturat")
+           "libllama:+declare=finite-penalty:saturat", "engine:exllamav2+patch=/nonexistent/fix.diff",
+           "engine:mistralrs+patch=/etc/hostname")
 
     def __init__(self, bare=(), kind: str = ""):
         self.bare, self.kind = tuple(bare), kind
@@ -211,14 +212,14 @@ class Subject(Checked):
     def check(self, value):
         if value in self.bare:
             return value
-        from .subject.registry import check_spec  # on use: keeps start-up fast
+        from .subject.registry import check_spec, normal_spec  # on use: keeps start-up fast
         if self.kind:
             if not str(value).strip():
                 raise ValueError("an empty path")
             check_spec(f"{self.kind}:{value}")
-        else:
-            check_spec(value)
-        return value
+            return value
+        check_spec(value)
+        return normal_spec(value)
 
 
 class Base(Subject):
@@ -233,6 +234,8 @@ class Base(Subject):
             return value
         if value.split(":", 1)[0] in KINDS and ":" in value:
             check_spec(value)
+            from .subject.registry import normal_spec  # on use: keeps start-up fast
+            return normal_spec(value)
         else:
             check_spec(f"libllama:{value}")
         return value
@@ -472,13 +475,17 @@ def _scheduler(value: str) -> None:
 
 
 class ChangeClass(Name):
-    """A behaviour change the gate may be told to expect: CLASS[@window...], CLASS from dryz.gate.changes."""
+    """A behaviour change the gate may be told to expect: CLASS[@window...], CLASS from dryz.gate.changes; or, on
+    an engine's gate, a cause its patch removes (a deviation model: dryz.gate.causes)."""
 
     def __init__(self):
         super().__init__("change class", _declarable, key=lambda v: v.split("@", 1)[0])
 
     def check(self, value):
         import re
+        from .gate.changes import is_model  # on use: keeps start-up fast
+        if is_model(value):
+            return value
         super().check(value)
         form, said = _change_form()
         if not re.fullmatch(form, value):
@@ -549,6 +556,16 @@ def _entry(path):
 
 
 ENTRY = Input(read=_entry)                           # export's corpus entry
+
+
+def _issue_result(path):
+    from .issue.witness import IssueError, read_result  # on use: keeps start-up fast
+    tool = read_result(path).get("tool")
+    if tool not in ("dryz properties", "dryz conformance"):
+        raise IssueError(f"{path}: not a dryz properties or dryz conformance result (its tool: {tool!r})")
+
+
+ISSUE_RESULT = Input(read=_issue_result)             # export --as issue --result: a subject's causes
 TRIAGE = Input(read=_reader("triage"))               # mutate --triage
 KILL_ORDER = Input(also=("gate",), read=_kill_order)  # mutate --kill-order
 REPORT_INPUT = Input(either=True, read=_report_input)  # report's inputs

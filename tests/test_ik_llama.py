@@ -170,18 +170,13 @@ def test_a_real_vocabulary_case_on_a_fresh_sampler_and_after_reset(ik, tmp_path)
     assert penalized == {v.tokenize(" mat")[0]: -4.0}, penalized  # " cat sat on the" repeats: L 4, 2^(4-2)
 
 
-def test_the_witnesses_replay_and_the_standalone_reproduction_shows_each_difference(ik):
+def test_the_witnesses_replay(ik):
+    """(The reproductions with the fork's library alone are the generated issue reports' scripts,
+    docs/engines/ik_llama/issues/: tests/test_issue.py runs them.)"""
     from conftest import ROOT
     d = ROOT / "corpus" / "engines" / "ik_llama"
     p = dryz("--subject", ik, "replay", str(d))
     assert p.returncode == 0 and "replayed 4 entries: 4 as expected, 0 changed" in p.stdout, p.stdout + p.stderr
-    # docs/engines/ik_llama/repro.py: the fork's library alone (ctypes, no dryz), each row in its own process
-    p = subprocess.run([sys.executable, str(ROOT / "docs" / "engines" / "ik_llama" / "repro.py")], capture_output=True,
-                       text=True, env=clean_env(), timeout=300)
-    assert p.returncode == 0, p.stderr
-    got = [ln.split(":", 1)[1].strip() for ln in p.stdout.splitlines() if ln.strip().startswith("ik_llama.cpp:")]
-    assert got == ["{'a': 1.0}", "{'a': 9.223372036854776e+18}",
-                   "the process dies (exit -6,   what():  ring buffer: capacity is zero)", "the process dies (exit -11)"]
 
 
 def test_the_fork_is_the_8_argument_init_dry_with_the_vocabulary_size_as_n_ctx_train(ik):

@@ -48,7 +48,7 @@ LAYERS = (
     ("dryz.enumerate", "dryz.fuzz", "dryz.compare", "dryz.shrink_command", "dryz.explain_command"),  # the modes
     ("dryz.gate",),
     ("dryz.matrix", "dryz.mutate", "dryz.conformance"),
-    ("dryz.report",),
+    ("dryz.report", "dryz.issue"),  # issue: another engine's finding as its maintainers' report
     ("dryz.cli", "dryz.options", "dryz.__main__"),  # the command line
     ("dryz.docs",),  # the documentation generated from the command line and the registries
 )

@@ -76,7 +76,10 @@ def fx(tmp_path_factory):
     assert p.returncode == 0, p.stderr
     expect = d / "expect.txt"
     expect.write_text("crash\n")
-    return {"dir": d, "case": case, "corpus": corpus, "entry": entry, "shard": d / "shard.json", "expect": expect}
+    result = d / "properties.json"  # export --as issue --result: a subject's causes
+    result.write_text(json.dumps({"tool": "dryz properties", "subject": {}, "cells": {}, "fit": {}}))
+    return {"dir": d, "case": case, "corpus": corpus, "entry": entry, "shard": d / "shard.json", "expect": expect,
+            "result": result}
 
 
 def good(p, fx, out: Path):
@@ -86,7 +89,7 @@ def good(p, fx, out: Path):
                id(O.REPORT_INPUT): fx["shard"],
                id(O.EXPECT_FILE): fx["expect"], id(O.WITNESS): fx["case"], id(O.INPUT): fx["case"],
                id(O.INPUT_FOLDER): fx["corpus"], id(O.TRIAGE): ROOT / "dryz" / "mutate" / "triage-0.3.36.json",
-               id(O.KILL_ORDER): ROOT / "dryz" / "mutate" / "kill-matrix-0.3.36.json"}
+               id(O.KILL_ORDER): ROOT / "dryz" / "mutate" / "kill-matrix-0.3.36.json", id(O.ISSUE_RESULT): fx["result"]}
     if isinstance(t, O.Output):
         return str(out / ("folder-" if t.folder else "file-") / p.name) + ("" if t.folder else ".json")
     if isinstance(t, O.Input):

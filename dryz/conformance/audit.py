@@ -21,7 +21,7 @@ from pathlib import Path
 from ..case import Case
 from ..causes import predicted_json
 from ..children import run as run_child
-from ..gate.witnesses import minimized
+from ..gate.witnesses import minimized, properties
 from ..matrix import cell as campaign_cell
 from ..output import write_json, write_text
 from ..subject.identity import subject_line
@@ -29,26 +29,12 @@ from . import page
 
 CAMPAIGNS = (("certificate", "certificate"), ("restarts", "restarts"), ("fuzz", "fuzz"))
 MAX_LENGTH = 8  # the certificate campaign's longest history (the default space is 11; an engine answers ~100/s)
-PROPERTIES_TIMEOUT = 3600
 MINIMIZE_SECONDS = 300  # a witness's minimization, at most
 MINIMIZE_SHARE = 0.3    # of what a bounded audit has left after the certificate and the sweep: the minimization's
 MINIMIZE_MIN = 5        # seconds: a witness given less is not minimized (said so)
 FUZZ_MIN = 10           # seconds: a bounded audit's campaign, at least
 RECHECK_BOUNDED = 12    # a bounded audit's campaign re-checks at most this many findings (the smallest) ...
 RECHECK_SECONDS = 40    # ... which it expects to take about this long (each in a clean process)
-
-
-def _properties(spec, work: Path, names, witnesses, log, tag: str, fitted=()) -> tuple[dict | None, str]:
-    """`dryz properties` on the subject (its causes fitted, from `fitted` first; a cell per property; the witnesses
-    attributed): (result, "") or (None, why not)."""
-    out = work / f"properties-{tag}.json"
-    out.unlink(missing_ok=True)
-    args = ["properties", "--json", str(out)] + [x for w in witnesses for x in ("--witness", w)] + \
-        [x for n in names for x in ("--property", n)] + [x for m in fitted for x in ("--fitted", m)]
-    done = run_child(spec, args, PROPERTIES_TIMEOUT, work)
-    if not out.exists():
-        return None, done.failure(PROPERTIES_TIMEOUT) or done.last_error() or "no result"
-    return json.loads(out.read_text()), ""
 
 
 def subject_row(spec: str, seconds: int, work: Path, log, max_length: int = MAX_LENGTH, names=(),
@@ -83,7 +69,7 @@ def _row(spec, name, ident, caps, campaigns, seconds, work, log, max_length, nam
     left = (lambda: budget - (time.monotonic() - t0)) if budget is not None else (lambda: float("inf"))
     log(f"  {name}: properties (the causes fitted)")
     t_props = time.monotonic()
-    props, why = _properties(spec, work, names, [], log, "probes")
+    props, why = properties(spec, work, names, [], log, "probes")
     t_props = time.monotonic() - t_props  # (a bounded audit keeps as long again for the properties with witnesses)
     if props is None:
         return {"spec": spec, "subject": name, "identity": ident, "error": f"dryz properties: {why}", "cells": {},
@@ -104,7 +90,7 @@ def _row(spec, name, ident, caps, campaigns, seconds, work, log, max_length, nam
     found += [w for w in _campaign_findings(work) if w not in found]
     if found:  # the campaigns' witnesses judged and attributed (the causes fitted again with them, from these)
         log(f"  {name}: properties again, with the campaigns' {len(found)} witness(es)")
-        again, why = _properties(spec, work, names, found, log, "witnesses", fitted)
+        again, why = properties(spec, work, names, found, log, "witnesses", fitted)
         if again is None:
             return {"spec": spec, "subject": name, "identity": ident, "error": f"dryz properties: {why}",
                     "cells": props["cells"], "campaigns": campaigns}
@@ -116,7 +102,8 @@ def _row(spec, name, ident, caps, campaigns, seconds, work, log, max_length, nam
         if per < MINIMIZE_MIN:
             (cause.get("witness") or {})["shortest"] = "not minimized (no time left)"
             continue
-        _minimize(spec, work, key, cause, fitted, name, log, ident.get("init_dry_abi", 7), min(per, MINIMIZE_SECONDS))
+        minimize_witness(spec, work, key, cause, fitted, name, log, ident.get("init_dry_abi", 7),
+                         min(per, MINIMIZE_SECONDS))
     return {"spec": spec, "subject": name, "identity": ident, "capabilities": caps, "cells": props["cells"],
             "fit": props["fit"], "campaigns": campaigns, "witnesses": props.get("witnesses", []),
             "seconds": round(time.monotonic() - t0, 1)}
@@ -144,7 +131,7 @@ def _campaign_findings(work: Path) -> list[str]:
     return out
 
 
-def _minimize(spec, work: Path, key: str, cause: dict, fitted, name, log, abi: int = 7,
+def minimize_witness(spec, work: Path, key: str, cause: dict, fitted, name, log, abi: int = 7,
               seconds: float = 300) -> None:
     """A cause's witness minimized on its subject, keeping the cause (dryz minimize --cause): a witness of this
     cause that no other fitted cause explains. A class the judge names (promise-*, served-*) keeps its class."""

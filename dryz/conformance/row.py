@@ -129,6 +129,10 @@ def _judge(sem, probe, r) -> list[Judged]:
         return [Judged(probe, None, NOT_JUDGED, why=r[1])]
     if r[0] == "trace":
         return [Judged(probe, None, r[1], r[2])]
+    if isinstance(probe, Trace) and isinstance(r[1], Crash):  # the worker died on the trace: class crash
+        c = r[1]
+        return [Judged(probe, None, "crash", {"class": "crash", "status": "crash", "detail": c.detail,
+                                              "signal": c.signal})]
     return [_judge_one(sem, probe, probe, r[1])]
 
 

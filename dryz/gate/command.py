@@ -15,6 +15,7 @@ from ..render import dryz_on, ending, here
 from ..subject.binding import SubjectError, resolve
 from ..subject.registry import resolve_base, split_declared, with_declared
 from ..oracle.deviations import fix_for
+from .causes import DEFAULT_MODES, Causes, applies, check_declarations
 from .changes import declared_changes, fixes_declared, unfixable
 from .plan import LANES, plan
 from .result import GateError, GateResult
@@ -43,6 +44,7 @@ def gate(spec: str, seconds: float, base: str | None = None, expect=(), work: Pa
     work = Path(work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     base_spec = resolve_base(base, log) if base is not None else None
+    check_declarations(expect, spec, base_spec)
     fixes = fixes_declared(expect)
     if fixes:  # a declared change that is a fix dryz models: the subject is judged declaring it
         spec = with_declared(spec, fixes)
@@ -57,8 +59,16 @@ def gate(spec: str, seconds: float, base: str | None = None, expect=(), work: Pa
     base_ident = identity(base_spec, work) if base_spec is not None else None
     if base_ident is not None:
         base_ident.pop("capabilities", None)
+    causes = None
+    if applies(spec, base_spec):  # two engines' DRY: judged by their causes (dryz.gate.causes)
+        causes = Causes(spec, base_spec, expect, work, log)
+        causes.fit()
+        modes = modes or list(DEFAULT_MODES)
     planned = plan(spec, seconds, base_spec, modes, lanes, caps)
-    return run(planned, work, seconds, log, expect=expect, base_identity=base_ident, subject_identity=ident)
+    if causes is not None:
+        planned = causes.campaigns(planned)
+    return run(planned, work, seconds, log, expect=expect, base_identity=base_ident, subject_identity=ident,
+               causes=causes)
 
 
 def command(gate_lib, selected: str, seconds, base, expect, expect_file, workdir, modes, lanes, md_path, json_path,

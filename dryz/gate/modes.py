@@ -164,7 +164,9 @@ def read_fuzz(r: ModeResult, s: dict, work: Path) -> None:
     r.text = (f"VOID ({s['void']}): " if s.get("void") else "") + \
         f"{s['execs']:,} execs in {s['seconds']:.0f} s" + (f" ({rate:,} exec/s)" if rate else "") + \
         f", cov {s['cov']}: " + \
-        (f"{ex['inputs']:,} explained by the causes (" + ", ".join(f"{m} {n:,}" for m, n in ex["by_cause"].items())
+        (f"{ex['inputs']:,} explained by the causes (" + (f"by cause, of {ex['by_cause_of']:,} spread over them: "
+                                                          if ex.get("by_cause_of") else "")
+         + ", ".join(f"{m} {n:,}" for m, n in ex["by_cause"].items())
          + "); " if ex and ex["inputs"] else "") + \
         (", ".join(f"{k} {v}" for k, v in classes.items()) if classes else "no findings") + \
         (f" ({len(s['slow'])} slow input(s), not findings)" if s.get("slow") else "")

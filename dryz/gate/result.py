@@ -69,6 +69,7 @@ class GateResult:
     declared_unseen: list = field(default_factory=list)
     witness_seconds: float = 0.0
     work: str = ""
+    causes: dict = field(default_factory=dict)  # an engine gate's fits (dryz.gate.causes): base, subject, removed
 
     @property
     def findings(self) -> list:

@@ -129,12 +129,12 @@ class _Lanes:
 
 def run(modes: list[Mode], work: Path | str | None = None, budget: float | None = None, log=None,
         stop_on_finding: bool = False, minimize: bool = True, expect=(), base_identity=None,
-        subject_identity=None) -> GateResult:
+        subject_identity=None, causes=None) -> GateResult:
     """Run a plan: each lane's modes in order, the lanes side by side. budget: the seconds the plan was made
     for (default: the sum of the largest lane's planned seconds). stop_on_finding: cancel the rest at the first
     finding (dryz mutate). minimize: minimize and explain each failing mode's first finding. expect: the
-    declared change classes (with a differential mode). Ctrl-C stops every mode's process and returns what
-    ran, verdict interrupted."""
+    declared change classes (with a differential mode). causes: an engine gate's causes (dryz.gate.causes), which
+    judge the changes. Ctrl-C stops every mode's process and returns what ran, verdict interrupted."""
     log = log or (lambda m: None)
     work = Path(work) if work is not None else Path(tempfile.mkdtemp(prefix="dryz-gate-"))
     work = work.resolve()
@@ -167,6 +167,8 @@ def run(modes: list[Mode], work: Path | str | None = None, budget: float | None 
     diff = res.mode("differential")
     if diff is not None and diff.verdict in ("pass", "finding"):
         changes(res, work)
+    if causes is not None and not interrupted:
+        causes.judge(res, work)
     if minimize and not interrupted:
         t = time.monotonic()
         try:

@@ -77,5 +77,6 @@ def report_inputs(res: GateResult) -> list[str]:
 
 def _sha(identity: dict) -> str:
     """The subject's code's sha256, short: a llama-server's binary and libraries (its server code is in a library
-    of its own, not in the libllama beside it), else the libllama's."""
-    return (identity.get("code_sha256") or identity.get("sha256") or identity.get("libllama_sha256") or "?")[:16]
+    of its own, not in the libllama beside it), else the libllama's, else a patched engine's patch's."""
+    return (identity.get("code_sha256") or identity.get("sha256") or identity.get("libllama_sha256")
+            or (identity.get("patch") or {}).get("sha256") or "?")[:16]

@@ -1,6 +1,6 @@
 """Witnesses: each failing mode's first finding minimized (`dryz minimize`, its result read from its --json) and
 laid out by `dryz explain` (an excerpt, for people), within a time bound; each behaviour change explained on
-both subjects. Every step is a dryz child (dryz.children)."""
+both subjects; a subject's causes fitted (`dryz properties`). Every step is a dryz child (dryz.children)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,22 @@ def excerpt(text: str, limit: int = 4) -> list[str]:
     else:
         out += [ln for ln in lines if ln not in out and not ln.startswith(("subject", "dryz explain"))][:limit - 1]
     return out[:limit]
+
+
+PROPERTIES_TIMEOUT = 3600  # seconds `dryz properties` may take on a subject (an engine: minutes)
+
+
+def properties(spec, work: Path, names, witnesses, log, tag: str, fitted=()) -> tuple[dict | None, str]:
+    """`dryz properties` on the subject (its causes fitted, from `fitted` first; a cell per property; the witnesses
+    attributed): (result, "") or (None, why not). The gate of an engine's patch and `dryz audit` run it."""
+    out = work / f"properties-{tag}.json"
+    out.unlink(missing_ok=True)
+    args = ["properties", "--json", str(out)] + [x for w in witnesses for x in ("--witness", w)] + \
+        [x for n in names for x in ("--property", n)] + [x for m in fitted for x in ("--fitted", m)]
+    done = run_child(spec, args, PROPERTIES_TIMEOUT, work)
+    if not out.exists():
+        return None, done.failure(PROPERTIES_TIMEOUT) or done.last_error() or "no result"
+    return json.loads(out.read_text()), ""
 
 
 def minimized(spec: str, args: list, seconds: float, work: Path, out: Path) -> tuple[str | None, str]:

@@ -448,27 +448,61 @@ class _Gone(Exception):
 
 class EngineSubject(Command):
     """`--subject engine:NAME`: one of the engine adapters dryz ships (dryz.subject.engines), run as a `cmd:`
-    subject: `python -m dryz.subject.engines.NAME`. A missing engine package is one line naming the extra."""
+    subject: `python -m dryz.subject.engines.NAME`. A missing engine package is one line naming the extra.
+    `engine:NAME+patch=FILE`: the engine's DRY with a patch applied as the adapter loads it
+    (dryz.subject.engines.patching); the identity names the patch and its sha256."""
     kind = "engine"
 
     @staticmethod
+    def split(arg: str) -> tuple[str, str | None]:
+        """(the engine's name, its patch file or None) of NAME[+patch=FILE]."""
+        name, sep, patch = arg.strip().partition(PATCH)
+        return name.strip(), (patch if sep else None)
+
+    @staticmethod
     def check_arg(arg: str) -> None:
-        """The engine's name, checked against the engines dryz ships before anything starts."""
+        """The engine's name, checked against the engines dryz ships, and its patch (a readable unified diff of
+        the files its DRY may be patched in), before anything starts."""
         from .engines import ENGINES  # on use: keeps start-up fast (a kind's module loads when it is selected)
-        if arg.strip() not in ENGINES:
+        from .engines.patching import PatchError, read  # on use: a patched engine only
+        name, patch = EngineSubject.split(arg)
+        if name not in ENGINES:
             from ..errors import unknown  # on use
-            raise SubjectError(f"engine:{arg.strip()}: " + unknown("engine", arg.strip(), ENGINES))
+            raise SubjectError(f"engine:{name}: " + unknown("engine", name, ENGINES))
+        if patch is None:
+            return
+        e = ENGINES[name]
+        if not e.patchable:
+            raise SubjectError(f"engine:{name}{PATCH}{patch}: {e.compiled}")
+        try:
+            read(patch, e.patchable, name)
+        except PatchError as err:
+            raise SubjectError(f"engine:{name}{err}") from None
+
+    @staticmethod
+    def normal_arg(arg: str) -> str:
+        """The argument with its patch's path made absolute (a child in another folder means the same file)."""
+        name, patch = EngineSubject.split(arg)
+        return name if patch is None else f"{name}{PATCH}{os.path.abspath(patch)}"
 
     def __init__(self, arg: str):
         from .engines import ENGINES  # on use: keeps start-up fast (a kind's module loads when it is selected)
-        name = arg.strip()
-        self.check_arg(name)
+        self.check_arg(arg)
+        name, patch = self.split(self.normal_arg(arg))
         engine = ENGINES.get(name)
         why = engine.missing()
         if why is not None:
             raise SubjectError(why)
-        super().__init__(shlex.join([sys.executable, "-m", engine.module]))
-        self.spec = f"engine:{name}"
+        self.patch = patch
+        super().__init__(shlex.join([sys.executable, "-m", engine.module] + (["--patch", patch] if patch else [])))
+        self.spec = f"engine:{name}" + (f"{PATCH}{patch}" if patch else "")
+
+    @cached_property
+    def identity(self) -> dict:
+        ident = super().identity
+        if self.patch:
+            ident["patch"] = {"file": self.patch, "sha256": sha256_file(self.patch)}  # (its version names it too)
+        return ident
 
 
 class InProcessEngine(EngineSubject):
@@ -479,7 +513,7 @@ class InProcessEngine(EngineSubject):
 
     def __init__(self, arg: str):
         from .engines import ENGINES  # on use: keeps start-up fast (a kind's module loads when it is selected)
-        self._engine = ENGINES.get(arg.strip())
+        self._engine = ENGINES.get(EngineSubject.split(arg)[0])
         if self._engine is None or not self._engine.in_process:
             raise SubjectError(f"engine:{arg.strip()} runs in its own process only")
         self._queue: list = []
@@ -488,7 +522,12 @@ class InProcessEngine(EngineSubject):
     def _start(self) -> dict:
         import importlib  # on use: an in-process engine only
         from .engines.serve import respond  # on use: an in-process engine only
-        hello, run = importlib.import_module(self._engine.module).make()
+        from .engines.patching import PatchError  # on use: an in-process engine only
+        make = importlib.import_module(self._engine.module).make
+        try:
+            hello, run = make(patch=self.patch) if self.patch else make()
+        except PatchError as e:
+            raise SubjectError(f"engine:{self._engine.name}{e}") from None
         self._respond = lambda req: respond(hello, run, req)
         self.proc = self  # (what the pipe's transport checks to know it runs)
         self._tail = b""
@@ -505,3 +544,6 @@ class InProcessEngine(EngineSubject):
 
     def close(self) -> None:
         self._queue.clear()
+
+
+PATCH = "+patch="

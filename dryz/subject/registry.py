@@ -79,6 +79,17 @@ def check_spec(spec: str) -> tuple[str, str]:
     return kind, arg
 
 
+def normal_spec(spec: str) -> str:
+    """The spec as every process reads it alike: its kind's normal_arg (a patch's path made absolute), the
+    `+declare=` suffix kept."""
+    kind, arg = parse(spec)
+    fn = getattr(subject_class(kind), "normal_arg", None)
+    if fn is None:
+        return spec
+    head, sep, names = spec.rpartition(DECLARE)
+    return f"{kind}:{fn(arg)}" + (f"{DECLARE}{names}" if sep else "")
+
+
 def subject_class(kind: str):
     module, _, name = KINDS[kind].partition(":")
     return getattr(importlib.import_module(module), name)
@@ -123,14 +134,12 @@ def selected_spec(subject: str | None = None, lib: str | None = None) -> str:
     if subject and lib:
         raise SubjectError("give --subject or --lib, not both (--lib PATH means --subject libllama:PATH)")
     if subject:
-        parse(subject)
-        return subject
+        return normal_spec(subject)
     if lib:
         return lib_spec(lib)
     env = os.environ.get("DRYZ_SUBJECT")
     if env:
-        parse(env)
-        return env
+        return normal_spec(env)
     if os.environ.get("DRYZ_LIB"):
         return lib_spec(os.environ["DRYZ_LIB"])
     return f"{DEFAULT_KIND}:"
@@ -177,7 +186,7 @@ def opened_here(spec: str):
     kind, arg = parse(spec)
     if kind == "engine" and not split_declared(spec)[1]:
         from .engines import ENGINES  # on use: an engine selected
-        engine = ENGINES.get(arg.strip())
+        engine = ENGINES.get(arg.strip().partition("+patch=")[0].strip())  # (a patched one too: its make() patches)
         if engine is not None and engine.in_process and engine.missing() is None:
             key = f"{spec} (in process)"
             if key not in _OPENED:  # (its class found as KINDS' are: loaded with the kind, on use)

@@ -13,6 +13,10 @@ dryz.subject.command): `--subject engine:NAME` runs `python -m dryz.subject.engi
   aphrodite-python  the same, through apply_dry's Python fallback (DryRequestState: no token history in the
               metadata, as Aphrodite's Metal runner builds it)
 
+An engine whose DRY dryz executes from its source (exllamav2, Aphrodite's Python fallback) takes a patch to it:
+`--subject engine:NAME+patch=FILE` (dryz.subject.engines.patching); `dryz gate` judges the patched engine against
+the unpatched one by their causes. A compiled DRY (mistral.rs, Aphrodite's wheel op) cannot be rebuilt here.
+
 Each adapter declares only the deviations its engine's own user documentation states, with the citation; every
 other difference is judged as a finding. The engine packages are extras: pip install 'dryz[NAME]'.
 """
@@ -33,6 +37,8 @@ class Engine:
     # The adapter runs in a fuzz job's own process too (its module's make(): the same handshake and answers, no
     # pipe; dryz.subject.command.InProcessEngine): an engine in Python whose state survives the fork server's fork.
     in_process: bool = False
+    patchable: tuple = ()  # the files of its DRY a patch may change (+patch=FILE: dryz.subject.engines.patching)
+    compiled: str = ""     # why its DRY takes no patch: it is compiled, and dryz cannot rebuild it
 
     def missing(self) -> str | None:
         """Why the adapter cannot start here (a package to install), or None."""
@@ -44,13 +50,19 @@ class Engine:
 
 
 ENGINES = {
-    "mistralrs": Engine("mistralrs", "dryz.subject.engines.mistralrs", ("mistralrs", "gguf"), "mistralrs", "0.9.5"),
+    "mistralrs": Engine("mistralrs", "dryz.subject.engines.mistralrs", ("mistralrs", "gguf"), "mistralrs", "0.9.5",
+                        compiled="its DRY is Rust compiled into the mistralrs wheel, which dryz cannot rebuild"),
     "mistralrs-cached": Engine("mistralrs-cached", "dryz.subject.engines.mistralrs_cached", ("mistralrs", "gguf"),
-                               "mistralrs", "0.9.5"),
+                               "mistralrs", "0.9.5",
+                               compiled="its DRY is Rust compiled into the mistralrs wheel, which dryz cannot rebuild"),
     "exllamav2": Engine("exllamav2", "dryz.subject.engines.exllamav2", ("exllamav2", "torch"), "exllamav2", "0.3.2",
-                        in_process=True),
+                        in_process=True, patchable=("exllamav2/generator/sampler.py",)),
     "aphrodite": Engine("aphrodite", "dryz.subject.engines.aphrodite", ("torch", "nvidia"), "aphrodite", "0.24.1",
-                        in_process=True),
+                        in_process=True,
+                        compiled="its scan is the CUDA wheel's compiled op (csrc/cpu/dry.cpp), which dryz cannot "
+                                 "rebuild: patch its Python fallback, engine:aphrodite-python"),
     "aphrodite-python": Engine("aphrodite-python", "dryz.subject.engines.aphrodite_python", ("torch",), "aphrodite",
-                               "0.24.1", in_process=True),
+                               "0.24.1", in_process=True,
+                               patchable=("aphrodite/v1/sample/ops/dry.py", "aphrodite/v1/sample/ops/__init__.py",
+                                          "aphrodite/v1/sample/metadata.py")),
 }

@@ -60,7 +60,7 @@ import types
 import zipfile
 from pathlib import Path
 
-from .serve import NotExpressible, Refusal, engine, initial_logits, serve, stand_ins, symbol_pieces
+from .serve import NotExpressible, Refusal, engine, initial_logits, stand_ins, symbol_pieces
 
 VERSION = "0.24.1"
 
@@ -173,16 +173,20 @@ def wheel() -> Path:
     return found[-1]
 
 
-def _run_member(zf, member: str, name: str, path: Path):
+def _run_member(zf, member: str, name: str, path: Path, patch=None):
     mod = types.ModuleType(name)
     mod.__file__ = f"{path}!/{member}"
     sys.modules[name] = mod  # dataclasses look the module up while its body runs
-    exec(compile(zf.read(member).decode(), mod.__file__, "exec"), mod.__dict__)
+    source = zf.read(member).decode()
+    if patch is not None:
+        source = patch.source(member, source)
+    exec(compile(source, mod.__file__, "exec"), mod.__dict__)
     return mod
 
 
-def load(path: Path):
-    """(SamplingOps, SamplingMetadata) executed from the wheel, with stand-ins for what they import and do not use."""
+def load(path: Path, patch=None):
+    """(SamplingOps, SamplingMetadata) executed from the wheel, with stand-ins for what they import and do not use;
+    patch: a patching.Patched applied to their sources as they are read (engine:aphrodite-python+patch=FILE)."""
     pkgs = ["aphrodite", "aphrodite.v1", "aphrodite.v1.sample", "aphrodite.v1.sample.ops"]
     stubs = {n: types.ModuleType(n) for n in pkgs}
     for n in pkgs:
@@ -203,9 +207,11 @@ def load(path: Path):
         stubs[m.__name__] = m
     own = ["aphrodite.v1.sample.metadata", "aphrodite.v1.sample.ops.dry", "_dryz_aphrodite_ops"]
     with stand_ins(stubs, own), zipfile.ZipFile(path) as zf:
-        meta = _run_member(zf, "aphrodite/v1/sample/metadata.py", own[0], path)
-        _run_member(zf, "aphrodite/v1/sample/ops/dry.py", own[1], path)
-        ops = _run_member(zf, "aphrodite/v1/sample/ops/__init__.py", own[2], path)
+        meta = _run_member(zf, "aphrodite/v1/sample/metadata.py", own[0], path, patch)
+        _run_member(zf, "aphrodite/v1/sample/ops/dry.py", own[1], path, patch)
+        ops = _run_member(zf, "aphrodite/v1/sample/ops/__init__.py", own[2], path, patch)
+    if patch is not None:
+        patch.done()
     return ops.SamplingOps, meta.SamplingMetadata
 
 
@@ -282,9 +288,10 @@ def _cudart() -> Path:
                      "pip install 'dryz[aphrodite]'")
 
 
-def load_scan(path: Path, torch) -> str:
-    """Load the wheel's library, which registers torch.ops._C.dry_scan_penalties (what apply_dry calls); returns
-    what was loaded to run it, as a line."""
+def runtime(path: Path, cpu_torch: bool) -> tuple[Path, str, list[Path], list[str]]:
+    """What the compiled scan needs to load on this machine: (the wheel's library, its sha256, the libraries to
+    load first, globally: CUDA's runtime and the stand-ins this machine needs, and their names). cpu_torch: the
+    torch that loads it is a CPU build."""
     from ..cache import locked  # on use: the adapter's start-up
     d = engine_dir()
     with locked(d / ".lock", _log):
@@ -294,16 +301,21 @@ def load_scan(path: Path, torch) -> str:
             ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)  # as platforms/cuda.py:24-34 preloads it
         except OSError:
             driver = _stand_in(d, "libcuda.so.1", DRIVER_STAND_IN)
-        if torch.version.cuda is None:
+        if cpu_torch:
             torch_cuda = _stand_in(d, "libtorch_cuda.so", TORCH_CUDA_STAND_IN)
-    ctypes.CDLL(str(_cudart()), mode=ctypes.RTLD_GLOBAL)
-    for stand_in in (driver, torch_cuda):
-        if stand_in is not None:
-            ctypes.CDLL(str(stand_in), mode=ctypes.RTLD_GLOBAL)
+    used = [n for n, x in (("libcuda.so.1", driver), ("libtorch_cuda.so + cuBLAS", torch_cuda)) if x]
+    return lib, sha256, [_cudart()] + [x for x in (driver, torch_cuda) if x is not None], used
+
+
+def load_scan(path: Path, torch) -> str:
+    """Load the wheel's library, which registers torch.ops._C.dry_scan_penalties (what apply_dry calls); returns
+    what was loaded to run it, as a line."""
+    lib, sha256, first, stand_ins_used = runtime(path, torch.version.cuda is None)
+    for x in first:
+        ctypes.CDLL(str(x), mode=ctypes.RTLD_GLOBAL)
     torch.ops.load_library(str(lib))
     if not torch._C._dispatch_has_kernel_for_dispatch_key(OP, "CPU"):
         raise SystemExit(f"engine:aphrodite: {LIBRARY} registers no CPU kernel for {OP}")
-    stand_ins_used = [n for n, x in (("libcuda.so.1", driver), ("libtorch_cuda.so + cuBLAS", torch_cuda)) if x]
     return (f"compiled scan {OP} from {LIBRARY} (sha256 {sha256[:16]}) on the CPU; torch {torch.__version__}; "
             f"stand-ins: {', '.join(stand_ins_used) or 'none'}")
 
@@ -315,13 +327,13 @@ PATHS = {
 
 
 class Adapter:
-    def __init__(self, path: str = "compiled"):
+    def __init__(self, path: str = "compiled", patch=None):
         import torch
         torch.set_num_threads(1)
         self.torch = torch
         self.compiled = path == "compiled"
         self.path = wheel()
-        ops, self.Metadata = load(self.path)
+        ops, self.Metadata = load(self.path, patch)
         self.ops = ops()
         self.pieces = symbol_pieces()
         self.scan = load_scan(self.path, torch) if self.compiled else \
@@ -385,19 +397,23 @@ class Adapter:
         return md
 
 
-def make(path: str = "compiled"):
-    """(handshake, run): the adapter on one path, in whatever process asks (the adapter's own, or a fuzz job's)."""
-    adapter = Adapter(path)
-    hello = {"engine": PATHS[path], "version": f"{VERSION} ({adapter.path.name}; {adapter.scan})",
+def make(path: str = "compiled", patch: str | None = None):
+    """(handshake, run): the adapter on one path, in whatever process asks (the adapter's own, or a fuzz job's);
+    patch: a patch file applied to the Python files as they are read (engine:aphrodite-python+patch=FILE;
+    patching.PatchError when it does not apply; EngineSubject refuses one for the compiled scan)."""
+    from . import ENGINES  # on use: the adapter's start-up
+    from .patching import Patched  # on use: the adapter's start-up
+    p = Patched(patch, ENGINES[PATHS[path]].patchable, PATHS[path])
+    adapter = Adapter(path, p if patch else None)
+    hello = {"engine": PATHS[path], "version": f"{VERSION}{p.label()} ({adapter.path.name}; {adapter.scan})",
              "deviations": DECLARED, "sources": SOURCES[path], "vocabularies": ["symbols"], "initial_logits": True,
              "candidate_arrays": True, "sorted_flag": False, "batch": 64}
     return hello, adapter.run
 
 
 def main(path: str = "compiled") -> int:
-    from .serve import answers_stream  # on use: the adapter's start-up
-    out = answers_stream()
-    return serve(*make(path), out)
+    from .patching import adapter_main  # on use: the adapter's start-up
+    return adapter_main(make, PATHS[path], path)
 
 
 if __name__ == "__main__":

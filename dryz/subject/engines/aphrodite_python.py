@@ -9,9 +9,10 @@ from . import aphrodite
 from .aphrodite import main
 
 
-def make():
-    """(handshake, run): the Python path's adapter (dryz.subject.engines.aphrodite.make)."""
-    return aphrodite.make("python")
+def make(patch=None):
+    """(handshake, run): the Python path's adapter (dryz.subject.engines.aphrodite.make), with a patch."""
+    return aphrodite.make("python", patch)
+
 
 if __name__ == "__main__":
     sys.exit(main("python"))

@@ -25,7 +25,7 @@ import sys
 import types
 from pathlib import Path
 
-from .serve import NotExpressible, containing, engine, initial_logits, serve, stand_ins, symbol_pieces
+from .serve import NotExpressible, containing, engine, initial_logits, stand_ins, symbol_pieces
 
 VERSION = "0.3.2"
 CITED = "exllamav2 0.3.2, exllamav2/generator/sampler.py:{line}, ExLlamaV2Sampler.Settings (the public API): {text}"
@@ -66,11 +66,16 @@ DOMAIN = {"min_history": 1, "cited": 'exllamav2/generator/dynamic.py:1718 (0.3.2
                                       '"Input IDs cannot be empty."'}
 
 
-def sampler_module():
-    """The installed exllamav2/generator/sampler.py as a module, without exllamav2's package or CUDA extension."""
+def sampler_module(patch=None):
+    """The installed exllamav2/generator/sampler.py as a module, without exllamav2's package or CUDA extension;
+    patch: a patching.Patched applied to its source as it is loaded (engine:exllamav2+patch=FILE)."""
     import torch
     spec = importlib.util.find_spec("exllamav2")
     path = Path(spec.submodule_search_locations[0]) / "generator" / "sampler.py"
+    source = path.read_text()
+    if patch is not None:
+        source = patch.source(MEMBER, source)
+        patch.done()
     names = ("exllamav2", "exllamav2.generator", "exllamav2.generator.filters", "exllamav2.generator.hooks",
              "exllamav2.ext")
     stubs = {n: types.ModuleType(n) for n in names}
@@ -87,11 +92,14 @@ def sampler_module():
     stubs["exllamav2.ext"].exllamav2_ext = _NoExtension()
     stubs["exllamav2.ext"].none_tensor = torch.empty((1, 1), device="meta")
     with stand_ins(stubs):
-        spec = importlib.util.spec_from_file_location("_dryz_exllamav2_sampler", str(path))
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod  # dataclasses resolve annotations through sys.modules[__module__]
-        spec.loader.exec_module(mod)
+        mod = types.ModuleType("_dryz_exllamav2_sampler")
+        mod.__file__ = str(path)
+        sys.modules[mod.__name__] = mod  # dataclasses resolve annotations through sys.modules[__module__]
+        exec(compile(source, str(path), "exec"), mod.__dict__)
     return mod
+
+
+MEMBER = "exllamav2/generator/sampler.py"  # the file a patch changes (ENGINES["exllamav2"].patchable)
 
 
 class Tokenizer:
@@ -107,11 +115,11 @@ class Tokenizer:
 
 
 class Adapter:
-    def __init__(self):
+    def __init__(self, patch=None):
         import torch
         torch.set_num_threads(1)
         self.torch = torch
-        self.sampler = sampler_module().ExLlamaV2Sampler
+        self.sampler = sampler_module(patch).ExLlamaV2Sampler
         self.pieces = symbol_pieces()
         self.tokenizer = Tokenizer(self.pieces)
 
@@ -132,24 +140,29 @@ class Adapter:
         return [row[t] for t, _ in req["candidates"]], bool(req["sorted"])
 
 
-def hello() -> dict:
+def hello(patch=None) -> dict:
     from importlib.metadata import version  # on use: the adapter's start-up
-    return {"engine": "exllamav2", "version": version("exllamav2"), "deviations": DECLARED, "sources": SOURCES,
+    return {"engine": "exllamav2", "version": version("exllamav2") + (patch.label() if patch else ""),
+            "deviations": DECLARED, "sources": SOURCES,
             "domain": DOMAIN,
             "vocabularies": ["symbols"], "initial_logits": True, "candidate_arrays": True, "sorted_flag": False,
             "batch": 64}
 
 
-def make(adapter_class=None):
-    """(handshake, run): the adapter, in whatever process asks (the adapter's own, or a fuzz job's)."""
-    return hello(), (adapter_class or Adapter)().run
+def make(adapter_class=None, patch: str | None = None):
+    """(handshake, run): the adapter, in whatever process asks (the adapter's own, or a fuzz job's); patch: a patch
+    file applied to sampler.py as it is loaded (engine:exllamav2+patch=FILE; patching.PatchError when it does
+    not apply)."""
+    from .patching import Patched  # on use: the adapter's start-up
+    p = Patched(patch, (MEMBER,), "exllamav2")
+    adapter = (adapter_class or Adapter)(p) if patch else (adapter_class or Adapter)()
+    return hello(p if patch else None), adapter.run
 
 
 def main(adapter_class=None) -> int:
     """The adapter's process (adapter_class: an Adapter of one's own, e.g. a test's planted bug)."""
-    from .serve import answers_stream  # on use: the adapter's start-up
-    out = answers_stream()
-    return serve(*make(adapter_class), out)
+    from .patching import adapter_main  # on use: the adapter's start-up
+    return adapter_main(make, "exllamav2", adapter_class)
 
 
 if __name__ == "__main__":
