@@ -14,11 +14,11 @@ from .files import fail as _fail
 from .inputs import (judge_case_file, judge_requests_file, judge_trace_file, load_case_file, load_requests_file,
                      load_subject, load_trace_file, on_vocab, quiet_mode, say, vocab_filter, with_runtime)
 from .options import (BASE, CAUSE, CERTIFICATE, CHANGE, ENTRY, EXPECT_FILE, FITTED, FIX, INPUT, INPUT_FOLDER,
-                      ISSUE_RESULT, KILL_ORDER, LIB, MATRIX_RELEASE, MODE, OPERATOR, OUTPUT, OUTPUT_FOLDER, PROPERTY, RELEASE,
-                      REPORT_INPUT, RESUMED, SANITIZER, SCHEDULER, SHARD, SPACE_CONFIG, SUBJECT, SUBJECT_OR_SERVER,
-                      TRIAGE, VOCAB, WITNESS, Bound, Duration, Group, Vocabulary, _max_alphabet, _max_trace_events,
-                      _sanitizers, case_file_options, check_environment, meaning, old, read_as_option,
-                      with_old_spellings)
+                      ISSUE_RESULT, KILL_ORDER, LIB, MATRIX_RELEASE, MODE, OPERATOR, OUTPUT, OUTPUT_FOLDER, PROPERTY,
+                      RELEASE, REPORT_INPUT, RESUMED, SANITIZER, SCHEDULER, SHARD, SPACE_CONFIG, SUBJECT,
+                      SUBJECT_OR_SERVER, TRIAGE, VOCAB, WITNESS, Bound, Duration, Group, Vocabulary, _max_alphabet,
+                      _max_trace_events, _sanitizers, case_file_options, check_environment, meaning, old,
+                      read_as_option, with_old_spellings)
 
 
 def say_subject(lib) -> None:
@@ -217,26 +217,18 @@ def minimize(path, read_as, corpus_dir, isolate, json_path, vocab, breakers, as_
 @cli.command("export")
 @click.argument("entry", required=False, type=ENTRY)
 @click.option("--as", "form", type=click.Choice(["test-sampling", "pytest", "c", "issue"]), required=True,
-              help=meaning("--as", "What the entry is written as: test-sampling (a test_dry call for llama.cpp's "
-                                   "tests/test-sampling.cpp), pytest (a pytest file on llama-cpp-python's bindings), "
-                                   "c (a C program against llama.h), or issue (another engine's difference as its "
-                                   "maintainers' bug report, with a script that runs it with the engine alone)."))
-@click.option("--output", "output", default=None, type=OUTPUT, metavar="FILE",
-              help="Write the test (or the report) to this file. [default: stdout]")
-@click.option("--reports", default=None, type=OUTPUT_FOLDER, metavar="DIR",
-              help="--as issue: write each report and its script into this folder; without ENTRY, one report per "
-                   "cause of the selected subject (--subject engine:NAME).")
-@click.option("--result", default=None, type=ISSUE_RESULT, metavar="FILE",
-              help="--as issue without ENTRY: the subject's causes from this dryz properties or dryz conformance "
-                   "result (--json). [default: the subject is run now]")
-@click.option("--workdir", default=None, type=OUTPUT_FOLDER, metavar="FOLDER",
-              help=meaning("--workdir", "--as issue without ENTRY or --result: the properties run and the "
-                                        "minimized witnesses. [default: a temporary folder]"))
+              help=meaning("--as", "test-sampling (a test_dry call), pytest (on llama-cpp-python), c (against "
+                                   "llama.h), or issue (another engine's difference as its maintainers' report)."))
+@click.option("--output", default=None, type=OUTPUT, metavar="FILE", help="Write it to this file. [default: stdout]")
+@click.option("--reports", default=None, type=OUTPUT_FOLDER, metavar="DIR", help="--as issue: the reports and their "
+              "scripts go here; without ENTRY, one per cause of the selected subject (--subject engine:NAME).")
+@click.option("--result", default=None, type=ISSUE_RESULT, metavar="FILE", help="--as issue without ENTRY: the "
+              "causes from this properties or conformance result (--json). [default: the subject is run now]")
+@click.option("--workdir", default=None, type=OUTPUT_FOLDER, metavar="FOLDER", help=meaning(
+    "--workdir", "--as issue, the subject run now: its properties and minimized witnesses. [default: a temporary one]"))
 def export_cmd(entry, form, output, reports, result, workdir):
-    """A corpus entry (a finding, a seed, a trace, a minimized witness) as a test in its target's own style, its
-    expected values from the oracles: it passes on a correct build and fails on the one a finding was found on.
-    What a form cannot express is refused in one line naming the next form. --as issue: another engine's
-    difference as a bug report (an entry's, or every cause of the selected subject)."""
+    """A corpus entry as a test in its target's own style, its expected values from the oracles (what a form cannot
+    express is refused naming the next form); --as issue: another engine's difference as a bug report."""
     from .issue.command import command  # on use: keeps start-up fast
     sys.exit(command(entry, form, output, reports, result, workdir, inputs.selected_spec(),
                      lambda m: None if quiet_mode() else click.echo(m, err=True), click.echo))
