@@ -187,11 +187,12 @@ class Adapter:
         lp = res.choices[0].logprobs.content[0]
         return lp.token, {t.token: t.logprob for t in lp.top_logprobs}
 
-    def _chosen(self, text, dry, z, b) -> bool:
-        """Greedy choice between z biased by b and </s> (bias 0), every other token masked: z wins iff b >= p."""
+    def _choice(self, text, dry, biased: dict) -> str:
+        """The greedy choice among the tokens biased (z -> b) and </s> (bias 0), every other token masked: the first
+        maximum of f32(b_z - p_z) and 0 (every candidate's id is below </s>'s, so it wins a tie with it)."""
         bias = {i: float("-inf") for i in range(self.n_vocab)}
         bias[EOS] = 0.0
-        bias[z] = float(b)
+        bias.update({z: float(b) for z, b in biased.items()})
         if self.replay is None:
             tok, _ = self._ask(text, dry, bias, 2)
         else:  # the ask must be in the request's own state: the first ask of a fresh Runner after the earlier ones
@@ -200,7 +201,16 @@ class Adapter:
                 tok, _ = self._ask(text, dry, bias, 2)
             finally:
                 self.runner = saved
-        return tok == self.pieces[z]
+        return tok
+
+    def _chosen(self, text, dry, z, b) -> bool:
+        """Greedy choice between z biased by b and </s> (bias 0), every other token masked: z wins iff b >= p."""
+        return self._choice(text, dry, {z: b}) == self.pieces[z]
+
+    def _all_at_least(self, text, dry, guessed: dict) -> bool:
+        """Every p_z >= its guess P_z, in one ask: each z biased by the float32 just below P_z, </s> at 0; </s> is
+        chosen iff every f32(b_z - p_z) < 0, i.e. b_z < p_z for all z."""
+        return self._choice(text, dry, {z: _float(_key(P) - 1) for z, P in guessed.items()}) == "</s>"
 
     def _is_penalty(self, text, dry, z, P: np.float32) -> bool:
         """p == P, bit for bit: z is chosen at bias P and not at the float32 just below it (2 requests)."""
@@ -309,18 +319,28 @@ class Adapter:
         ref = lps[EOS]
         m, base = abs(float(p["multiplier"])), float(p["base"])
         smallest = m if base >= 1 else m * base ** len(hist) if base > 0 else 0.0  # the least penalty it can give
-        out = []
-        for t, b in req["candidates"]:
-            b = np.float32(-math.inf if b == "-inf" else float(b))
+        pens, guesses = {}, {}
+        for t, _ in req["candidates"]:
             lp = lps.get(t, -math.inf)
             if lp == math.inf or math.isnan(lp):
                 raise NotExpressible(f"token {t}'s log-probability is {lp}: an infinite logit cannot be read")
             elif lp == ref and (smallest >= 1e-5 or self._is_penalty(text, dry, t, np.float32(0.0))):
-                pen = np.float32(0.0)
+                pens[t] = np.float32(0.0)
             else:  # (a log-probability of -inf: the probability underflowed, the penalty is large, maybe +inf)
-                pen = self._penalty(text, dry, t, self._guesses(ref - lp, float(p["multiplier"]), base))
+                guesses[t] = self._guesses(ref - lp, float(p["multiplier"]), base)
+        first = {t: g[0] for t, g in guesses.items() if g}
+        if len(first) > 1 and self._all_at_least(text, dry, first):  # every lower bound in one ask, then each
+            for t, P in first.items():                                  # upper bound: p_z == P_z, bit for bit
+                if self._chosen(text, dry, t, P):
+                    pens[t] = P
+        for t, g in guesses.items():  # the rest one by one: a guess confirmed, else the bisection
+            if t not in pens:
+                pens[t] = self._penalty(text, dry, t, g)
+        out = []
+        for t, b in req["candidates"]:
+            b = np.float32(-math.inf if b == "-inf" else float(b))
             with np.errstate(over="ignore", invalid="ignore"):
-                out.append(float(np.float32(b - pen)))
+                out.append(float(np.float32(b - pens[t])))
         return out, bool(req["sorted"])
 
 
