@@ -409,12 +409,13 @@ def audit(seconds, names, workdir, json_path, md_path):
 @click.option("--corpus", "corpus_dir", default=None, type=OUTPUT_FOLDER, metavar="DIR",
               help=meaning("--corpus", "Each differing property's first probe. [default: none written]"))
 @click.option("--fitted", "causes", multiple=True, type=FITTED, metavar="MODEL", help=meaning("--fitted"))
-def properties(names, witnesses, json_path, corpus_dir, causes):
-    """Per semantic property of llama.cpp's DRY, a bounded space of probes on the selected subject, shortest
-    first: conforms, declared (the subject's documented deviation, cited), differs (the first probe that does) or
-    not expressible. Exit 1 when a property differs."""
+@click.option("--answers", default=None, type=OUTPUT, metavar="FILE", help="Keep the subject's answers in this file "
+              "and take those it holds for this subject instead of asking again (dryz's own format).")
+def properties(names, witnesses, json_path, corpus_dir, causes, answers):
+    """Every semantic property of llama.cpp's DRY asked with its probes; the causes of what differs, fitted; a cell
+    per property (conforms, declared, differs for a cause, not expressible, not judged). Exit 1: a cell differs."""
     from .conformance.row import command  # on use: keeps start-up fast
-    sys.exit(command(names, witnesses, json_path, corpus_dir, click.echo, tuple(causes)))
+    sys.exit(command(names, witnesses, json_path, corpus_dir, click.echo, tuple(causes), answers))
 
 
 @cli.command()

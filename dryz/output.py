@@ -78,17 +78,23 @@ def write_json(path: str | Path, data: dict) -> None:
     write_text(path, json.dumps(data, indent=2) + "\n")
 
 
-def write_text(path: str | Path, text: str) -> None:
+def write_text(path: str | Path, text: str | bytes) -> None:
     """An output file (--json, --markdown, --html, --output) written whole or not at all, its folders made: the
     one way a command writes what its options name (each proven writable before the work: dryz.files.writable)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        tmp.write_text(text)
+        if isinstance(text, bytes):
+            tmp.write_bytes(text)
+        else:
+            tmp.write_text(text)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+write_bytes = write_text  # (bytes: the same whole-or-nothing write)
 
 
 class ClosedPipeSafe:

@@ -20,6 +20,8 @@ explains goes to the `other` column."""
 
 from __future__ import annotations
 
+import json
+import pickle
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,7 +36,7 @@ from .. import inputs
 from ..inputs import load_case_file, load_requests_file, load_subject, load_trace_file, say, selected_spec
 from ..judge import judge_output, semantics
 from ..oracle.deviations import BY_PATTERN, MODELLED, pattern
-from ..output import write_json
+from ..output import write_bytes, write_json
 from ..render import properties_ending, properties_text
 from ..requests import Request, Requests
 from ..requests_check import sequence_op
@@ -272,9 +274,40 @@ def _read_witness(path: str):
     return t[0] if t is not None else load_case_file(path)[0]
 
 
-def row(lib, names=None, witnesses=(), log=lambda m: None, fitted=()) -> dict:
-    """The subject's row: its causes fitted, a cell per property (all, or those named), the witnesses attributed."""
+class Answers:
+    """The answers a subject gave to probes, kept in a file between two runs on the same subject (an audit's
+    properties, then its properties with the campaign's witnesses: the probes are not asked twice). The file is
+    dryz's own (pickled, with the subject's identity: another subject's answers are never read)."""
+
+    def __init__(self, path, ident: dict):
+        self.path, self.key = (Path(path) if path else None), json.dumps(ident, sort_keys=True, default=str)
+        self.kept: dict = {}
+        if self.path is not None and self.path.is_file():
+            try:
+                key, kept = pickle.loads(self.path.read_bytes())
+            except Exception:  # noqa: BLE001 (a file that is not ours, or from another version: asked again)
+                key, kept = None, {}
+            if key == self.key:
+                self.kept = kept
+
+    def run(self, worker, probes: list) -> list:
+        """Every probe's result (_run's), the kept ones not asked again."""
+        keys = [json.dumps(p.to_json(), sort_keys=True) for p in probes]
+        todo = [i for i, k in enumerate(keys) if k not in self.kept]
+        for i, r in zip(todo, _run(worker, [probes[i] for i in todo]) if todo else []):
+            self.kept[keys[i]] = r
+        return [self.kept[k] for k in keys]
+
+    def save(self) -> None:
+        if self.path is not None:
+            write_bytes(self.path, pickle.dumps((self.key, self.kept)))
+
+
+def row(lib, names=None, witnesses=(), log=lambda m: None, fitted=(), answers=None) -> dict:
+    """The subject's row: its causes fitted, a cell per property (all, or those named), the witnesses attributed.
+    answers: a file of the subject's answers kept between runs (Answers)."""
     ident = lib.identity
+    kept = Answers(answers, ident)
     citations = dict(ident.get("citations") or {})
     sources = dict(ident.get("sources") or {})
     sem = semantics(lib)
@@ -292,13 +325,14 @@ def row(lib, names=None, witnesses=(), log=lambda m: None, fitted=()) -> dict:
                 judged[prop.name] = [Judged(None, None, NOT_JUDGED, why=f"the subject does not expose {missing}")]
             else:
                 probes = prop.probes()
-                judged[prop.name] = [j for p, r in zip(probes, _run(w, probes)) for j in _judge(sem, p, r)]
+                judged[prop.name] = [j for p, r in zip(probes, kept.run(w, probes)) for j in _judge(sem, p, r)]
             seconds[prop.name] = time.monotonic() - t
             log(f"{prop.name}: {sum(j.judged for j in judged[prop.name]):,} judged")
         found = []
         for path in witnesses:
             probe = _read_witness(path)
             found += [(str(path), j) for j in _judge(sem, probe, _run(w, [probe])[0])]
+    kept.save()
     pairs = [(j.case, j.answer) for js in judged.values() for j in js if j.fitted] + \
         [(j.case, j.answer) for _, j in found if j.fitted]
     t = time.monotonic()
@@ -397,7 +431,7 @@ def exit_code(result: dict) -> int:
     return 0 if any(c["judged"] for c in cells) else 2
 
 
-def command(names, witnesses, json_path, corpus_dir, echo, fitted=()) -> int:
+def command(names, witnesses, json_path, corpus_dir, echo, fitted=(), answers=None) -> int:
     """`dryz properties` past its options: the selected subject's row, printed (and written as JSON)."""
     unknown = [n for n in names if n not in BY_NAME]
     if unknown:
@@ -406,7 +440,7 @@ def command(names, witnesses, json_path, corpus_dir, echo, fitted=()) -> int:
         if not Path(w).is_file():
             fail(f"--witness {w}: no such file")
     lib = load_subject()
-    result = row(lib, set(names), witnesses, log=say, fitted=fitted)
+    result = row(lib, set(names), witnesses, log=say, fitted=fitted, answers=answers)
     if corpus_dir:
         result["written"] = write_witnesses(result, corpus_dir)
     echo(properties_text(result))

@@ -37,8 +37,9 @@ def properties(spec, work: Path, names, witnesses, log, tag: str, fitted=()) -> 
     attributed): (result, "") or (None, why not). The gate of an engine's patch and `dryz audit` run it."""
     out = work / f"properties-{tag}.json"
     out.unlink(missing_ok=True)
-    args = ["properties", "--json", str(out)] + [x for w in witnesses for x in ("--witness", w)] + \
-        [x for n in names for x in ("--property", n)] + [x for m in fitted for x in ("--fitted", m)]
+    args = ["properties", "--json", str(out), "--answers", str(work / "answers.pickle")] + \
+        [x for w in witnesses for x in ("--witness", w)] + [x for n in names for x in ("--property", n)] + \
+        [x for m in fitted for x in ("--fitted", m)]  # (the answers kept: a second run asks no probe again)
     done = run_child(spec, args, PROPERTIES_TIMEOUT, work)
     if not out.exists():
         return None, done.failure(PROPERTIES_TIMEOUT) or done.last_error() or "no result"
