@@ -187,3 +187,18 @@ def test_a_cause_the_patch_adds_and_a_residual_fail(tmp_path):
     assert res.modes[0].verdict == "finding"
     res = _judged(["no-clamp"], ["no-clamp"], ["raises-window:20"], tmp_path=tmp_path)
     assert res.changes == [] and res.declared_unseen == ["raises-window:20"]
+
+
+def test_a_campaign_s_failed_control_is_judged_by_the_causes_like_its_findings(tmp_path):
+    """A campaign's controls judge against llama.cpp alone: one an engine fails (its ABI confirmation case) is one
+    of the inputs the gate fits both engines on, beside the campaign's findings."""
+    d = tmp_path / "fuzz"
+    (d / "artifacts").mkdir(parents=True)
+    (d / "artifacts" / "crash-1").write_bytes(b"x")
+    case = {"schema": "dryz.case/1", "history": [0, 0], "alphabet": 1, "penalty_last_n": 64, "allowed_length": 1}
+    (d / "summary.json").write_text(json.dumps({"controls": {"abi_confirmation": {"case": case, "passed": False},
+                                                             "other": {"case": case, "passed": True}}}))
+    c = Causes("engine:x+patch=p", "engine:x", [], tmp_path, lambda m: None)
+    got = c._campaign_inputs("fuzz")
+    assert [f.name for f in got] == ["crash-1", "fuzz-control-abi_confirmation.json"]
+    assert json.loads(got[1].read_text()) == case

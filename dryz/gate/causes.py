@@ -33,7 +33,7 @@ for (--mode), and its findings count.
 
 from __future__ import annotations
 
-import threading
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -43,7 +43,7 @@ from ..causes import explains
 from ..oracle.deviations import pattern
 from .changes import cause_of, is_model, spell
 from .result import Change, Finding, GateError, GateResult, ModeResult
-from .witnesses import properties
+from .witnesses import PROPERTIES_TIMEOUT, properties_child, properties_result
 
 DEFAULT_MODES = ("fuzz", "differential")  # the modes an engine gate runs unless --mode says otherwise
 KINDS = ("engine", "cmd")                 # subjects whose causes are fitted: other engines' adapters
@@ -69,21 +69,22 @@ class Causes:
         """`dryz properties` (with these witness files) on the base and the subject, side by side: GateError when
         either cannot conclude."""
         t0 = time.monotonic()
-        got: dict = {}
-
-        def one(side: str, spec: str) -> None:
-            d = self.work / f"causes-{side}"
-            d.mkdir(parents=True, exist_ok=True)
-            got[side] = properties(spec, d, (), witnesses, self.log, f"{side}-{tag}")
-
-        threads = [threading.Thread(target=one, args=(side, s), daemon=True)
-                   for side, s in (("base", self.base), ("subject", self.spec))]
         self.log(f"causes: dryz properties on the base and the subject ({self.base}, {self.spec})"
                  + (f", with {len(witnesses):,} input(s) the modes recorded" if witnesses else ""))
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        started = {}
+        for side, spec in (("base", self.base), ("subject", self.spec)):  # side by side, their output in files
+            d = self.work / f"causes-{side}"
+            d.mkdir(parents=True, exist_ok=True)
+            started[side] = properties_child(spec, d, (), witnesses, f"{side}-{tag}")
+        try:
+            got = {side: properties_result(c.wait(PROPERTIES_TIMEOUT), out) for side, (c, out) in started.items()}
+        except KeyboardInterrupt:  # (the child waited on is stopped by its wait; the other here)
+            for c, _ in started.values():
+                c.signal(signal.SIGINT)
+            time.sleep(1)
+            for c, _ in started.values():
+                c.signal(signal.SIGKILL)
+            raise
         for side in ("base", "subject"):
             result, why = got[side]
             if result is None:
@@ -208,17 +209,31 @@ class Causes:
         diff.text += "; every difference judged by the causes (the changes below)"
 
     def _recorded(self, res: GateResult, work: Path) -> list:
-        """Every input the modes recorded: each campaign's findings (its artifacts, re-checked or not) and the
-        differential's witnesses."""
+        """Every input the modes recorded: each campaign's findings (its artifacts, re-checked or not, and a
+        control case it failed) and the differential's witnesses."""
         import json  # on use
-        out = []
-        for m in res.modes:
-            if m.name.startswith("fuzz") and m.verdict == "finding":
-                out += sorted((work / m.name / "artifacts").glob("crash-*"))
+        out = [f for m in res.modes if m.name.startswith("fuzz") and m.verdict == "finding"
+               for f in self._campaign_inputs(m.name)]
         diff = work / "differential.json"
         if res.mode("differential") is not None and diff.exists():
             out += [Path(x["written"]) for x in json.loads(diff.read_text())["differences"]
                     if x.get("written") and Path(x["written"]).is_file()]
+        return out
+
+    def _campaign_inputs(self, name: str) -> list:
+        """A campaign's findings (its artifacts) and each control case it failed (a campaign's controls judge
+        against llama.cpp alone: written as a Case file in WORK/inputs, judged by the causes like a finding)."""
+        import json  # on use
+        d = self.work / name
+        out = sorted((d / "artifacts").glob("crash-*"))
+        summary = d / "summary.json"
+        controls = json.loads(summary.read_text()).get("controls") or {} if summary.exists() else {}
+        for key, c in controls.items():
+            if isinstance(c, dict) and c.get("passed") is False and isinstance(c.get("case"), dict):
+                f = self.work / "inputs" / f"{name}-control-{key}.json"
+                f.parent.mkdir(exist_ok=True)
+                f.write_text(json.dumps(c["case"]) + "\n")
+                out.append(f)
         return out
 
     def _campaigns(self, res: GateResult) -> None:
@@ -228,10 +243,10 @@ class Causes:
         for m in res.modes:
             if not m.name.startswith("fuzz") or m.verdict != "finding":
                 continue
-            files = sorted((Path(self.work) / m.name / "artifacts").glob("crash-*"))
+            files = self._campaign_inputs(m.name)
             bad = [f for f in files if _unexplained(attributed.get(f.name))]
-            m.text += (f"; its {len(files):,} recorded input(s) fitted with the probes: "
-                       f"{len(files) - len(bad):,} explained by the causes")
+            m.text += (f"; the {len(files):,} input(s) it recorded (findings, a failed control's case) fitted with "
+                       f"the probes: {len(files) - len(bad):,} explained by the causes")
             if not bad:
                 m.findings, m.verdict, m.exit = [], "pass", 0
                 continue

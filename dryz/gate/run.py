@@ -168,7 +168,10 @@ def run(modes: list[Mode], work: Path | str | None = None, budget: float | None 
     if diff is not None and diff.verdict in ("pass", "finding"):
         changes(res, work)
     if causes is not None and not interrupted:
-        causes.judge(res, work)
+        try:
+            causes.judge(res, work)
+        except KeyboardInterrupt:  # (its children are stopped: dryz.gate.causes.Causes.fit)
+            interrupted = True
     if minimize and not interrupted:
         t = time.monotonic()
         try:

@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from ..children import run as run_child
+from ..children import Child, run as run_child
 from ..trace import Trace
 from .changes import spell
 from .result import GateResult
@@ -35,12 +35,23 @@ PROPERTIES_TIMEOUT = 3600  # seconds `dryz properties` may take on a subject (an
 def properties(spec, work: Path, names, witnesses, log, tag: str, fitted=()) -> tuple[dict | None, str]:
     """`dryz properties` on the subject (its causes fitted, from `fitted` first; a cell per property; the witnesses
     attributed): (result, "") or (None, why not). The gate of an engine's patch and `dryz audit` run it."""
+    child, out = properties_child(spec, work, names, witnesses, tag, fitted)
+    return properties_result(child.wait(PROPERTIES_TIMEOUT), out)
+
+
+def properties_child(spec, work: Path, names, witnesses, tag: str, fitted=()) -> tuple[Child, Path]:
+    """`dryz properties` started on the subject (its output in WORK/properties-TAG.out, .err): (the child, where
+    its result goes)."""
     out = work / f"properties-{tag}.json"
     out.unlink(missing_ok=True)
     args = ["properties", "--json", str(out), "--answers", str(work / "answers.pickle")] + \
         [x for w in witnesses for x in ("--witness", w)] + [x for n in names for x in ("--property", n)] + \
         [x for m in fitted for x in ("--fitted", m)]  # (the answers kept: a second run asks no probe again)
-    done = run_child(spec, args, PROPERTIES_TIMEOUT, work)
+    return Child(spec, args, work, work / f"properties-{tag}.out", work / f"properties-{tag}.err"), out
+
+
+def properties_result(done, out: Path) -> tuple[dict | None, str]:
+    """A properties child's result (properties_child): (result, "") or (None, why not)."""
     if not out.exists():
         return None, done.failure(PROPERTIES_TIMEOUT) or done.last_error() or "no result"
     return json.loads(out.read_text()), ""

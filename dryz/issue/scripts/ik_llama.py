@@ -102,17 +102,16 @@ def answer():
         events = EVENTS if EVENTS is not None else [["accept", HISTORY], ["apply", None]]  # a case: accept, apply
         on_sampler = {"reset": L.llama_sampler_dry_reset, "free": L.llama_sampler_dry_free}
         applies, kept = [], []
-        for ev in events:
-            if ev[0] == "accept":
-                for t in ev[1]:
-                    L.llama_sampler_dry_accept(s, t)
-            elif ev[0] == "apply":
-                applies.append(apply(L, s))
-            elif ev[0] == "clone":  # the clone goes on; its source is kept (as common_sampler_clone's caller)
+        for name, *arg in events:
+            if name == "clone":  # the clone goes on; its source is kept (as common_sampler_clone's caller)
                 kept.append(s)
                 s = L.llama_sampler_dry_clone(s)
+            elif name == "apply":
+                applies.append(apply(L, s))
+            elif name == "accept":  # one token at a time, as the fork's sampling loop accepts them
+                list(map(lambda t: L.llama_sampler_dry_accept(s, t), arg[0]))
             else:
-                on_sampler[ev[0]](s)
+                on_sampler[name](s)
         return ("logits", applies[0]) if EVENTS is None else ("applies", applies)
 '''
 
