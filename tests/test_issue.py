@@ -151,4 +151,4 @@ def test_each_report_s_script_shows_its_difference_with_the_engine_alone(md, tmp
     p = subprocess.run([sys.executable, "-I", script.name], capture_output=True, text=True, env=env,
                        cwd=tmp_path, timeout=600)
     assert p.returncode == 1, p.stdout + p.stderr
-    assert "DIFFERS: " in p.stdout and ", as reported" in p.stdout, p.stdout
+    assert "DIFFERS: " in p.stdout and ", as reported" in p.stdout, p.stdout + p.stderr

@@ -179,7 +179,7 @@ def test_a_declared_abi_the_probes_contradict_is_refused(tmp_path):
     import sys
     env = {k: v for k, v in os.environ.items() if k not in ("DRYZ_LIB", "LLAMA_CPP_LIB_PATH")}
     for value, said in (("8", "DRYZ_INIT_DRY_ABI=8, but llama_sampler_init_dry has the 7-argument ABI"),
-                        ("nine", "DRYZ_INIT_DRY_ABI must be 7 or 8, got 'nine'")):
+                        ("nine", "DRYZ_INIT_DRY_ABI: 'nine' is not one of '7', '8'")):
         p = subprocess.run([sys.executable, "-m", "dryz", "subject", "show"], capture_output=True, text=True,
                            env=dict(env, DRYZ_INIT_DRY_ABI=value), timeout=120)
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and said in p.stderr, p.stderr

@@ -288,6 +288,17 @@ def _cudart() -> Path:
                      "pip install 'dryz[aphrodite]'")
 
 
+def _driver() -> bool:
+    """Whether this machine has a CUDA driver library (libcuda.so.1, loaded as platforms/cuda.py:24-34 preloads
+    it). A stand-in this process loaded earlier answers to the same name: it is not a driver."""
+    try:
+        ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        return False
+    with open("/proc/self/maps") as maps:
+        return not any("/stand-ins/" in line and line.rstrip().endswith("/libcuda.so.1") for line in maps)
+
+
 def runtime(path: Path, cpu_torch: bool) -> tuple[Path, str, list[Path], list[str]]:
     """What the compiled scan needs to load on this machine: (the wheel's library, its sha256, the libraries to
     load first, globally: CUDA's runtime and the stand-ins this machine needs, and their names). cpu_torch: the
@@ -297,9 +308,7 @@ def runtime(path: Path, cpu_torch: bool) -> tuple[Path, str, list[Path], list[st
     with locked(d / ".lock", _log):
         lib, sha256 = _library(path, d)
         driver = torch_cuda = None
-        try:
-            ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)  # as platforms/cuda.py:24-34 preloads it
-        except OSError:
+        if not _driver():
             driver = _stand_in(d, "libcuda.so.1", DRIVER_STAND_IN)
         if cpu_torch:
             torch_cuda = _stand_in(d, "libtorch_cuda.so", TORCH_CUDA_STAND_IN)
