@@ -19,7 +19,7 @@ from .errors import DryzError
 from .files import wide_text
 from .judge import check_in
 from .oracle.reference import divergences, reference_output
-from .oracle.deviations import REQUEST_LAYER, replays_as
+from .oracle.deviations import REQUEST_LAYER, is_declared_class, replays_as
 # A served-* witness (dryz/oracle/served.py) also holds `http`: the /completion request and llama-server's
 # response; replay checks the response against the served model without a server.
 from .oracle.served import CLASSES as SERVED_CLASSES, replay_http, validate_http, witness_cases, witness_http
@@ -242,7 +242,7 @@ def _entry_head(data: dict, where: str, body: str) -> None:
         if key not in data:
             raise CorpusError(f"{where}: missing field {key!r}")
     if data["expect"] not in KNOWN_CLASSES and not str(data["expect"]).startswith("promise-") \
-            and data["expect"] not in SERVED_CLASSES:
+            and data["expect"] not in SERVED_CLASSES and not is_declared_class(str(data["expect"])):
         raise CorpusError(f"{where}: expect {data['expect']!r} is not a known class ({', '.join(KNOWN_CLASSES)})")
     if data["shortest"] not in SHORTEST:
         raise CorpusError(f"{where}: shortest {data['shortest']!r} is not one of {', '.join(SHORTEST)}")

@@ -736,16 +736,50 @@ def write() -> list[str]:
     return changed
 
 
+def take_conformance(result: Path, workdir: Path) -> int:
+    """Check a `dryz conformance` result in: docs/results/conformance.json, with every file of WORKDIR it names
+    (witnesses, probes, the campaigns' inputs) copied under docs/results/conformance/ and named there; returns
+    how many files were copied. The folder's earlier files go (the page is one run's data)."""
+    import shutil
+    workdir, dest = workdir.resolve(), DOCS / "results" / "conformance"
+    copied: dict[str, str] = {}
+
+    def take(x):
+        if isinstance(x, dict):
+            return {k: take(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [take(v) for v in x]
+        if isinstance(x, str) and x.startswith("/") and Path(x).is_file():
+            f = Path(x).resolve()
+            if f.is_relative_to(workdir):
+                copied[str(f)] = str((dest / f.relative_to(workdir)).relative_to(ROOT))
+                return copied[str(f)]
+        return x
+
+    data = take(json.loads(result.read_text()))
+    if dest.exists():
+        shutil.rmtree(dest)
+    for src, rel in copied.items():
+        (ROOT / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, ROOT / rel)
+    CONFORMANCE.write_text(json.dumps(data, indent=1) + "\n")
+    return len(copied)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
+        if len(argv) == 3 and argv[0] == "--take-conformance":
+            print(f"docs/results/conformance.json written, {take_conformance(Path(argv[1]), Path(argv[2])):,} files "
+                  "copied under docs/results/conformance/")
+            argv = []
         if argv == ["--check"]:
             bad = stale()
             for k in bad:
                 print(f"stale: docs/{k} (run python -m dryz.docs)")
             return 1 if bad else 0
         if argv:
-            print("usage: python -m dryz.docs [--check]", file=sys.stderr)
+            print("usage: python -m dryz.docs [--check | --take-conformance RESULT WORKDIR]", file=sys.stderr)
             return 2
         for k in write():
             print(f"wrote docs/{k}")

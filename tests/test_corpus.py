@@ -68,6 +68,7 @@ def test_replay_cli_green_on_good_corpus(tmp_path, lib):
 @pytest.mark.parametrize("patch,fragment", [
     ({"schema": "dryz.corpus/0"}, "schema 'dryz.corpus/0' is not"),
     ({"expect": "maybe"}, "is not a known class"),
+    ({"expect": "declared-bogus"}, "is not a known class"),
     ({"shortest": "short"}, "shortest 'short' is not one of"),
     ({"case": {"history": [9], "alphabet": 2, "penalty_last_n": 3}}, "case: history token 9"),
     ({"history_symbols": "zzz"}, "does not match the case"),
@@ -79,6 +80,15 @@ def test_entry_validation(tmp_path, patch, fragment, lib):
     with pytest.raises(CorpusError) as e:
         validate_entry(d, "x.json")
     assert fragment in str(e.value)
+
+
+def test_an_entry_expects_the_class_of_declared_models(tmp_path, lib):
+    """declared-<model>[+<model>] of models dryz has is a class an entry may expect (an engine's declared
+    deviation: a gate's differential records such witnesses and reads them back)."""
+    p = _entry(tmp_path, Case(history=(0, 1), alphabet=2, penalty_last_n=8), "agree", lib)
+    d = json.loads(p.read_text())
+    for k in ("declared-occurrence-cap:8", "declared-repeat-min:2+no-clamp", "declared-finite-penalty:saturate"):
+        validate_entry({**d, "expect": k}, "x.json")
 
 
 def test_invalid_entry_exits_2(tmp_path):

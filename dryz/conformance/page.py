@@ -38,7 +38,7 @@ def cell_label(c: dict | None) -> tuple[str, str]:
         return "", "none"
     st = c["status"]
     if st == "conforms":
-        return f"✓ {c['judged']:,}", "ok"
+        return f"✓\u00a0{c['judged']:,}", "ok"
     causes = c.get("causes", [])
     if st == "declared":
         return "declared", "declared"

@@ -293,6 +293,20 @@ def fixed_by(klass: str) -> tuple:
     return tuple(k for name in klass.removeprefix("declared-").split("+") for k in FIXES.get(name, ()))
 
 
+def is_declared_class(klass: str) -> bool:
+    """Whether a class is `declared-<model>[+<model>...]` of models (or fixes) dryz has: what a subject's declared
+    deviations give (an entry may expect it)."""
+    if not klass.startswith("declared-"):
+        return False
+    for name in klass.removeprefix("declared-").split("+"):
+        if name not in FIXES:
+            try:
+                parse(name)
+            except DeviationError:
+                return False
+    return True
+
+
 def replays_as(got: str, expect: str) -> bool:
     """A corpus entry that expects `expect` and is now `got` shows the fix the subject declares: got is
     declared-<fix> and expect the finding it fixes, or the fix is a request layer's and expect is agree (the layer
