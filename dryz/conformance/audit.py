@@ -138,7 +138,7 @@ def minimize_witness(spec, work: Path, key: str, cause: dict, fitted, name, log,
     w = cause.get("witness") or {}
     src = w.get("file")
     tag = re.sub(r"[^\w.-]+", "_", f"{key}-{cause['name']}")
-    if src is None and {"history", "requests"} & set(w.get("probe") or {}):  # a probe: a Case (or sequence) file
+    if src is None and {"history", "requests", "events"} & set(w.get("probe") or {}):  # a probe: a case, sequence or trace
         src = str(work / "probes" / f"{tag}.json")
         Path(src).parent.mkdir(exist_ok=True)
         Path(src).write_text(json.dumps(w["probe"]) + "\n")
