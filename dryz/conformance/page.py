@@ -161,8 +161,10 @@ def cause_rows(r: dict, key: str, c: dict, plain: bool = False) -> list[str]:
             for v in witness_values(_minimized_values(w), cause["name"] if cause["kind"] == "class" else "")[:6]:
                 lines.append(f"{sub}{v}")
             cmd = replay_command(r, w)
-            if cmd:
-                lines.append(f"{sub}replay: {code}{cmd}{code}")
+            if cmd and plain:
+                lines.append(f"{sub}replay: {cmd}")
+            elif cmd:  # a block of its own: a long path scrolls in its box, not past the page's column
+                lines += [f"{sub}replay:", "", "        ```sh", f"        {cmd}", "        ```", ""]
     return lines
 
 
