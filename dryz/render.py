@@ -452,8 +452,9 @@ def witness_values(w: dict, promise: str = "") -> list[str]:
         return [f"request {i} {Case.from_json(c).symbols!r}: " + "; ".join(witness_values({**v, "probe": c}))
                 for i, (c, v) in enumerate(zip(reqs, w.get("per_request") or []), 1)]
     cols = [(k, w[k]) for k in ("llama.cpp", "without", "subject") if w.get(k) is not None]
-    if not cols:
-        return []
+    if not cols:  # a class the judge names without values (a crash): its detail
+        v = w.get("verdict") or {}
+        return [f"llama.cpp answers; the subject: {v['detail']}"] if v.get("class") == "crash" else []
     names = {"llama.cpp": "llama.cpp", "without": "with the other causes", "subject": "subject"}
     if all("logits" in a for _, a in cols):
         ids = Case.from_json(probe).ids
@@ -485,7 +486,8 @@ def probe_line(probe: dict) -> str:
     """A probe (Case, trace or request sequence JSON) in one short line: the history spelled (long ones cut), the
     parameters (a sequence's: its last request's)."""
     if "events" in probe:
-        return "trace " + json.dumps(probe["events"])
+        return "trace " + (probe.get("spelled") or json.dumps(probe["events"])) + \
+            f", window {probe.get('penalty_last_n')}, allowed_length {probe.get('allowed_length')}"
     if "requests" in probe:
         reqs = [Case.from_json(c) for c in probe["requests"]]
         return "requests " + ", then ".join(repr(_spelled(c)) for c in reqs) + _params_text(reqs[-1])

@@ -132,7 +132,7 @@ def replay_command(r: dict, w: dict) -> str:
 
 def _case_line(w: dict) -> str:
     c = w.get("minimized_case") or w.get("probe")
-    if c and ("history" in c or "requests" in c):
+    if c and ("history" in c or "requests" in c or "events" in c):
         return probe_line(c)
     return Path(w.get("file") or "").name
 
