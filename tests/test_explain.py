@@ -20,8 +20,9 @@ def _explain(tmp_path, case, **env):
     f.write_text(case.dumps())
     e = {k: v for k, v in os.environ.items() if k != "DRYZ_FAULT"}
     e.update(env)
-    return subprocess.run([sys.executable, "-m", "dryz", "explain", "--no-color", str(f)], capture_output=True,
-                          text=True, timeout=120, env=e)
+    # the case named from its folder: its heading names the file as given, and a worker's tmp path is longer
+    return subprocess.run([sys.executable, "-m", "dryz", "explain", "--no-color", f.name], capture_output=True,
+                          text=True, timeout=120, env=e, cwd=tmp_path)
 
 
 def test_source_example_explained(tmp_path):

@@ -57,6 +57,23 @@ def test_an_entry_s_report_names_the_behaviour_the_numbers_and_the_cause():
     assert "```python\n" + text.split("\n")[0] in md
 
 
+def test_a_request_sequence_witness_reads_its_differing_request_after_the_earlier_ones():
+    """mistral.rs's prefix cache: `a | aa` on one instance; request 2 is read back (llama.cpp -1, the cached
+    Runner 0), and the script asks a fresh Runner with prefix_cache_n 16 that answered `a` first."""
+    w = from_entry(str(ROOT / "docs/results/conformance/engine_mistralrs-cached/witnesses/mismatch-requests-9332aa771b.json"))
+    assert (w.cause, w.kind, w.index, [e.symbols for e in w.earlier], w.case.symbols) == \
+        ("prefix-cache:suffix", "observed", 1, ["a"], "aa")
+    assert scripts.llama_cpp(w) == ("logits", [-1.0]) and scripts.recorded(w) == ("logits", [0.0])
+    text = scripts.script(w, report.title(w))
+    assert "PREFIX_CACHE_N = 16" in text and "EARLIER = [dict(history=[0], " in text
+    assert scripts.input_line(w).startswith("after 'a' on the same instance: history 'aa', ")
+    assert "Requests sent in turn to one fresh instance of mistral.rs-cached: `a | aa`. Request 2 is the one " \
+        "read back" in report.markdown(w, text, "x.py")
+    w.identity = dict(w.identity, engine="exllamav2")
+    with pytest.raises(IssueError, match="requests in turn to one instance: the exllamav2 script sends one"):
+        scripts.script(w, "t")
+
+
 def test_a_trace_witness_is_a_class_cause_with_its_calls():
     w = from_entry(str(IK / "crash-trace-0b15f57963.json"))
     assert (w.cause, w.kind) == ("crash", "class")

@@ -7,7 +7,7 @@ subject is run now: `dryz properties` on it (a dryz child), then each cause's fi
 cause (`dryz minimize --cause`, a child each, as conformance minimizes them). Either way one command.
 
 Each report is DIR/ENGINE-CAUSE.md with its script beside it, DIR/ENGINE-CAUSE.py, and its witness,
-DIR/ENGINE-CAUSE.case.json (a Case or trace JSON: `dryz --subject SPEC check` reads it). Where the engine is installed
+DIR/ENGINE-CAUSE.case.json (a Case, trace or request sequence JSON: `dryz --subject SPEC check` reads it). Where the engine is installed
 here, each script is run with the engine alone (a child process, no dryz on its path of imports) and its output
 goes into the report; a script that does not show the difference it reports is the harness in doubt (exit 2).
 """
@@ -45,7 +45,7 @@ def write(w: Witness, directory: Path, run: bool, log) -> tuple[Path, str | None
     path, the script's output or None)."""
     name = w.slug()
     witness = directory / f"{name}.case.json"  # the witness beside its report (dryz check reads it)
-    write_text(witness, dumps_readable(w.trace.to_json() if w.trace is not None else w.case.to_json()))
+    write_text(witness, dumps_readable((w.trace or w.requests or w.case).to_json()))
     w.source = witness.name
     text = scripts.script(w, report.title(w))
     py = directory / f"{name}.py"

@@ -86,6 +86,11 @@ def markdown(w: Witness, script_text: str, script_name: str, output: str | None 
                   "of every token at logit 0, `R` reset, `C` clone, `F` free), with " + _params(w.trace) + ".", ""]
     else:
         c = w.case
+        if w.requests is not None:
+            lines += [f"Requests sent in turn to one fresh instance of {name}: `{w.requests.spelled()}`. Request "
+                      f"{w.index + 1} is the one read back; the one(s) before it, "
+                      + ", ".join(f"`{e.symbols}`" for e in w.earlier) + ", are what the instance had answered "
+                      "(llama.cpp answers each request on its own).", ""]
         lines += [f"History `{c.symbols}` (token ids {list(c.history)}; every token is one character: a, b, c, ... "
                   f"are ids 0, 1, 2, ...), candidates " + ", ".join(_token(t) for t in c.ids[:12])
                   + (f" and {len(c.ids) - 12} more" if len(c.ids) > 12 else "") + " at logit "

@@ -39,8 +39,10 @@ class Witness:
     cause: str                 # a deviation model, the judge's class (crash), or "unexplained CLASS"
     kind: str                  # observed | declared | class | residual
     identity: dict             # the subject: engine, engine_version, label, spec, sources, citations
-    case: Case | None = None   # the input (a case) ...
+    case: Case | None = None   # the input (a case; a request sequence's request that differs) ...
     trace: object = None       # ... or a trace (a class cause: traces are not fitted)
+    requests: object = None    # the request sequence (dryz.requests.Requests) whose request `index` is `case`
+    index: int = 0
     answer: object = None      # what the engine answered the case: Output, Crash or Refused
     causes: tuple = ()         # the fitted causes the witness was kept with
     shortest: str = ""         # proven | 1-minimal | not minimized
@@ -58,6 +60,19 @@ class Witness:
     @property
     def version(self) -> str:
         return str(self.identity.get("engine_version") or "").split(" (")[0]
+
+    @property
+    def probe(self):
+        """The input as the causes read it: the case, or the request with the prompts sent before it."""
+        if self.requests is None:
+            return self.case
+        from ..requests import Request  # on use: a request sequence witness
+        return Request(self.requests, self.index)
+
+    @property
+    def earlier(self) -> tuple:
+        """The requests sent before the witness's one to the same instance (cases; none for a single case)."""
+        return tuple(self.requests.requests[:self.index]) if self.requests is not None else ()
 
     @property
     def model(self) -> bool:
@@ -109,6 +124,29 @@ def _answer(e, case: Case):
     raise IssueError(f"{e.path}: the entry records no answer of the engine (no observed logits, no crash)")
 
 
+def _request(e) -> tuple:
+    """A request sequence entry's (Request, answer): its first request the engine answered otherwise than llama.cpp
+    (the requests before it are what the instance had answered)."""
+    from ..requests import Request  # on use: a request sequence witness
+    per = e.data.get("per_request") or []
+    k = next((i for i, r in enumerate(per) if r.get("class") not in (None, "agree")), None)
+    if k is None or k >= len(e.requests) or not (per[k].get("subject") or {}):
+        raise IssueError(f"{e.path}: the entry records no request the engine answered otherwise than llama.cpp")
+    r = Request(e.requests, k)
+    return r, answer_of(r, per[k]["subject"])
+
+
+def _entry_witness(e, **kw) -> Witness:
+    """A witness of an entry's input: a trace, a request sequence's differing request, or a case."""
+    detail = (e.data.get("verdict") or {}).get("detail", "")
+    if e.trace is not None:
+        return Witness(trace=e.trace, detail=detail, **kw)
+    if e.requests is not None:
+        r, answer = _request(e)
+        return Witness(case=r.case, requests=e.requests, index=r.index, answer=answer, detail=detail, **kw)
+    return Witness(case=e.case, answer=_answer(e, e.case), detail=detail, **kw)
+
+
 def from_entry(path: str) -> Witness:
     """The witness an entry is: its cause (the one it was minimized for, else fitted on its one answer)."""
     e = load_entry(Path(path))
@@ -116,15 +154,13 @@ def from_entry(path: str) -> Witness:
     _refuse_llama(ident, str(path))
     prov = e.data.get("provenance") or {}
     if e.trace is not None:
-        return Witness(e.expect, "class", ident, trace=e.trace, shortest=e.data.get("shortest", ""),
-                       source=str(path), detail=(e.data.get("verdict") or {}).get("detail", ""))
-    case = e.case
-    if case.vocab is not None:
-        raise IssueError(f"{path}: a case on a real vocabulary ({case.vocab}): the reports reproduce dryz's symbol "
-                         "vocabulary with the engine alone")
-    answer = _answer(e, case)
-    w = Witness("", "", ident, case=case, answer=answer, shortest=e.data.get("shortest", ""), source=str(path),
-                detail=(e.data.get("verdict") or {}).get("detail", ""))
+        return _entry_witness(e, cause=e.expect, kind="class", identity=ident, shortest=e.data.get("shortest", ""),
+                              source=str(path))
+    if e.case is not None and e.case.vocab is not None:
+        raise IssueError(f"{path}: a case on a real vocabulary ({e.case.vocab}): the reports reproduce dryz's "
+                         "symbol vocabulary with the engine alone")
+    w = _entry_witness(e, cause="", kind="", identity=ident, shortest=e.data.get("shortest", ""), source=str(path))
+    case, answer = w.probe, w.answer
     declared = tuple(ident.get("deviations") or ())
     cause, causes = prov.get("cause"), tuple(prov.get("causes") or ())
     if cause and cause != "unexplained":
@@ -197,12 +233,9 @@ def _cause_witness(cause: dict, ident: dict, fitted: tuple, where: str) -> Witne
     name = cause["name"]
     if w.get("minimized") and Path(w["minimized"]).is_file():
         e = load_entry(Path(w["minimized"]))
-        if e.trace is not None:
-            return Witness(name, kind, ident, trace=e.trace, shortest=w.get("shortest", ""), source=w["minimized"],
-                           probes=cause.get("probes", 0), detail=(e.data.get("verdict") or {}).get("detail", ""))
-        return Witness(name, kind, ident, case=e.case, answer=_answer(e, e.case), causes=fitted,
-                       shortest=w.get("shortest") or e.data.get("shortest", ""), source=w["minimized"],
-                       probes=cause.get("probes", 0), detail=(e.data.get("verdict") or {}).get("detail", ""))
+        return _entry_witness(e, cause=name, kind=kind, identity=ident, causes=() if e.trace is not None else fitted,
+                              shortest=w.get("shortest") or e.data.get("shortest", ""), source=w["minimized"],
+                              probes=cause.get("probes", 0))
     probe = w.get("probe")
     if not probe:
         return None
@@ -211,9 +244,16 @@ def _cause_witness(cause: dict, ident: dict, fitted: tuple, where: str) -> Witne
         return Witness(name, kind, ident, trace=Trace.from_json(probe), shortest="not minimized (the first probe)",
                        source=where, probes=cause.get("probes", 0),
                        detail=(w.get("verdict") or {}).get("detail", ""))
-    case = Case.from_json(probe)
     if not w.get("subject"):
         return None
+    if "requests" in probe:  # a request sequence: its request `request` (1-based) differs
+        from ..requests import Request, Requests  # on use: a request sequence witness
+        r = Request(Requests.from_json(probe), int(w.get("request") or 1) - 1)
+        return Witness(name, kind, ident, case=r.case, requests=r.sequence, index=r.index,
+                       answer=answer_of(r, w["subject"]), causes=fitted,
+                       shortest="not minimized (the first probe that needs it)", source=where,
+                       probes=cause.get("probes", 0), detail=(w.get("verdict") or {}).get("detail", ""))
+    case = Case.from_json(probe)
     return Witness(name, kind, ident, case=case, answer=answer_of(case, w["subject"]), causes=fitted,
                    shortest="not minimized (the first probe that needs it)", source=where,
                    probes=cause.get("probes", 0), detail=(w.get("verdict") or {}).get("detail", ""))

@@ -11,8 +11,10 @@ HOW = ("It sends one chat request with the witness's DRY parameters to a mistral
        "whose every logit is 0 (written here with gguf: the 64 one-character tokens, then </s>), and reads each "
        "candidate's penalty exactly through the public API: with every other token masked by logit_bias, the "
        "token is chosen over </s> exactly when its bias reaches its penalty, so a bisection over the float32 "
-       "values finds the penalty bit for bit.")
+       "values finds the penalty bit for bit. Where requests came before the witness's on the same instance, every ask goes "
+       "to a fresh Runner (its prefix cache as the subject ran it) that answered them first.")
 ISOLATE = False
+REQUESTS = True  # a request sequence: each ask on a fresh Runner that answered the earlier requests first
 IMPORTS = """
 import tempfile
 from pathlib import Path
@@ -84,12 +86,26 @@ class Engine:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         write_model(d)
         self.Request = ChatCompletionRequest
-        self.runner = Runner(which=Which.GGUF(tok_model_id=None, quantized_model_id=str(d),
-                                              quantized_filename="tiny.gguf"),
-                             chat_template=str(Path(d) / "raw.jinja"), prefix_cache_n=0)
+        self.new = lambda: Runner(which=Which.GGUF(tok_model_id=None, quantized_model_id=str(d),  # noqa: E731
+                                                   quantized_filename="tiny.gguf"),
+                                  chat_template=str(Path(d) / "raw.jinja"), prefix_cache_n=PREFIX_CACHE_N)
+        self.runner = self.new()
         self.text = "".join(SYMBOLS[t] for t in HISTORY)
         self.dry = dict(dry_multiplier=MULTIPLIER, dry_base=BASE, dry_allowed_length=ALLOWED_LENGTH,
                         dry_sequence_breakers=list(BREAKERS))
+
+    def instance(self):
+        """The Runner an ask goes to: with earlier requests, a fresh one that answered them first (each ask then
+        meets the instance in the state the witness's request met it: its prefix cache holds only theirs)."""
+        if not EARLIER:
+            return self.runner
+        runner = self.new()
+        for e in EARLIER:
+            runner.send_chat_completion_request(self.Request(
+                messages=[{"role": "user", "content": "".join(SYMBOLS[t] for t in e["history"])}], model="m",
+                max_tokens=1, temperature=0, dry_multiplier=e["multiplier"], dry_base=e["base"],
+                dry_allowed_length=e["allowed_length"], dry_sequence_breakers=list(e["breakers"])))
+        return runner
 
     def chosen(self, token, bias):
         """Greedy choice between the token (biased) and </s>, every other token masked: the token wins iff its
@@ -98,7 +114,7 @@ class Engine:
         masks[EOS], masks[token] = 0.0, float(bias)
         req = self.Request(messages=[{"role": "user", "content": self.text}], model="m", max_tokens=1,
                            temperature=0, logprobs=True, top_logprobs=2, logit_bias=masks, **self.dry)
-        return self.runner.send_chat_completion_request(req).choices[0].logprobs.content[0].token == SYMBOLS[token]
+        return self.instance().send_chat_completion_request(req).choices[0].logprobs.content[0].token == SYMBOLS[token]
 
     def penalty(self, token, guesses=()):
         """The token's penalty, exactly: the least float32 bias that chooses it (inf: none does); a guess is
@@ -133,6 +149,15 @@ def answer():
             return ("refused", f"{type(err).__name__}: {err}")
         return ("logits", out)
 '''
+
+
+def setup(w) -> str:
+    """The prefix cache as the subject ran it (engine:mistralrs-cached: mistral.rs's default, 16) and the requests
+    sent before (scripts.constants writes EARLIER for a request sequence)."""
+    import re
+    m = re.search(r"prefix_cache_n (\d+)", str(w.identity.get("engine_version") or ""))
+    return (f"PREFIX_CACHE_N = {int(m.group(1)) if m else 0}  # Runner(prefix_cache_n=...): 0 is no prefix cache\n"
+            + ("" if w.requests is not None else "EARLIER = []\n"))
 
 
 def refuses(w) -> str | None:
