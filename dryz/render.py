@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 
@@ -469,9 +470,14 @@ def witness_values(w: dict, promise: str = "") -> list[str]:
                 f"{SYMBOLS[t] if t < len(SYMBOLS) else t} {_f32(v)}" for t, v in zip(ids, cols[-1][1]["logits"]))
                 + f" ({promise}: the source promises otherwise)"]
         return rows or ["every logit the same"]
-    return ["; ".join(f"{names[k]} " + (_f32_list(a["logits"]) if "logits" in a else
-                                        next(f"{x} {a[x]}" for x in ("raised", "crash", "refused") if x in a))
+    return ["; ".join(f"{names[k]} " + (_f32_list(a["logits"]) if "logits" in a else _not_logits(a))
                       for k, a in cols)]
+
+
+def _not_logits(a: dict) -> str:
+    """A raise, crash or refusal as one phrase ("raised OverflowError: ...", not "raised the engine raised: ...")."""
+    x = next(x for x in ("raised", "crash", "refused") if x in a)
+    return f"{x} " + re.sub(r"^the (engine|subject|library) (raised|crashed|refused):? ", "", str(a[x]))
 
 
 def _f32(v) -> str:

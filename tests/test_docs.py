@@ -368,6 +368,31 @@ def test_readme_engine_speeds_are_the_record():
     assert engines_sentence() in " ".join(README.read_text().split())
 
 
+def test_an_engine_page_s_figures_are_its_rows_of_the_record(tmp_path):
+    """docs/engines/NAME.md's figures block is made from its rows of bench/records/engines.json: the Aphrodite page
+    gets both of its paths' rows, with the campaign's fitted causes and what they explained; the ik_llama.cpp page
+    says the record has no row for it when it has none."""
+    from dryz.docs import FIGURES_BEGIN, FIGURES_END, _figures_block
+    cert = {"max_length": 11, "cases": 2391471, "wall_seconds": 10.5, "cases_per_second": 227759.1, "exit": 1}
+    camp = {"execs": 12000, "seconds": 121.0, "execs_per_second": 99.2, "findings": {"crash": 2}, "exit": 1,
+            "fitted": ["repeat-min:2", "no-clamp"], "explained": 9000}
+    rec = {"command": "python bench/engines.py --time 120", "commit": "abc1234", "cores": 2, "cpu": "X", "load": [0.5],
+           "rows": [{"subject": "engine:aphrodite", "certificate": cert, "campaign": camp},
+                    {"subject": "engine:aphrodite-python", "certificate": cert, "campaign": dict(camp, fitted=[])}]}
+    f = tmp_path / "engines.json"
+    f.write_text(json.dumps(rec))
+    page = _figures_block("aphrodite", f"x\n{FIGURES_BEGIN}\nold\n{FIGURES_END}\ny\n", f)
+    assert page.splitlines()[2:5] == [
+        "`python bench/engines.py --time 120` (record `bench/records/engines.json`, [benchmarks](../benchmarks.md), "
+        "commit abc1234; one core each on a 2-core X, load 0.5 when it began):",
+        "- `engine:aphrodite`: the certificate space to length 11, 2,391,471 cases in 10.5 s (227,759 per second, "
+        "exit 1); a 120-second campaign, 12,000 execs in 121 s (99.2 per second), judged with its 2 fitted causes: "
+        "9,000 inputs explained by them; findings: crash 2 (exit 1).",
+        "- `engine:aphrodite-python`: the certificate space to length 11, 2,391,471 cases in 10.5 s (227,759 per "
+        "second, exit 1); a 120-second campaign, 12,000 execs in 121 s (99.2 per second); findings: crash 2 (exit 1)."]
+    assert "the record has no row for this engine." in _figures_block("ik_llama", page, f)
+
+
 def test_readme_states_the_mutation_score_the_committed_run_gives():
     """README's sentence of the mutation score is made from docs/results/mutation-0.3.36/ and the test set
     (dryz.docs.mutation_sentence): a figure typed by hand, or a run re-made without README following, fails."""

@@ -60,6 +60,8 @@ SOURCES = [
     {"name": "multiplier-negative:off", "source": SRC.format(line=433, text="if settings.dry_multiplier > 0.0: "
                                                               "apply_dry")},
     {"name": "no-clamp", "source": SRC.format(line=270, text="settings.dry_base ** exc_length (no exponent clamp)")},
+    {"name": "raises-overflow", "source": SRC.format(line=270, text="settings.dry_base ** exc_length: Python's float "
+                                                      "power raises OverflowError past the largest double")},
 ]
 # exllamav2's generator refuses an empty sequence (its jobs start from the prompt's ids): histories of one token or more
 DOMAIN = {"min_history": 1, "cited": 'exllamav2/generator/dynamic.py:1718 (0.3.2): assert ids.shape[-1] > 0, '
