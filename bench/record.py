@@ -59,7 +59,12 @@ def machine() -> dict:
 
 
 def commit() -> str:
-    """The commit measured (short), with `-dirty` when the work tree has changes; `unknown` outside git."""
+    """The commit measured (short), with `-dirty` when the work tree has changes; `unknown` outside git;
+    $DRYZ_BENCH_COMMIT when a script measured another checkout (bench/suite.sh: its fresh clone's HEAD, which the
+    work tree's HEAD may have moved past by the time the record is written)."""
+    if os.environ.get("DRYZ_BENCH_COMMIT"):
+        return os.environ["DRYZ_BENCH_COMMIT"]
+
     def git(*args):
         return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT)
     head = git("rev-parse", "--short", "HEAD")

@@ -16,6 +16,7 @@ work=$(mktemp -d)
 lines=$(mktemp)
 trap 'rm -rf "$work" "$lines"' EXIT
 git clone -q "$here" "$work/dryz"
+export DRYZ_BENCH_COMMIT=$(git -C "$work/dryz" rev-parse --short HEAD)  # the commit measured (committed work only)
 mkdir "$work/cache"
 ( cd "$work/dryz" && DRYZ_CACHE="$work/cache" /usr/bin/time -f "suite  %e s wall  %M KB peak RSS" .ci/run ) 2>&1 \
   | tail -n 5 | tee "$lines"
