@@ -354,8 +354,8 @@ def engines_sentence(record: Path | None = None) -> str:
     it): per subject, the certificate's cases judged per second and the campaign's execs per second."""
     r = json.loads((record or ROOT / "bench" / "records" / "engines.json").read_text())
     names = {"libllama:": "libllama", "engine:mistralrs": "mistral.rs", "engine:exllamav2": "exllamav2",
-             "engine:aphrodite": "Aphrodite (its compiled scan)", "engine:aphrodite-python":
-             "Aphrodite (its Python fallback)", "ik-llama:": "ik_llama.cpp"}
+             "engine:aphrodite": "Aphrodite's compiled scan", "engine:aphrodite-python": "its Python fallback",
+             "ik-llama:": "ik_llama.cpp"}
 
     def n(x: float) -> str:
         return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
@@ -368,7 +368,7 @@ def engines_sentence(record: Path | None = None) -> str:
     return ("One core each, the certificate's cases per second (one history run per equality pattern, weighted by "
             "the cases it stands for) and a "
             f"{r['rows'][0]['campaign']['seconds'] // 60:.0f}-minute campaign's execs per second"
-            + (" (an engine's judged against llama.cpp with its fitted causes, as `dryz conformance` runs it)"
+            + (" (an engine's judged with its fitted causes)"
                if any(row["campaign"].get("fitted") for row in r["rows"]) else "") + ": " + "; ".join(parts)
             + " ([record](bench/records/engines.json)).")
 

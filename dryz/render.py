@@ -70,6 +70,9 @@ def abi_confirmation_text(c: dict) -> str:
         return "ABI confirmation case passed (aa, allowed_length 1: logit -1)"
     if not c["oracles_passed"]:
         return "ABI confirmation case: the ORACLES miss logit -1: harness in doubt"
+    if c.get("explained_by"):
+        return (f"ABI confirmation case: logit {c['observed_logit']}, not -1 (aa, allowed_length 1), explained by "
+                "the fitted causes")
     return f"ABI confirmation case MISSED BY THE LIBRARY (aa, allowed_length 1: logit {c['observed_logit']}, not -1)"
 
 

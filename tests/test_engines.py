@@ -244,7 +244,8 @@ def test_a_differing_property_of_libllama_is_written_and_replays(tmp_path):
 
 def test_the_checked_in_conformance_witnesses_replay(tmp_path):
     """docs/results/conformance.json (rendered into docs/results/conformance.md): one run of every default row;
-    every cause of a differing cell that is not declared names its minimized witness, checked in under
+    every cause of a differing cell that is not declared names its minimized witness (an observed one, the engine's
+    source line that does it), checked in under
     docs/results/conformance/, and each row's witnesses replay on that row's subject as recorded (llama-server's
     row: tests/test_server.py replays the served-* witnesses)."""
     from dryz.conformance.matrix import DEFAULT_ROWS
@@ -258,6 +259,11 @@ def test_the_checked_in_conformance_witnesses_replay(tmp_path):
             for cause in c["causes"]:
                 if cause["kind"] == "declared":
                     continue
+                if cause["kind"] == "observed":  # a finding names the engine's code that does it
+                    from dryz.oracle.deviations import pattern
+                    sources = row["identity"].get("sources") or {}
+                    assert sources.get(cause["name"]) or sources.get(pattern(cause["name"])), \
+                        (row["spec"], key, cause["name"], "no source line")
                 w = cause["witness"]
                 assert not Path(w["minimized"]).is_absolute() and (ROOT / w["minimized"]).is_file() and \
                     w["shortest"] in ("proven", "1-minimal"), \
@@ -337,3 +343,21 @@ def test_an_engine_in_a_fuzz_job_answers_as_its_adapter_process(name):
         assert "Output" in kinds and len(kinds) >= 2, kinds  # some raise (exllamav2) or are refused (Aphrodite)
     finally:
         there.close()
+
+
+def test_a_fitted_campaign_counts_the_control_its_causes_explain(tmp_path):
+    """exllamav2 answers the ABI confirmation case `aa` (allowed_length 1) with logit 0, not -1: its last token is
+    not in its n-gram trie (last-follower:unseen). Alone, a campaign's control is a finding (exit 1); with that cause
+    fitted, the control is counted as explained and is no finding (the campaign exits 0 when nothing else is found)."""
+    engine("exllamav2")
+    models = ("last-follower:unseen", "single-token-breakers", "window-zero:unlimited")
+    p = dryz("--subject", "engine:exllamav2", "fuzz", "--time", "3", "--jobs", "1", "--recheck", "1", "--workdir", "w",
+             *[x for m in models for x in ("--fitted", m)], cwd=tmp_path, timeout=300)
+    assert ("control: ABI confirmation case: logit 0.0, not -1 (aa, allowed_length 1), explained by the fitted "
+            "causes") in p.stderr + p.stdout
+    assert "(ABI confirmation control)" not in p.stdout
+    s = json.loads((tmp_path / "w" / "summary.json").read_text())
+    assert s["controls"]["abi_confirmation"]["explained_by"] == list(models)
+    p = dryz("--subject", "engine:exllamav2", "fuzz", "--time", "3", "--jobs", "1", "--recheck", "1", "--workdir", "w2",
+             cwd=tmp_path, timeout=300)
+    assert p.returncode == 1 and "finding: mismatch (ABI confirmation control): " in p.stdout

@@ -17,6 +17,20 @@ from ..vocab_cases import load_vocab
 from .campaign import Campaign, confirmation_control, exit_code
 
 
+def explained_control(confirmation: dict, causes: tuple, lib) -> bool:
+    """A failed ABI confirmation control whose answer the fitted causes explain (dryz.causes, as the campaign's
+    inputs are judged with them): marked explained, its finding dropped. A crash is left a finding."""
+    from ..causes import answer_of, explains  # on use: a campaign with fitted causes
+    if confirmation["observed_logit"] == "crash":
+        return False
+    case = Case.from_json(confirmation["case"])
+    answer = answer_of(case, {"logits": [confirmation["observed_logit"]]})
+    if not explains(case, answer, tuple(causes), bool(lib.caps.sorted_flag), lib.abi):
+        return False
+    confirmation.update(explained_by=list(causes), findings=[])
+    return True
+
+
 def run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, breakers, sampler, traces, recheck,
         libfuzzer_flags, echo, causes=()) -> int:
     if traces and vocab is not None:
@@ -42,9 +56,12 @@ def run(seconds, jobs, workdir, artifacts, native, fault, json_path, vocab, brea
     confirmation = None
     if vocab is None:  # the ABI confirmation case, judged as `dryz check` judges it; it also seeds the campaign
         confirmation = confirmation_control(lib)
-        say(f"control: {abi_confirmation_text(confirmation)}")
         if not confirmation["oracles_passed"]:
+            say(f"control: {abi_confirmation_text(confirmation)}")
             fail("the oracles miss the ABI confirmation case's logit -1: the harness is in doubt")
+        if causes and confirmation["findings"]:
+            explained_control(confirmation, causes, lib)
+        say(f"control: {abi_confirmation_text(confirmation)}")
         for ex in confirmation["findings"]:
             echo(f"finding: {ex['kind']} (ABI confirmation control): {Case.from_json(ex['case']).dumps()}")
     try:
