@@ -478,7 +478,8 @@ FIGURES_END = "<!-- END figures -->"
 
 def _figures_block(name: str, text: str, record: Path | None = None) -> str:
     """The engine page's figures, between its markers: its rows of bench/records/engines.json (bench/engines.py),
-    the command, the machine and its load, the certificate's and the campaign's numbers as measured."""
+    the command, the machine and its load, the certificate's and the campaign's numbers as measured (speeds and
+    findings; not the commands' exits, which the conformance grid judges)."""
     if FIGURES_BEGIN not in text:
         return text
     head, rest = text.split(FIGURES_BEGIN, 1)
@@ -487,7 +488,7 @@ def _figures_block(name: str, text: str, record: Path | None = None) -> str:
     r = json.loads(path.read_text())
     rows = [x for spec in ENGINE_PAGES[name] for x in r["rows"] if x["subject"].split("@")[0] == spec]
     lines = [f"`{r['command']}` (record `bench/records/{path.name}`, [benchmarks](../benchmarks.md), commit "
-             f"{r['commit']}; one core each on a {r['cores']}-core {r['cpu']}, load {r['load'][0]:g} when it began):"]
+             f"{r['commit']}; one core each on a {r['cores']}-core {r['cpu']}, load {r['load'][0]:g} when it ended):"]
     if not rows:
         lines.append("the record has no row for this engine.")
     for row in rows:
@@ -495,11 +496,11 @@ def _figures_block(name: str, text: str, record: Path | None = None) -> str:
         fit = f.get("fitted") or []
         found = ", ".join(f"{k} {v:,}" for k, v in sorted(f.get("findings", {}).items())) or "none"
         lines.append(f"- `{row['subject']}`: the certificate space to length {c['max_length']}, {c['cases']:,} "
-                     f"cases in {c['wall_seconds']:g} s ({c['cases_per_second']:,.0f} per second, exit {c['exit']}); "
+                     f"cases in {c['wall_seconds']:g} s ({c['cases_per_second']:,.0f} per second; against llama.cpp alone: {c.get('verdict', '?')}); "
                      f"a {r['command'].split('--time ')[1].split()[0] if '--time ' in r['command'] else 300}-second "
                      f"campaign, {f['execs']:,} execs in {f['seconds']:g} s ({f['execs_per_second']:,.1f} per "
                      "second)" + (f", judged with its {len(fit)} fitted causes: {f.get('explained', 0):,} inputs "
-                                  "explained by them" if fit else "") + f"; findings: {found} (exit {f['exit']}).")
+                                  "explained by them" if fit else "") + f"; findings: {found}.")
     return head + FIGURES_BEGIN + "\n" + "\n".join(lines) + "\n" + FIGURES_END + tail
 
 

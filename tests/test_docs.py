@@ -373,7 +373,8 @@ def test_an_engine_page_s_figures_are_its_rows_of_the_record(tmp_path):
     gets both of its paths' rows, with the campaign's fitted causes and what they explained; the ik_llama.cpp page
     says the record has no row for it when it has none."""
     from dryz.docs import FIGURES_BEGIN, FIGURES_END, _figures_block
-    cert = {"max_length": 11, "cases": 2391471, "wall_seconds": 10.5, "cases_per_second": 227759.1, "exit": 1}
+    cert = {"max_length": 11, "cases": 2391471, "wall_seconds": 10.5, "cases_per_second": 227759.1, "exit": 1,
+            "verdict": "mismatch"}
     camp = {"execs": 12000, "seconds": 121.0, "execs_per_second": 99.2, "findings": {"crash": 2}, "exit": 1,
             "fitted": ["repeat-min:2", "no-clamp"], "explained": 9000}
     rec = {"command": "python bench/engines.py --time 120", "commit": "abc1234", "cores": 2, "cpu": "X", "load": [0.5],
@@ -384,12 +385,12 @@ def test_an_engine_page_s_figures_are_its_rows_of_the_record(tmp_path):
     page = _figures_block("aphrodite", f"x\n{FIGURES_BEGIN}\nold\n{FIGURES_END}\ny\n", f)
     assert page.splitlines()[2:5] == [
         "`python bench/engines.py --time 120` (record `bench/records/engines.json`, [benchmarks](../benchmarks.md), "
-        "commit abc1234; one core each on a 2-core X, load 0.5 when it began):",
-        "- `engine:aphrodite`: the certificate space to length 11, 2,391,471 cases in 10.5 s (227,759 per second, "
-        "exit 1); a 120-second campaign, 12,000 execs in 121 s (99.2 per second), judged with its 2 fitted causes: "
-        "9,000 inputs explained by them; findings: crash 2 (exit 1).",
+        "commit abc1234; one core each on a 2-core X, load 0.5 when it ended):",
+        "- `engine:aphrodite`: the certificate space to length 11, 2,391,471 cases in 10.5 s (227,759 per second; "
+        "against llama.cpp alone: mismatch); a 120-second campaign, 12,000 execs in 121 s (99.2 per second), judged with its 2 fitted causes: "
+        "9,000 inputs explained by them; findings: crash 2.",
         "- `engine:aphrodite-python`: the certificate space to length 11, 2,391,471 cases in 10.5 s (227,759 per "
-        "second, exit 1); a 120-second campaign, 12,000 execs in 121 s (99.2 per second); findings: crash 2 (exit 1)."]
+        "second; against llama.cpp alone: mismatch); a 120-second campaign, 12,000 execs in 121 s (99.2 per second); findings: crash 2."]
     assert "the record has no row for this engine." in _figures_block("ik_llama", page, f)
 
 

@@ -617,7 +617,8 @@ def exit_code(summary: dict, confirmation: dict | None, seconds: int) -> tuple[i
     if summary["interrupted"]:
         return 130, (f"dryz fuzz: INTERRUPTED after {summary['seconds']} s of {seconds}: this summary covers only "
                      f"that part; {len(summary['findings'])} crash file(s) kept, not re-checked")
-    if any(f["reproduces"] for f in summary["findings"]) or (confirmation is not None and not confirmation["passed"] and not confirmation.get("explained_by")):
+    control_missed = confirmation is not None and not confirmation["passed"] and not confirmation.get("explained_by")
+    if any(f["reproduces"] for f in summary["findings"]) or control_missed:
         return EXIT_FINDING, None
     if summary["findings"]:
         return EXIT_ERROR, (f"dryz: error: {len(summary['findings'])} crash file(s) that do not reproduce on the subject: "
