@@ -85,7 +85,14 @@ class Semantics:
 def with_deviations(cfg: Config, declared, breakers=(), tokenize=symbol_tokenize, printed=None) -> Config:
     """cfg with the models of the declared deviations as its variants (dryz.oracle.deviations; printed: a real
     vocabulary's restart sequences of the printed-text fix)."""
+    if tokenize is symbol_tokenize and printed is None:  # plain data: the same every time (a fuzz job's hot path)
+        return _with_deviations_symbols(cfg, tuple(declared), tuple(breakers))
     return replace(cfg, variants=variants(cfg, declared, breakers, tokenize, printed))
+
+
+@lru_cache(maxsize=4096)  # as _config: a campaign's configurations repeat (Config is frozen)
+def _with_deviations_symbols(cfg: Config, declared: tuple, breakers: tuple) -> Config:
+    return replace(cfg, variants=variants(cfg, declared, breakers, symbol_tokenize, None))
 
 
 def vocab_config(case: Case, abi: int, vocabulary) -> Config:

@@ -61,7 +61,8 @@ _EXECS = re.compile(r"^#(\d+)")
 
 RECHECK_SHARE = 0.25  # of --time: what the re-checks of a campaign's crash files may take after it
 RECHECK_MIN = 60.0  # seconds, at the least
-BY_CAUSE_SAMPLE = 2000  # explained inputs counted per cause (spread evenly over them): every one counts in all
+BY_CAUSE_SAMPLE = 2000  # explained inputs counted per cause (spread evenly over the kept files, each job's first
+# dryz.fuzz.target.EXPLAINED_KEEP): every one counts in all
 
 
 class CampaignError(RuntimeError, DryzError):
@@ -221,9 +222,10 @@ class Campaign:
         return self.workdir / "explained"
 
     def explained(self) -> dict:
-        """The inputs the fitted causes explained (one file each, written by the jobs), counted: in all and per
-        cause (the causes each needs: explained with them, not without it) on at most BY_CAUSE_SAMPLE of them
-        (each a prediction per cause: tens of thousands took longer than the campaign)."""
+        """The inputs the fitted causes explained (each job keeps its first ones as files and counts the rest),
+        counted: in all and per cause (the causes each needs: explained with them, not without it) on at most
+        BY_CAUSE_SAMPLE of the kept ones (each a prediction per cause: tens of thousands took longer than the
+        campaign)."""
         from ..causes import answer_of, explains  # on use: a campaign with fitted causes
         files = sorted(self.explained_dir.glob("*.json")) if self.causes else []
         by: dict = {m: 0 for m in self.causes}
@@ -239,7 +241,7 @@ class Campaign:
         over = sum(int(f.read_text() or 0) for f in self.explained_dir.glob("overflow-*.count")) if self.causes else 0
         return {"inputs": len(files) + over, "by_cause": {m: n for m, n in by.items() if n},
                 "causes": list(self.causes), **({"counted_only": over} if over else {}),
-                **({"by_cause_of": len(sample)} if len(sample) < len(files) else {})}
+                **({"by_cause_of": len(sample)} if len(sample) < len(files) + over else {})}
 
     def env(self) -> dict:
         env = self.subject_env()

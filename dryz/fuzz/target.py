@@ -70,32 +70,40 @@ CAUSES = tuple(m for m in os.environ.get("DRYZ_CAUSES", "").split(",") if m)
 
 
 KEEP = 20_000  # files one job writes into a folder; past it, the inputs are counted (OVERFLOW), not kept
+# Explained inputs a job keeps as files: the campaign counts them per cause on a sample of at most BY_CAUSE_SAMPLE
+# (dryz.fuzz.campaign), so a job keeps its first EXPLAINED_KEEP (a job starts with the corpus's seeds: the same
+# inputs in every job, one file each) and counts the rest; writing every one (its case and answer as JSON) cost an
+# engine's campaign a tenth of its time.
+EXPLAINED_KEEP = 250
 OVERFLOW = "overflow-{pid}.count"  # a job's count of the inputs it did not keep, rewritten every 100
 _kept: dict = {}
 
 
-def _keep(folder: str, name: str, text) -> None:
+def _keep(folder: str, name: str, text, keep: int = KEEP) -> None:
     """Write a file once (a distinct input: its name is its hash); a second writer of the same name loses. Past
-    KEEP files from this job, the input is counted in the folder's overflow file instead."""
+    `keep` files from this job, the input is counted in the folder's overflow file instead (text: its content, or
+    a call that makes it, made only when it is written)."""
     n = _kept.get(folder, 0)
-    if n >= KEEP:
+    if n >= keep:
         _kept[folder] = n + 1
-        if (n + 1 - KEEP) % 100 == 1:
+        if (n + 1 - keep) % 100 == 1:
             with open(os.path.join(folder, OVERFLOW.format(pid=os.getpid())), "w") as f:
-                f.write(str(n + 1 - KEEP))
+                f.write(str(n + 1 - keep))
         return
     try:
         fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         return
     _kept[folder] = n + 1
+    if callable(text):
+        text = text()
     with os.fdopen(fd, "wb") as f:
         f.write(text if isinstance(text, bytes) else text.encode())
 
 
-def found(data: bytes, message: str, case=None, answer=None) -> None:
+def found(data: bytes, message, case=None, answer=None) -> None:
     """A new finding: explained by the fitted causes (kept aside, counted), recorded in process, or raised for
-    libFuzzer to keep."""
+    libFuzzer to keep (message: a call that makes the finding's text, made only then)."""
     import hashlib  # on use: a finding
     import json  # on use: a finding
     sha = hashlib.sha1(data).hexdigest()
@@ -103,12 +111,13 @@ def found(data: bytes, message: str, case=None, answer=None) -> None:
         from ..causes import answer_json, explains  # on use: a campaign with fitted causes
         subject = _subject()
         if explains(case, answer, CAUSES, bool(subject.caps.sorted_flag), subject.abi):
-            _keep(EXPLAINED, f"{sha}.json", json.dumps({"case": case.to_json(), "answer": answer_json(answer)}))
+            _keep(EXPLAINED, f"{sha}.json", lambda: json.dumps({"case": case.to_json(), "answer": answer_json(
+                answer)}), EXPLAINED_KEEP)
             return
     if RECORD:
         _keep(RECORD, f"crash-{sha}", data)
         return
-    raise Finding(message)
+    raise Finding(message())
 
 
 def test_one_input(data: bytes) -> None:
@@ -118,7 +127,7 @@ def test_one_input(data: bytes) -> None:
     except Unsupported:  # a case this subject cannot express (its capabilities): not judged
         return
     if is_new_finding(v.klass):
-        found(data, f"{v.klass}: {v.detail}\n{case.dumps()}", case, out)
+        found(data, lambda: f"{v.klass}: {v.detail}\n{case.dumps()}", case, out)
 
 
 def test_one_trace(data: bytes) -> None:
@@ -129,7 +138,7 @@ def test_one_trace(data: bytes) -> None:
     except SubjectError:  # a configuration the old ABI's driver refuses (it would throw): not judged as a trace
         return
     if is_new_finding(v.klass):
-        found(data, f"{v.klass} at apply {v.first_bad_apply}: {trace.spelled()[:300]}\n{trace.dumps()}")
+        found(data, lambda: f"{v.klass} at apply {v.first_bad_apply}: {trace.spelled()[:300]}\n{trace.dumps()}")
 
 
 def entry_point():

@@ -164,7 +164,7 @@ def read_fuzz(r: ModeResult, s: dict, work: Path) -> None:
     r.text = (f"VOID ({s['void']}): " if s.get("void") else "") + \
         f"{s['execs']:,} execs in {s['seconds']:.0f} s" + (f" ({rate:,} exec/s)" if rate else "") + \
         f", cov {s['cov']}: " + \
-        (f"{ex['inputs']:,} explained by the causes (" + (f"by cause, of {ex['by_cause_of']:,} spread over them: "
+        (f"{ex['inputs']:,} explained by the causes (" + (f"by cause, on a sample of {ex['by_cause_of']:,}: "
                                                           if ex.get("by_cause_of") else "")
          + ", ".join(f"{m} {n:,}" for m, n in ex["by_cause"].items())
          + "); " if ex and ex["inputs"] else "") + \

@@ -48,6 +48,7 @@ import ctypes
 import ctypes.util
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -113,10 +114,20 @@ def _z_array(s: list) -> list:
     return z
 
 
+@lru_cache(maxsize=64)
+def _backward_matches(W: tuple, limit: int) -> tuple:
+    """Z[j] for every position j of the window W (Z[0] = 0): the backward match of W[:j] against W's suffix, capped
+    at limit. Cached: one case is predicted on several configurations with the same window (a subject's declared
+    variants in check.Batch.declared, then its fitted causes in dryz.causes), and the scan is most of the cost."""
+    w = len(W)
+    zr = _z_array(W[::-1])  # the Z-algorithm on the reversed window: zr[w - j] is the backward match at j
+    return (0,) + tuple(min(zr[w - j], limit) for j in range(1, w))
+
+
 def predict(cfg, history, ids, initial, sorted_in: bool):
     """(logits float32 (C,), sorted flag) the composed model leaves for one case, or Raises."""
     out = np.array(initial, dtype=np.float32).reshape(-1).copy()
-    hist = [int(t) for t in history]
+    hist = list(map(int, history))
     n = len(hist)
     if any(cond == "always" for _, cond, _ in cfg.raises):  # the sampler dies before DRY's own checks run
         return Raises("", "always")
@@ -131,7 +142,7 @@ def predict(cfg, history, ids, initial, sorted_in: bool):
     w = min(n, cap)
     if w <= allowed or w == 0:  # (no token to read: a negative allowed_length and an empty history)
         return out, bool(sorted_in)
-    W = hist[n - w:]
+    W = tuple(hist[n - w:])
     if cfg.last_breaker_checked:
         rep = int(rep_limits(np.array([W], dtype=np.int64), cfg.seqs)[0])
     else:  # Step 1 from the token before the last
@@ -142,8 +153,7 @@ def predict(cfg, history, ids, initial, sorted_in: bool):
     last = W[-1]
     limit = rep if cfg.match_cap is None else min(rep, cfg.match_cap)
     # Step 2: every position's repeat (Z_j, capped), the occurrences as the scan reads them
-    zr = _z_array(W[::-1])  # the Z-algorithm on the reversed window: zr[w - j] is the backward match at j
-    Z = [0] + [min(zr[w - j], limit) for j in range(1, w)]
+    Z = _backward_matches(W, limit)
     followers = range(1, w) if cfg.last_follower else range(1, w - 1)
     occ = [j for j in range(w - 1, 0, -1) if W[j - 1] == last]
     if cfg.occurrence_cap is not None or cfg.early_exit is not None:
@@ -160,7 +170,7 @@ def predict(cfg, history, ids, initial, sorted_in: bool):
     heads = cfg.single_token_breakers()
     L: dict[int, int] = {}
     count: dict[int, int] = {}
-    S = max((Z[j] for j in range(1, w) if read is None or j in read), default=0)  # the longest repeat
+    S = max(Z) if read is None else max((Z[j] for j in read), default=0)  # the longest repeat (Z[0] = 0)
     if cfg.suffix_cap is not None and S >= cfg.suffix_cap:
         return out, False
     if cfg.longest_only:
@@ -173,16 +183,20 @@ def predict(cfg, history, ids, initial, sorted_in: bool):
                 L[W[j]] = S
                 count[W[j]] = count.get(W[j], 0) + 1
     else:
-        for j in followers:
-            z = W[j]
-            if read is not None and j not in read:
-                L.setdefault(z, 0)  # present, but its repeat was not read
-                continue
-            if Z[j] >= L.get(z, -1):
-                if Z[j] > L.get(z, -1):
-                    count[z] = 0
-                L[z] = Z[j]
-                count[z] = count.get(z, 0) + (1 if Z[j] > 0 else 0)
+        # Every follower is present with L 0 (a repeat of 0 tokens: Z[j] is 0 wherever W[j - 1] is not the last
+        # token, and a position whose repeat was not read counts as present only); then, in order, each position
+        # read that has a repeat raises its token's L, its count the occurrences at the largest L. (As a scan of
+        # every follower in order, with what a repeat of 0 leaves: L 0 and, where it was read, a count of 0.)
+        L = dict.fromkeys(W[followers.start:followers.stop], 0)
+        seen = [j for j in (occ[::-1] if read is None else sorted(read)) if j in followers]
+        count = dict.fromkeys(W[followers.start:followers.stop], 0) if read is None else \
+            dict.fromkeys((W[j] for j in seen), 0)
+        for j in seen:
+            z, zj = W[j], Z[j]
+            if zj > L[z]:
+                L[z], count[z] = zj, 1
+            elif zj == L[z] and zj > 0:
+                count[z] += 1
     # Step 4 (an engine whose power raises on overflow computes it for every token it penalizes, a candidate or not)
     if cfg.overflow_raises and math.isfinite(cfg.base) and any(
             math.isinf(_pow(cfg.base, float(lz - allowed))) for t, lz in L.items()

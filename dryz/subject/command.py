@@ -393,15 +393,19 @@ class Command(Subject):
             out.append(self._output(c, answer))
         return out
 
-    def _reply(self, rid: int, timeout: float) -> dict:
-        """The adapter's next line, which answers request rid."""
+    def _decoded(self, timeout: float):
+        """The adapter's next line, decoded."""
         line = self._line(timeout)
         try:
-            d = json.loads(line)
+            return json.loads(line)
         except ValueError:
             raise _Gone(f"answered something that is not JSON: {line[:120]!r}") from None
+
+    def _reply(self, rid: int, timeout: float) -> dict:
+        """The adapter's next answer, which answers request rid."""
+        d = self._decoded(timeout)
         if not isinstance(d, dict) or d.get("id") != rid:
-            raise _Gone(f"answered out of order or without the request's id {rid}: {line[:120]!r}")
+            raise _Gone(f"answered out of order or without the request's id {rid}: {json.dumps(d)[:120]!r}")
         self._adapter_failed(d)
         return d
 
@@ -508,8 +512,11 @@ class EngineSubject(Command):
 class InProcessEngine(EngineSubject):
     """An engine adapter dryz ships, run in this process (a fuzz job's: no pipe between the job and the engine): the
     adapter module's make() gives the handshake and run, dryz.subject.engines.serve.respond each answer, as the
-    adapter's own process would write it; the requests and answers go through the same JSON as over the pipe, and
-    are read by the same code. Only for engines that say so (Engine.in_process: Python, fork-safe)."""
+    adapter's own process would write it, read by the same code. A request and its answer are the dicts the pipe's
+    JSON carries, passed as they are: plain JSON values both (a request as _request builds it; an answer as
+    respond makes it, its logits through logit_json), which a JSON round trip gives back unchanged, so it is not
+    made per case (it cost a fuzz job more than a tenth of its time). Only for engines that say so
+    (Engine.in_process: Python, fork-safe)."""
 
     def __init__(self, arg: str):
         from .engines import ENGINES  # on use: keeps start-up fast (a kind's module loads when it is selected)
@@ -534,9 +541,9 @@ class InProcessEngine(EngineSubject):
         return json.loads(json.dumps(self._respond({"op": "hello"})))
 
     def _send(self, obj) -> None:
-        self._queue.append(json.dumps(self._respond(json.loads(json.dumps(obj)))))
+        self._queue.append(self._respond(obj))
 
-    def _line(self, timeout: float) -> str:
+    def _decoded(self, timeout: float):
         return self._queue.pop(0)
 
     def _kill(self) -> None:

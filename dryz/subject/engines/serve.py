@@ -19,7 +19,6 @@ import json
 import math
 import os
 import sys
-import traceback
 from contextlib import contextmanager
 
 SCHEMA = "dryz.adapter/1"
@@ -48,9 +47,13 @@ def engine(fn, *args, **kwargs):
 
 
 def _where(e: BaseException) -> str:
-    tb = traceback.extract_tb(e.__traceback__)
-    return f"{type(e).__name__}: {e} ({os.path.basename(tb[-1].filename)}:{tb[-1].lineno})" if tb else \
-        f"{type(e).__name__}: {e}"
+    """What raised and where: the innermost frame of its traceback (walked, not extracted: no source is read)."""
+    tb = e.__traceback__
+    if tb is None:
+        return f"{type(e).__name__}: {e}"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{type(e).__name__}: {e} ({os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno})"
 
 
 def answers_stream():
