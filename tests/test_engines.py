@@ -95,6 +95,48 @@ def test_mistralrs_read_back_is_exact(tmp_path):
     assert p.returncode == 2 and "not judged" in p.stderr and "no window parameter" in p.stderr
 
 
+def test_mistralrs_read_back_asks_only_what_decides_the_logit():
+    """The read-back's cost in requests (the adapter's own count), on the mistral.rs Runner itself: a penalty whose
+    log-probability underflows (-128 after abcabcabcab) is found among the penalties the formula can give (2^k:
+    about log2(2n) requests, not the 34 of a bisection over every float32); a candidate at -inf or beside a large
+    initial logit asks nothing it does not need; with base < 1 every candidate level with </s> is proven at 0 with
+    one request for all the lower bounds and one each."""
+    import math
+
+    import numpy as np
+
+    from dryz.case import Case
+    from dryz.subject.command import Command
+    from dryz.subject.engines import mistralrs as M
+    engine("mistralrs")
+
+    class Symbols:
+        vocab_names = None
+
+        def _symbols(self):
+            return {"name": "symbols"}
+
+    adapter = M.Adapter(0)
+
+    def read(history, allowed_length=1, base=2.0, **kw):
+        k = 1 + max(history)
+        c = Case(history=tuple(history), alphabet=k, penalty_last_n=64, multiplier=1.0, base=base,
+                 allowed_length=allowed_length, **kw)
+        before = adapter.requests
+        logits, _ = adapter.run(Command._request(Symbols(), c, 1))
+        return logits, adapter.requests - before
+
+    abc = [0, 1, 2] * 3 + [0, 1]
+    logits, asks = read(abc, candidates=((2, 0.0),))
+    # the first ask; 2^k among the 14 penalties of the formula and the largest float32 (4); confirmed (1)
+    assert logits == [-128.0] and asks == 1 + 4 + 1 and len(M._family(1.0, 2.0, 1, 11)) == 14
+    big = float(np.float32(1e30))
+    logits, asks = read(abc, candidates=((2, -math.inf), (1, big), (0, 0.0)))
+    assert logits == [-math.inf, big, 0.0] and asks == 1  # c -inf, b 1e30 and a level (base 2): all certain
+    logits, asks = read([0, 1] * 9 + [2, 3], candidates=((0, 0.0), (2, 0.0), (3, 0.0), (4, 0.0)), base=0.5)
+    assert logits == [0.0] * 4 and asks == 1 + 1 + 4  # 0.5^19 could hide: every p >= 0 at once, then each p <= 0
+
+
 def test_aphrodite_refuses_as_it_documents(tmp_path):
     spec = engine("aphrodite")
     v = verdict(dryz("--subject", spec, "check", str(case(tmp_path, "abab", base=0.5))))

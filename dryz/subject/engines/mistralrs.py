@@ -23,17 +23,24 @@ f32(bias - p) for its penalty p. One request without bias gives every token's lo
 log-probability equals the end-of-sequence token's (never in the history, never penalized) has p = 0 when no
 penalty the parameters allow could be too small to show (else that is checked, below); the others' p is found
 exactly with greedy requests that mask every token but the candidate (biased by b) and `</s>` (bias 0): the first
-maximum wins, so the candidate is chosen iff f32(b - p) >= 0 iff b >= p, and p is the least float32 b chosen, found
-by bisection over the float32 order. An answer that cannot be read so (an infinite logit raised by a negative
-multiplier) is not judged.
+maximum wins, so the candidate is chosen iff f32(b - p) >= 0 iff b >= p, and p is the least float32 b chosen. A
+guess from the log-probability is confirmed bit for bit (two requests); else p is searched first among the
+penalties the formula can give (multiplier * base^k, each rounding: a penalty whose log-probability underflowed
+leaves no estimate), then by bisection over the float32 order between the two found. A lower bound is asked for
+many candidates at once (`</s>` is chosen iff every candidate's b < p); an upper bound takes one request per
+candidate (the argmax names one token), so where a penalty too small to show in a log-probability is possible,
+proving p = 0 costs a request per candidate. A search stops once every p left gives the candidate the same output
+logit f32(initial - p) (a candidate at -inf stays -inf; beside a large initial logit a small penalty changes
+nothing): what is read back exactly is the candidate's logit after DRY. An answer that cannot be read so (an
+infinite logit raised by a negative multiplier) is not judged.
 
 A read-back ask repeats the request's prompt, and on a cached Runner a repeated prompt is in the cache. So in a
 sequence the read-back asks run on the request's own Runner only where that repeat answers as the first ask did:
 after the read-back the prompt is asked once more and its log-probabilities must equal the first ask's bit for bit
 (a prompt the cache holds whole is no cache hit: prefix_cacher.rs:559-561); where they differ (the first ask was a
 cache hit that changed DRY's context), every read-back ask is the first ask of a fresh Runner that has answered the
-earlier requests (exact; ~0.25 s each). Cost, measured on one core (docs/engines/mistralrs.md): a fresh Runner is
-~0.22 s, an ask ~7 ms; a single case on the cached adapter ~0.25-0.3 s (engine:mistralrs: ~7 ms per ask).
+earlier requests (exact; ~0.25 s each). Cost, measured on one core: a fresh Runner is ~0.22 s, an ask ~1 ms (a
+prompt of 2 tokens 0.7 ms, of 96 tokens 1.1 ms); a single case on the cached adapter ~0.25-0.3 s.
 
 mistral.rs has no window parameter: its DRY reads the whole context. A case whose window would cut the history (or
 switch DRY off: penalty_last_n <= 0 in llama.cpp's library) cannot be asked and is not judged.
@@ -46,6 +53,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from functools import lru_cache
 from importlib.metadata import version
 from pathlib import Path
 
@@ -137,6 +145,28 @@ def _float(k: int) -> np.float32:
     return np.array([i], dtype=np.int32).view(np.float32)[0]
 
 
+@lru_cache(maxsize=256)
+def _family(m: float, base: float, allowed: int, n: int) -> tuple:
+    """The float32 keys (ascending) of the penalties DRY's formula gives a request: 0 (none), and m * base^k for
+    every exponent k a repeat in n tokens can reach (from -allowed, a repeat below allowed_length, to n), rounded
+    as float32 arithmetic or as double; only where to look first (_penalty), never taken for an answer
+    unconfirmed. A penalty too large for its log-probability to show it (it underflows to -inf) leaves no
+    estimate to guess from: searched among these, it takes about log2(2n) asks, not the 33 of the bisection over
+    every float32."""
+    keys = {0}
+    if not (math.isfinite(m) and m != 0 and math.isfinite(base) and base > 0):
+        return tuple(keys)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        for k in range(-max(allowed, 0), n + 1):
+            forms = [np.float32(np.float32(m) * np.float32(np.float32(base) ** np.float32(k)))]
+            try:
+                forms.append(np.float32(m * float(base) ** k))
+            except OverflowError:
+                pass
+            keys.update(_key(P) for P in forms if math.isfinite(P))
+    return tuple(sorted(keys))
+
+
 class Adapter:
     def __init__(self, prefix_cache_n: int = 0):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -216,17 +246,40 @@ class Adapter:
         """p == P, bit for bit: z is chosen at bias P and not at the float32 just below it (2 requests)."""
         return self._chosen(text, dry, z, P) and not self._chosen(text, dry, z, _float(_key(P) - 1))
 
-    def _penalty(self, text, dry, z, guesses) -> np.float32:
-        """p, exactly: a guess confirmed bit for bit, else the least float32 b with z chosen (bisection over the
-        float32 order, at most 33 requests; not chosen even at the largest float32: p is +inf)."""
+    def _penalty(self, text, dry, z, guesses, family=(), initial=np.float32(0.0)) -> np.float32:
+        """p, exactly as far as the candidate's output f32(initial - p) goes (a penalty giving that output): a
+        guess confirmed bit for bit, else the least float32 b with z chosen (z is chosen iff b >= p): first
+        searched among the family's values (float32 keys, ascending: the penalties the formula can give, _family)
+        and the largest float32, each ask halving them (not chosen even at the largest float32: p is +inf); a
+        family value found is confirmed with one ask (not chosen just below it), else the bisection over the
+        float32 order goes on between the two values found (at most 33 requests in all). It stops once every p
+        left gives the same output (f32(initial - p) is monotone in p: the same at both ends of what is left):
+        beside a large initial logit a penalty below half its float32 step changes nothing."""
         for P in guesses:
             if self._is_penalty(text, dry, z, P):
                 return P
+
+        def settled(a, c) -> bool:  # p in [_float(a + 1), _float(c)] gives one output
+            with np.errstate(over="ignore", invalid="ignore"):
+                return c is not None and np.float32(initial - _float(a + 1)) == np.float32(initial - _float(c))
+
         top = _key(np.float32(3.4028235e38))
-        if not self._chosen(text, dry, z, _float(top)):
+        a, c = -top - 1, None  # not chosen at -inf (below every float32 b)
+        keys = [k for k in family if a < k < top] + [top]
+        lo, hi = 0, len(keys)
+        while lo < hi and not settled(a, c):  # the least of keys z is chosen at
+            mid = (lo + hi) // 2
+            if self._chosen(text, dry, z, _float(keys[mid])):
+                c, hi = keys[mid], mid
+            else:
+                a, lo = keys[mid], mid + 1
+        if c is None:
             return np.float32(math.inf)
-        a, c = -top - 1, top  # not chosen at -inf (below every float32 b), chosen at the largest
-        while c - a > 1:
+        if c != top and c - a > 1 and not settled(a, c):  # a family value: p itself unless chosen just below it
+            if not self._chosen(text, dry, z, _float(c - 1)):
+                return _float(c)
+            c -= 1
+        while c - a > 1 and not settled(a, c):
             mid = (a + c) // 2
             if self._chosen(text, dry, z, _float(mid)):
                 c = mid
@@ -319,15 +372,29 @@ class Adapter:
         ref = lps[EOS]
         m, base = abs(float(p["multiplier"])), float(p["base"])
         smallest = m if base >= 1 else m * base ** len(hist) if base > 0 else 0.0  # the least penalty it can give
-        pens, guesses = {}, {}
+        initial = {t: np.float32(-math.inf if b == "-inf" else float(b)) for t, b in req["candidates"]}
+        pens, guesses, level = {}, {}, []
         for t, _ in req["candidates"]:
             lp = lps.get(t, -math.inf)
             if lp == math.inf or math.isnan(lp):
                 raise NotExpressible(f"token {t}'s log-probability is {lp}: an infinite logit cannot be read")
-            elif lp == ref and (smallest >= 1e-5 or self._is_penalty(text, dry, t, np.float32(0.0))):
+            elif initial[t] == -math.inf:  # -inf less any penalty it can have (not -inf: lp would be +inf) is -inf
                 pens[t] = np.float32(0.0)
+            elif lp == ref and smallest >= 1e-5:
+                pens[t] = np.float32(0.0)
+            elif lp == ref:  # level with </s>: p is 0 unless a penalty too small to show it, checked below
+                level.append(t)
             else:  # (a log-probability of -inf: the probability underflowed, the penalty is large, maybe +inf)
                 guesses[t] = self._guesses(ref - lp, float(p["multiplier"]), base)
+        # p == 0 for those level with </s>: every p >= 0 in one ask, then each p <= 0 (chosen at bias 0), one ask
+        # each (an argmax answers for one token at a time); a p not 0 is found as any other
+        at_least = len(level) > 1 and self._all_at_least(text, dry, {t: np.float32(0.0) for t in level})
+        for t in level:
+            if self._chosen(text, dry, t, np.float32(0.0)) if at_least else \
+                    self._is_penalty(text, dry, t, np.float32(0.0)):
+                pens[t] = np.float32(0.0)
+            else:
+                guesses[t] = []
         first = {t: g[0] for t, g in guesses.items() if g}
         if len(first) > 1 and self._all_at_least(text, dry, first):  # every lower bound in one ask, then each
             for t, P in first.items():                                  # upper bound: p_z == P_z, bit for bit
@@ -335,12 +402,12 @@ class Adapter:
                     pens[t] = P
         for t, g in guesses.items():  # the rest one by one: a guess confirmed, else the bisection
             if t not in pens:
-                pens[t] = self._penalty(text, dry, t, g)
+                pens[t] = self._penalty(text, dry, t, g, _family(float(p["multiplier"]), base,
+                                                                 int(p["allowed_length"]), len(hist)), initial[t])
         out = []
-        for t, b in req["candidates"]:
-            b = np.float32(-math.inf if b == "-inf" else float(b))
+        for t, _ in req["candidates"]:
             with np.errstate(over="ignore", invalid="ignore"):
-                out.append(float(np.float32(b - pens[t])))
+                out.append(float(np.float32(initial[t] - pens[t])))
         return out, bool(req["sorted"])
 
 
