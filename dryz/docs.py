@@ -367,7 +367,7 @@ def engines_sentence(record: Path | None = None) -> str:
                      f"{n(f['execs_per_second'])}")
     return ("One core each, the certificate's cases per second (one history run per equality pattern, weighted by "
             "the cases it stands for) and a "
-            f"{r['rows'][0]['campaign']['seconds'] // 60:.0f}-minute campaign's execs per second"
+            f"{r['rows'][0]['campaign']['seconds'] // 60:.0f}-minute campaign's execs per second of libFuzzer's time"
             + (" (an engine's judged with its fitted causes)"
                if any(row["campaign"].get("fitted") for row in r["rows"]) else "") + ": " + "; ".join(parts)
             + " ([record](bench/records/engines.json)).")
@@ -498,8 +498,9 @@ def _figures_block(name: str, text: str, record: Path | None = None) -> str:
         lines.append(f"- `{row['subject']}`: the certificate space to length {c['max_length']}, {c['cases']:,} "
                      f"cases in {c['wall_seconds']:g} s ({c['cases_per_second']:,.0f} per second; against llama.cpp alone: {c.get('verdict', '?')}); "
                      f"a {r['command'].split('--time ')[1].split()[0] if '--time ' in r['command'] else 300}-second "
-                     f"campaign, {f['execs']:,} execs in {f['seconds']:g} s ({f['execs_per_second']:,.1f} per "
-                     "second)" + (f", judged with its {len(fit)} fitted causes: {f.get('explained', 0):,} inputs "
+                     f"campaign, {f['execs']:,} execs in libFuzzer's {f['fuzz_seconds']:g} s "
+                     f"({f['execs_per_second']:,.1f} per second; the command {f['seconds']:g} s with its set-up and "
+                     "re-checks)" + (f", judged with its {len(fit)} fitted causes: {f.get('explained', 0):,} inputs "
                                   "explained by them" if fit else "") + f"; findings: {found}.")
     return head + FIGURES_BEGIN + "\n" + "\n".join(lines) + "\n" + FIGURES_END + tail
 

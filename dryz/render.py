@@ -232,6 +232,16 @@ def vocab_certificate_text(result: dict, results: list, pieces) -> str:
 FINDINGS_SHOWN = 10  # finding lines a campaign prints (the rest are counted; every one is in its summary.json)
 
 
+def explained_text(ex: dict) -> str:
+    """A campaign's inputs its fitted causes explained (its summary's `explained`), on one line: how many, how many
+    of them were crash files their re-check explained, and per cause (the inputs that need it) on the sample
+    counted."""
+    sample = f"by cause, on a sample of {ex['by_cause_of']:,}: " if ex.get("by_cause_of") else ""
+    again = f", {ex['rechecked']:,} of them crash files explained when re-checked" if ex.get("rechecked") else ""
+    return (f"{ex['inputs']:,} explained by the causes{again} (" + sample +
+            ", ".join(f"{m} {n:,}" for m, n in ex["by_cause"].items()) + ")")
+
+
 def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: float, work=None, spec: str = "",
                       json_path=None) -> str:
     """What `dryz fuzz` prints after its campaign: the figures, the findings (those that reproduce first, at most
@@ -240,6 +250,8 @@ def fuzz_summary_text(summary: dict, traces: bool, seconds: int, hard_limit: flo
              f"({summary['exec_per_s_fuzz']:,} exec/s over libFuzzer's {summary['fuzz_seconds']} s, after "
              f"{summary['setup_seconds']} s of set-up), cov {summary['cov']}, ft {summary['ft']}, "
              f"corpus {summary['corpus']}, findings {len(summary['findings'])}"]
+    if summary.get("explained") and summary["explained"]["inputs"]:
+        lines.append(f"explained: {explained_text(summary['explained'])}; not findings")
     if summary["counters"]:
         lines.append(f"coverage counters: {summary['counters']}")
     if summary.get("stopped_at_hard_limit"):

@@ -102,6 +102,13 @@ def test_each_scan_rule_on_a_witness_worked_by_hand():
     # a negative multiplier off; the window one token wider: `baab`, window 3: `aab` cannot see the first b
     assert _run("abab", "multiplier-negative:off", multiplier=-1.0, allowed_length=0) == [0.0, 0.0, 0.0]
     assert _run("bab", "window:one-wider", penalty_last_n=2)[0] == -1.0 and _run("bab", penalty_last_n=2)[0] == 0.0
+    # base < 1 applied, a base of 0 or below too (exllamav2 and mistral.rs check no base): `ababa`, allowed_length
+    # 0: b follows `aba` (L 3), penalty base^3: -8 with base -2 raises b's logit by 8; with base 0 it is 0; llama.cpp
+    # (base < 1: DRY off) leaves every logit
+    assert _run("ababa", "base-below-one:applied", base=-2.0, allowed_length=0)[1] == 8.0
+    assert _run("ababa", "base-below-one:applied", base=0.5, allowed_length=0)[1] == -0.125
+    assert _run("ababa", "base-below-one:applied", base=0.0, allowed_length=0) == [-1.0, 0.0, 0.0]
+    assert _run("ababa", base=-2.0, allowed_length=0) == [0.0, 0.0, 0.0]
 
 
 def test_the_registry_names_parse_and_compose():

@@ -387,6 +387,31 @@ def test_an_engine_in_a_fuzz_job_answers_as_its_adapter_process(name):
         there.close()
 
 
+def test_exllamav2_and_mistralrs_apply_a_base_of_0_or_below_as_base_below_one_applied(tmp_path):
+    """Neither engine checks its base: a negative base's odd powers raise a logit (exllamav2's campaign met it in
+    inputs mutated from JSON seeds). `ababa`, allowed_length 0, base -2: b follows `aba`, (-2)^3 = -8, its logit
+    raised by 8 (llama.cpp: base < 1 is DRY off). Each answer is what its row's fitted causes give, and is not
+    without base-below-one:applied."""
+    from dryz.case import Case
+    from dryz.causes import explains
+    from dryz.judge import check_answer
+    from dryz.subject.registry import open_subject
+    fits = {row["spec"]: tuple(row["fit"]["models"]) for row in json.loads(
+        (ROOT / "docs" / "results" / "conformance.json").read_text())["rows"]}
+    for name, want in (("exllamav2", [0.0, 8.0]), ("mistralrs", [0.0, 8.0])):
+        spec = engine(name)
+        lib = open_subject(spec)
+        try:
+            c = Case(history=(0, 1, 0, 1, 0), alphabet=2, penalty_last_n=64, base=-2.0, allowed_length=0)
+            v, out = check_answer(c, lib)
+            assert v.klass == "mismatch" and [float(x) for x in out.logits] == want, (name, out)
+            fit = fits[spec]
+            assert explains(c, out, fit, False, 7)
+            assert not explains(c, out, tuple(m for m in fit if m != "base-below-one:applied"), False, 7)
+        finally:
+            lib.close()
+
+
 def test_a_fitted_campaign_counts_the_control_its_causes_explain(tmp_path):
     """exllamav2 answers the ABI confirmation case `aa` (allowed_length 1) with logit 0, not -1: its last token is
     not in its n-gram trie (last-follower:unseen). Alone, a campaign's control is a finding (exit 1); with that cause
@@ -400,6 +425,11 @@ def test_a_fitted_campaign_counts_the_control_its_causes_explain(tmp_path):
     assert "(ABI confirmation control)" not in p.stdout
     s = json.loads((tmp_path / "w" / "summary.json").read_text())
     assert s["controls"]["abi_confirmation"]["explained_by"] == list(models)
+    # what the causes explained is said, one line (inputs the causes do not explain are findings)
+    ex = s["explained"]
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("explained: "))
+    assert ex["inputs"] > 0 and line.startswith(f"explained: {ex['inputs']:,} explained by the causes (") and \
+        line.endswith("; not findings") and all(f"{m} {n:,}" in line for m, n in ex["by_cause"].items())
     p = dryz("--subject", "engine:exllamav2", "fuzz", "--time", "3", "--jobs", "1", "--recheck", "1", "--workdir", "w2",
              cwd=tmp_path, timeout=300)
     assert p.returncode == 1 and "finding: mismatch (ABI confirmation control): " in p.stdout

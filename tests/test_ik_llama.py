@@ -203,3 +203,37 @@ def test_the_fork_is_the_8_argument_init_dry_with_the_vocabulary_size_as_n_ctx_t
                     got[abi][v] = got[abi].get(v, 0) + 1
     assert got[8] == {"agree": 288}
     assert got[7] == {"agree": 251, "mismatch": 37}, got[7]  # the pinned 7-argument semantics
+
+
+def test_a_campaign_counts_a_crash_its_causes_explain_when_it_is_re_checked(ik, tmp_path):
+    """ik_llama.cpp's process dies (SIGABRT) on a window below -1, which its fitted cause window-context:64 models as
+    a raise: a fuzz job cannot judge that input (the crash ends it), so the campaign judges the crash file when it
+    re-checks it in a clean process. With the cause, the file is explained (kept among the explained inputs, and
+    not a finding); without it, it is a crash finding."""
+    import shutil
+    from pathlib import Path
+
+    from dryz.fuzz.campaign import Campaign
+    from dryz.subject.registry import open_subject
+    crash = Path(__file__).resolve().parent.parent / "docs" / "results" / "conformance" / "ik-llama" / "fuzz" / \
+        "artifacts" / "crash-a7c6de89237045affaa20323513748a7b608c84b"
+    assert json.loads(crash.read_text())["penalty_last_n"] == -5
+    lib = open_subject(ik)
+    try:
+        rows = []
+        for causes in (("window-context:64",), ()):
+            work = tmp_path / ("with" if causes else "without")
+            (work / "artifacts").mkdir(parents=True)
+            art = Path(shutil.copy(crash, work / "artifacts" / crash.name))
+            camp = Campaign(seconds=10, jobs=1, workdir=work, artifacts=work / "artifacts", subject=lib,
+                            causes=causes)
+            rows.append(camp.recheck(art))
+        explained, found = rows
+        assert (explained["klass"], explained["signal"], explained["explained_by"]) == \
+            ("crash", "SIGABRT", ["window-context:64"])
+        (kept,) = (tmp_path / "with" / "explained").glob("*.json")
+        assert json.loads(kept.read_text())["case"]["penalty_last_n"] == -5
+        assert (found["klass"], found["reproduces"]) == ("crash", True) and "explained_by" not in found
+        assert not (tmp_path / "without" / "explained").exists()
+    finally:
+        lib.close()

@@ -433,6 +433,8 @@ class Campaign:
                 interrupted = True
                 findings += [self.kept(p, "interrupted") for p in order[len(findings):]]
         findings, slow = split_slow(findings)
+        rechecked = [f for f in findings if f.get("explained_by")]  # crash files the fitted causes explain
+        findings = [f for f in findings if not f.get("explained_by")]
         # exec/s over the time libFuzzer ran (its --time, and any job it waits for after it); what came before
         # it once per campaign (the fork server's preparation: a real vocabulary's samplers; with --native the
         # counter probe) is the set-up, reported apart
@@ -446,7 +448,8 @@ class Campaign:
                 "slow_unit_seconds": self.slow_unit_seconds(),
                 "interrupted": interrupted,
                 "target": self.target, "stopped_at_hard_limit": limited.is_set(),
-                **({"explained": self.explained()} if self.causes else {}),
+                **({"explained": dict(self.explained(), **({"rechecked": len(rechecked)} if rechecked else {}))}
+                   if self.causes else {}),
                 **({"findings_not_kept": not_kept} if not_kept else {}),
                 **({"void": "libFuzzer executed no input (no unit ran to its end)"} if stats.execs == 0 and
                    not interrupted else {})}
@@ -556,6 +559,26 @@ class Campaign:
                 return f"{m.group(2)} inline 8-bit counters in {m.group(1)} native modules"
         return ""
 
+    def explained_crash(self, artifact: Path, answer: Crash, row: dict) -> dict:
+        """A crash file whose re-check killed the subject's process, judged with the fitted causes as a job judges
+        an engine's raise in process (dryz.causes.explains: the composed model raises there; a process that dies
+        ends its job before the job can judge it): where they explain it, its case and answer are kept among the
+        explained inputs (one file, as a job keeps them) and the row says so (explained_by): not a finding."""
+        if not self.causes or self.target != "cases" or self.vocab:
+            return row
+        from ..causes import answer_json, explains  # on use: a campaign with fitted causes
+        try:
+            case = input_decoder(self.subject)(artifact.read_bytes())
+        except (CaseError, ValueError):
+            return row
+        if not explains(case, answer, tuple(self.causes), bool(self.subject.caps.sorted_flag), self.subject.abi):
+            return row
+        self.explained_dir.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha1(artifact.read_bytes()).hexdigest()  # (as a job names an explained input)
+        (self.explained_dir / f"{name}.json").write_text(json.dumps({"case": case.to_json(),
+                                                                     "answer": answer_json(answer)}))
+        return dict(row, explained_by=list(self.causes))
+
     def kept(self, artifact: Path, why: str) -> dict:
         """A crash file kept without a re-check (why: interrupted, --time spent, --recheck limit); like every
         finding row it names the subject it was found on."""
@@ -578,8 +601,8 @@ class Campaign:
         if isinstance(out, Crash):
             if out.signal == "hang":
                 return dict(base, klass="hang", reproduces=True, signal=out.signal)
-            return dict(base, klass=crash_verdict(None, out).klass, reproduces=True, signal=out.signal,
-                        **crash_fields(out))
+            return self.explained_crash(artifact, out, dict(
+                base, klass=crash_verdict(None, out).klass, reproduces=True, signal=out.signal, **crash_fields(out)))
         if isinstance(out, str):  # the bytes decode to nothing this subject runs
             return dict(base, klass="error", reproduces=False, stderr=out)
         klass, case_json = out

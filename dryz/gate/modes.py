@@ -20,6 +20,7 @@ from typing import Callable
 
 from ..corpus import known_classes
 from ..enumerate.restarts import case_of
+from ..render import explained_text
 from ..verdict import is_finding
 from .changes import side, spell, subject_broke
 from .result import Finding, ModeResult
@@ -164,10 +165,7 @@ def read_fuzz(r: ModeResult, s: dict, work: Path) -> None:
     r.text = (f"VOID ({s['void']}): " if s.get("void") else "") + \
         f"{s['execs']:,} execs in {s['seconds']:.0f} s" + (f" ({rate:,} exec/s)" if rate else "") + \
         f", cov {s['cov']}: " + \
-        (f"{ex['inputs']:,} explained by the causes (" + (f"by cause, on a sample of {ex['by_cause_of']:,}: "
-                                                          if ex.get("by_cause_of") else "")
-         + ", ".join(f"{m} {n:,}" for m, n in ex["by_cause"].items())
-         + "); " if ex and ex["inputs"] else "") + \
+        (explained_text(ex) + "; " if ex and ex["inputs"] else "") + \
         (", ".join(f"{k} {v}" for k, v in classes.items()) if classes else "no findings") + \
         (f" ({len(s['slow'])} slow input(s), not findings)" if s.get("slow") else "")
     if s.get("void"):

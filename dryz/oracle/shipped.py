@@ -191,7 +191,7 @@ class Config:
         # llama_sampler_init_dry: penalty_last_n = max(penalty_last_n, 0); disabled -> an empty sampler.
         n = self.penalty_last_n
         unlimited = (n == 0 and self.window_zero_unlimited) or (n < 0 and self.window_negative_unlimited)
-        enabled = self.multiplier != 0.0 and (self.base >= 1.0 or (self.base_below_one_applied and self.base > 0)) \
+        enabled = self.multiplier != 0.0 and (self.base >= 1.0 or self.base_below_one_applied) \
             and (max(n, 0) != 0 or unlimited)
         heads, multi = _sequence_facts(self.seqs)
         object.__setattr__(self, "enabled", enabled)
