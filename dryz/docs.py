@@ -365,9 +365,9 @@ def engines_sentence(record: Path | None = None) -> str:
         upto = f" (to length {c['max_length']})" if c["max_length"] != 11 else ""
         parts.append(f"{names.get(row['subject'], row['subject'])} {n(c['cases_per_second'])}{upto} and "
                      f"{n(f['execs_per_second'])}")
-    return ("One core each, the certificate's cases per second (one history run per equality pattern, weighted by "
-            "the cases it stands for) and a "
-            f"{r['rows'][0]['campaign']['seconds'] // 60:.0f}-minute campaign's execs per second of libFuzzer's time"
+    return ("One core each, the certificate's cases per second (a run per equality pattern, weighted by its cases) "
+            "and a "
+            f"{r['rows'][0]['campaign']['seconds'] // 60:.0f}-minute campaign's execs per second of fuzzing"
             + (" (an engine's judged with its fitted causes)"
                if any(row["campaign"].get("fitted") for row in r["rows"]) else "") + ": " + "; ".join(parts)
             + " ([record](bench/records/engines.json)).")
