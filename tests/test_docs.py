@@ -375,7 +375,8 @@ def test_an_engine_page_s_figures_are_its_rows_of_the_record(tmp_path):
     from dryz.docs import FIGURES_BEGIN, FIGURES_END, _figures_block
     cert = {"max_length": 11, "cases": 2391471, "wall_seconds": 10.5, "cases_per_second": 227759.1, "exit": 1,
             "verdict": "mismatch"}
-    camp = {"execs": 12000, "seconds": 121.0, "execs_per_second": 99.2, "findings": {"crash": 2}, "exit": 1,
+    camp = {"execs": 12000, "seconds": 125.5, "fuzz_seconds": 121.0, "execs_per_second": 99.2, "findings": {"crash": 2},
+            "exit": 1,
             "fitted": ["repeat-min:2", "no-clamp"], "explained": 9000}
     rec = {"command": "python bench/engines.py --time 120", "commit": "abc1234", "cores": 2, "cpu": "X", "load": [0.5],
            "rows": [{"subject": "engine:aphrodite", "certificate": cert, "campaign": camp},
@@ -387,10 +388,12 @@ def test_an_engine_page_s_figures_are_its_rows_of_the_record(tmp_path):
         "`python bench/engines.py --time 120` (record `bench/records/engines.json`, [benchmarks](../benchmarks.md), "
         "commit abc1234; one core each on a 2-core X, load 0.5 when it ended):",
         "- `engine:aphrodite`: the certificate space to length 11, 2,391,471 cases in 10.5 s (227,759 per second; "
-        "against llama.cpp alone: mismatch); a 120-second campaign, 12,000 execs in 121 s (99.2 per second), judged with its 2 fitted causes: "
+        "against llama.cpp alone: mismatch); a 120-second campaign, 12,000 execs in libFuzzer's 121 s (99.2 per second; "
+        "the command 125.5 s with its set-up and re-checks), judged with its 2 fitted causes: "
         "9,000 inputs explained by them; findings: crash 2.",
         "- `engine:aphrodite-python`: the certificate space to length 11, 2,391,471 cases in 10.5 s (227,759 per "
-        "second; against llama.cpp alone: mismatch); a 120-second campaign, 12,000 execs in 121 s (99.2 per second); findings: crash 2."]
+        "second; against llama.cpp alone: mismatch); a 120-second campaign, 12,000 execs in libFuzzer's 121 s (99.2 per "
+        "second; the command 125.5 s with its set-up and re-checks); findings: crash 2."]
     assert "the record has no row for this engine." in _figures_block("ik_llama", page, f)
 
 
