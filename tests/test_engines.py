@@ -135,6 +135,10 @@ def test_mistralrs_read_back_asks_only_what_decides_the_logit():
     assert logits == [-math.inf, big, 0.0] and asks == 1  # c -inf, b 1e30 and a level (base 2): all certain
     logits, asks = read([0, 1] * 9 + [2, 3], candidates=((0, 0.0), (2, 0.0), (3, 0.0), (4, 0.0)), base=0.5)
     assert logits == [0.0] * 4 and asks == 1 + 1 + 4  # 0.5^19 could hide: every p >= 0 at once, then each p <= 0
+    # base -2 (mistral.rs checks no base): b after `ababa` gets (-2)^3 = -8, its logit raised; no estimate (its
+    # log-probability is above </s>'s): found among 0 and +-1..32 with the largest float32 (4 asks), confirmed (1)
+    logits, asks = read([0, 1, 0, 1, 0], candidates=((1, 0.0),), base=-2.0, allowed_length=0)
+    assert logits == [8.0] and asks == 1 + 4 + 1 and len(M._family(1.0, -2.0, 0, 5)) == 7
 
 
 def test_aphrodite_refuses_as_it_documents(tmp_path):
@@ -414,10 +418,13 @@ def test_exllamav2_and_mistralrs_apply_a_base_of_0_or_below_as_base_below_one_ap
 
 def test_a_fitted_campaign_counts_the_control_its_causes_explain(tmp_path):
     """exllamav2 answers the ABI confirmation case `aa` (allowed_length 1) with logit 0, not -1: its last token is
-    not in its n-gram trie (last-follower:unseen). Alone, a campaign's control is a finding (exit 1); with that cause
-    fitted, the control is counted as explained and is no finding (the campaign exits 0 when nothing else is found)."""
+    not in its n-gram trie (last-follower:unseen). Alone, a campaign's control is a finding (exit 1); with the row's
+    fitted causes (docs/results/conformance.json), the control is counted as explained and is no finding, and the
+    inputs they explain are said on one line (most of exllamav2's inputs need them: thousands in seconds)."""
     engine("exllamav2")
-    models = ("last-follower:unseen", "single-token-breakers", "window-zero:unlimited")
+    models = next(tuple(row["fit"]["models"]) for row in json.loads(
+        (ROOT / "docs" / "results" / "conformance.json").read_text())["rows"] if row["spec"] == "engine:exllamav2")
+    assert "last-follower:unseen" in models
     p = dryz("--subject", "engine:exllamav2", "fuzz", "--time", "3", "--jobs", "1", "--recheck", "1", "--workdir", "w",
              *[x for m in models for x in ("--fitted", m)], cwd=tmp_path, timeout=300)
     assert ("control: ABI confirmation case: logit 0.0, not -1 (aa, allowed_length 1), explained by the fitted "

@@ -154,14 +154,14 @@ def _family(m: float, base: float, allowed: int, n: int) -> tuple:
     estimate to guess from: searched among these, it takes about log2(2n) asks, not the 33 of the bisection over
     every float32."""
     keys = {0}
-    if not (math.isfinite(m) and m != 0 and math.isfinite(base) and base > 0):
-        return tuple(keys)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+    if not (math.isfinite(m) and m != 0 and math.isfinite(base)):  # (any base: mistral.rs checks none, and a
+        return tuple(keys)                                             # negative one's odd powers are negative)
+    with np.errstate(all="ignore"):
         for k in range(-max(allowed, 0), n + 1):
             forms = [np.float32(np.float32(m) * np.float32(np.float32(base) ** np.float32(k)))]
             try:
                 forms.append(np.float32(m * float(base) ** k))
-            except OverflowError:
+            except (OverflowError, ZeroDivisionError):
                 pass
             keys.update(_key(P) for P in forms if math.isfinite(P))
     return tuple(sorted(keys))
