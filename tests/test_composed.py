@@ -142,3 +142,51 @@ def test_every_property_s_probes_tell_every_model_registered_for_it_from_llama_c
                 if all(same_prediction(prediction(c, (m,)), x) for c, x in zip(probes, plain)):
                     blind.append((p.name, m))
     assert blind == []
+
+
+def test_compose_is_apply_in_turn_and_a_variant_that_changes_nothing_is_not_tried():
+    """compose() (one new Config for a fitted set) equals apply() of each model in turn, field for field; and
+    deviations.variants tries a declared variant only where its normal form (Config.normal) differs from the
+    configuration's and the earlier variants': two configurations with one normal form predict the same."""
+    from dataclasses import fields
+
+    from dryz.causes import candidates
+    from dryz.config import symbol_tokenize
+    from dryz.oracle.deviations import variants
+    rng = np.random.default_rng(7)
+    pool = candidates() + ["window-context:64", "finite-penalty:saturate"]
+    for _ in range(3000):
+        case = Case(history=(), alphabet=3, multiplier=float(rng.choice([0.8, -1.0, 0.0])),
+                    base=float(rng.choice([1.75, 0.5, 1.0, -2.0])), allowed_length=int(rng.choice([-1, 0, 2])),
+                    penalty_last_n=int(rng.choice([-3, -1, 0, 5, 64])),
+                    breakers=tuple(rng.choice(["a", "bc", "abc", ""], size=int(rng.integers(0, 3)))))
+        cfg = case_config(case, int(rng.choice([7, 8])))
+        names = [str(n) for n in rng.choice(pool, size=int(rng.integers(1, 8)), replace=False)]
+        one = cfg
+        for name in names:
+            one = apply(one, name, case.breakers, symbol_tokenize)
+        folded = compose(cfg, names, case.breakers, symbol_tokenize)
+        assert [getattr(one, f.name) for f in fields(one)] == [getattr(folded, f.name) for f in fields(folded)]
+        assert (one.enabled, one.window_cap) == (folded.enabled, folded.window_cap)
+        # the normal form predicts what the configuration does, on histories of every kind
+        for _ in range(3):
+            h = tuple(int(x) for x in rng.integers(0, 3, size=int(rng.integers(1, 12))))
+            c = Case(history=h, alphabet=3, multiplier=case.multiplier, base=case.base,
+                     allowed_length=case.allowed_length, penalty_last_n=case.penalty_last_n, breakers=case.breakers)
+            a, b = _composed(c, folded), _composed(c, folded.normal())
+            assert type(a) is type(b) and (isinstance(a, composed.Raises) or (
+                np.array_equal(_bits(a[0]), _bits(b[0])) and a[1] == b[1]))
+    # exllamav2's declared pair: with penalty_last_n 64 and one-token breakers neither changes anything, so none is
+    # tried; a window of 0 keeps window-zero:unlimited; a breaker of two tokens keeps single-token-breakers
+    declared = ("single-token-breakers", "window-zero:unlimited")
+
+    def tried(**kw):
+        case = Case(history=(0,), alphabet=3, **{"penalty_last_n": 64, "breakers": ("a",), **kw})
+        return [name for name, _ in variants(case_config(case), declared, case.breakers, symbol_tokenize)]
+
+    assert tried() == []
+    assert tried(penalty_last_n=0) == ["declared-window-zero:unlimited"]
+    assert tried(breakers=("ab",)) == ["declared-single-token-breakers"]
+    assert tried(breakers=("ab",), penalty_last_n=0) == [
+        "declared-single-token-breakers", "declared-window-zero:unlimited",
+        "declared-single-token-breakers+window-zero:unlimited"]

@@ -50,8 +50,8 @@ fixes). The fixed output is then `declared-<name>` where it equals that model, a
                                 -across-tokens and -phantom where the printed text shows them
 
 `variants(cfg, declared, breakers, tokenize)` gives the (class, Config) pairs check_batch tries: each deviation
-alone, and all of them together when more than one is declared. `refuses(case, declared)` names the declared
-refusal that covers a case, if any.
+alone, and all of them together when more than one is declared (each only where it changes the configuration at
+hand). `refuses(case, declared)` names the declared refusal that covers a case, if any.
 """
 
 from __future__ import annotations
@@ -229,18 +229,35 @@ def apply(cfg, name: str, breakers=(), tokenize=None, printed=None):
     vocabulary's text -> ids, for breaker-form:last-token; printed: the restart sequences of breaker-text:printed
     over a real vocabulary, which the caller builds: None on the symbol vocabulary, where pieces and texts are the
     same and there is no space prefix, so the fix changes nothing)."""
+    return replace(cfg, **_changes(cfg, name, breakers, tokenize, printed), variants=())
+
+
+class _Changed:
+    """A configuration's fields as changed so far (compose's fold): the changes, else the configuration's own."""
+
+    def __init__(self, cfg):
+        self.cfg, self.changes = cfg, {}
+
+    def __getattr__(self, field):
+        changes = self.__dict__["changes"]
+        return changes[field] if field in changes else getattr(self.__dict__["cfg"], field)
+
+
+def _changes(cfg, name: str, breakers=(), tokenize=None, printed=None) -> dict:
+    """The fields one deviation changes in a configuration (cfg: a Config, or compose's _Changed), as apply()
+    documents."""
     kind, n = parse(name)
     if kind == "breaker-text:printed":
-        return replace(cfg, variants=()) if printed is None else replace(cfg, seqs=printed, variants=())
+        return {} if printed is None else {"seqs": printed}
     if kind == "single-token-breakers":
-        return replace(cfg, seqs=tuple((h, t) for h, t in cfg.seqs if not t), variants=())
+        return {"seqs": tuple((h, t) for h, t in cfg.seqs if not t)}
     if kind == "breaker-form:last-token":
         if tokenize is None:
             raise DeviationError("breaker-form:last-token needs the vocabulary's tokenizer")
         heads = sorted({tokenize("a" + b)[-1] for b in breakers})  # ("": "a" itself, as the engines take it)
-        return replace(cfg, seqs=tuple((h, ()) for h in heads), variants=())
+        return {"seqs": tuple((h, ()) for h in heads)}
     if kind in _SETS:
-        return replace(cfg, **_SETS[kind], variants=())
+        return dict(_SETS[kind])
     if kind in _NUMBER_SETS:
         field = _NUMBER_SETS[kind]
         now = getattr(cfg, field)
@@ -248,23 +265,26 @@ def apply(cfg, name: str, breakers=(), tokenize=None, printed=None):
             n = min(n, now)
         elif field == "repeat_min":
             n = max(n, now)
-        return replace(cfg, **{field: n}, variants=())
+        return {field: n}
     if kind == "window-context":  # the 8-argument init_dry's window (shipped.effective_last_n) with context n
         raw = cfg.penalty_last_n
-        out = replace(cfg, penalty_last_n=effective_last_n(raw, n, 8), variants=())
-        return replace(out, raises=out.raises + (("", "always", 0),)) if raw < -1 else out
+        out = {"penalty_last_n": effective_last_n(raw, n, 8)}
+        return {**out, "raises": cfg.raises + (("", "always", 0),)} if raw < -1 else out
     if kind in _RAISES:
-        return replace(cfg, raises=cfg.raises + (("", _RAISES[kind], n),), variants=())
+        return {"raises": cfg.raises + (("", _RAISES[kind], n),)}
     # a refusal, a request layer's fix or a context model: the library's output model is unchanged (refuses()
     # judges a refusal; dryz.judge a request layer's fix; context() gives a context model's history)
-    return replace(cfg, variants=())
+    return {}
 
 
 def compose(cfg, names, breakers=(), tokenize=None, printed=None):
-    """The configuration with several deviations applied (in order; refusals change nothing here)."""
+    """The configuration with several deviations applied (in order; refusals change nothing here): apply() of
+    each in turn, folded into one new Config (a fuzz job composes a fitted set of a dozen models per new
+    configuration)."""
+    cur = _Changed(cfg)
     for name in names:
-        cfg = apply(cfg, name, breakers, tokenize, printed)
-    return cfg
+        cur.changes.update(_changes(cur, name, breakers, tokenize, printed))
+    return replace(cfg, **cur.changes, variants=())
 
 
 def variants(cfg, declared, breakers=(), tokenize=None, printed=None) -> tuple:
@@ -273,11 +293,17 @@ def variants(cfg, declared, breakers=(), tokenize=None, printed=None) -> tuple:
     declared = tuple(d for d in declared if d not in REFUSALS and d not in REQUEST_LAYER)
     out = [(f"declared-{d}", apply(cfg, d, breakers, tokenize, printed)) for d in declared]
     if len(declared) > 1:
-        both = cfg
-        for d in declared:
-            both = apply(both, d, breakers, tokenize, printed)
-        out.append(("declared-" + "+".join(declared), both))
-    return tuple(out)
+        out.append(("declared-" + "+".join(declared), compose(cfg, declared, breakers, tokenize, printed)))
+    # A variant that is, for this configuration, the configuration itself or an earlier variant (Config.normal:
+    # window-zero:unlimited where penalty_last_n is not 0, single-token-breakers with no breaker of two tokens, ...)
+    # cannot explain what they did not: only the others are tried.
+    seen, kept = [cfg.normal()], []
+    for name, v in out:
+        nv = v.normal()
+        if nv not in seen:
+            seen.append(nv)
+            kept.append((name, v))
+    return tuple(kept)
 
 
 def fix_for(klass: str) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -209,6 +209,23 @@ class Config:
                 self.exit_rule, self.arithmetic, self.times_count, self.longest_only, self.last_follower,
                 self.suffix_cap, self.window_extra, self.multiplier_negative_off, self.raises,
                 self.overflow_raises) != _LLAMA_SCAN
+
+    def normal(self) -> "Config":
+        """This configuration with every flag its parameters never reach reset to llama.cpp's: window_zero_unlimited
+        where penalty_last_n is not 0, window_negative_unlimited where it is not negative, base_below_one_applied
+        where base >= 1, multiplier_negative_off where the multiplier is not negative. Two configurations with
+        equal normal forms give the same output (deviations.variants drops a declared variant that is the
+        configuration itself, or another variant, for the case at hand)."""
+        n, reset = self.penalty_last_n, {}
+        if self.window_zero_unlimited and n != 0:
+            reset["window_zero_unlimited"] = False
+        if self.window_negative_unlimited and n >= 0:
+            reset["window_negative_unlimited"] = False
+        if self.base_below_one_applied and self.base >= 1.0:
+            reset["base_below_one_applied"] = False
+        if self.multiplier_negative_off and not self.multiplier < 0:
+            reset["multiplier_negative_off"] = False
+        return replace(self, **reset) if reset else self
 
     def window_length(self, n: int) -> int:
         return min(n, self.window_cap)  # the last penalty_last_n tokens; none when disabled
