@@ -100,7 +100,7 @@ def test_mistralrs_read_back_asks_only_what_decides_the_logit():
     log-probability underflows (-128 after abcabcabcab) is found among the penalties the formula can give (2^k:
     about log2(2n) requests, not the 34 of a bisection over every float32); a candidate at -inf or beside a large
     initial logit asks nothing it does not need; with base < 1 every candidate level with </s> is proven at 0 with
-    one request for all the lower bounds and one each."""
+    one request for all the lower bounds and one each, but for one whose initial logit no hidden penalty moves."""
     import math
 
     import numpy as np
@@ -135,6 +135,9 @@ def test_mistralrs_read_back_asks_only_what_decides_the_logit():
     assert logits == [-math.inf, big, 0.0] and asks == 1  # c -inf, b 1e30 and a level (base 2): all certain
     logits, asks = read([0, 1] * 9 + [2, 3], candidates=((0, 0.0), (2, 0.0), (3, 0.0), (4, 0.0)), base=0.5)
     assert logits == [0.0] * 4 and asks == 1 + 1 + 4  # 0.5^19 could hide: every p >= 0 at once, then each p <= 0
+    # the same beside initial logits of 1,000 and -1,000: no penalty a log-probability hides (below 1e-5) moves them
+    logits, asks = read([0, 1] * 9 + [2, 3], candidates=((0, 1000.0), (2, -1000.0), (3, 0.0), (4, 0.0)), base=0.5)
+    assert logits == [1000.0, -1000.0, 0.0, 0.0] and asks == 1 + 1 + 2
     # base -2 (mistral.rs checks no base): b after `ababa` gets (-2)^3 = -8, its logit raised; no estimate (its
     # log-probability is above </s>'s): found among 0 and +-1..32 with the largest float32 (4 asks), confirmed (1)
     logits, asks = read([0, 1, 0, 1, 0], candidates=((1, 0.0),), base=-2.0, allowed_length=0)
@@ -265,12 +268,13 @@ def test_engine_witnesses_stay_out_of_the_project_corpus():
 def test_a_model_mistralrs_cannot_load_is_one_line(tmp_path):
     engine("mistralrs")
     from dryz.subject.cache import cache_dir
-    good = cache_dir() / "engines" / "mistralrs-symbols-v1" / "tiny.gguf"
+    from dryz.subject.engines.mistralrs import MODEL_DIR
+    good = cache_dir() / "engines" / MODEL_DIR / "tiny.gguf"
     if not good.exists():  # the adapter writes it on its first start
         dryz("--subject", "engine:mistralrs", "subject", "show")
-    bad = tmp_path / "cache" / "engines" / "mistralrs-symbols-v1"
+    bad = tmp_path / "cache" / "engines" / MODEL_DIR
     bad.mkdir(parents=True)
-    (bad / "tiny.gguf").write_bytes(good.read_bytes()[:5000])
+    (bad / "tiny.gguf").write_bytes(good.read_bytes()[:-100])  # a tensor's data cut short
     p = dryz("--subject", "engine:mistralrs", "check", str(case(tmp_path, "aa")), env={"DRYZ_CACHE": tmp_path / "cache"})
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert "mistral.rs 0.9.5 cannot load" in p.stderr and "tiny.gguf: GGUF tensor" in p.stderr

@@ -53,8 +53,10 @@ def _tokenizer_fields(reader):
     return out
 
 
-def write_model(vocab_path, dest: Path) -> Path:
-    """The tiny model over vocab_path's tokenizer, written to dest (atomically)."""
+def write_model(vocab_path, dest: Path, dims: tuple = (N_EMBD, N_HEAD, N_FF)) -> Path:
+    """The tiny model over vocab_path's tokenizer, written to dest (atomically); dims: (embedding length, heads,
+    feed-forward length), every logit 0 whatever they are."""
+    n_embd, n_head, n_ff = dims
     import gguf
 
     try:
@@ -71,12 +73,12 @@ def write_model(vocab_path, dest: Path) -> Path:
     w = gguf.GGUFWriter(str(tmp), "llama")
     w.add_name("dryz-zero-logits")
     w.add_context_length(N_CTX_TRAIN)
-    w.add_embedding_length(N_EMBD)
+    w.add_embedding_length(n_embd)
     w.add_block_count(1)
-    w.add_feed_forward_length(N_FF)
-    w.add_head_count(N_HEAD)
-    w.add_head_count_kv(N_HEAD)
-    w.add_rope_dimension_count(N_EMBD // N_HEAD)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head)
+    w.add_rope_dimension_count(n_embd // n_head)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_vocab_size(n_vocab)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
@@ -89,16 +91,16 @@ def write_model(vocab_path, dest: Path) -> Path:
     zeros = lambda *shape: np.zeros(shape, dtype=f32)  # noqa: E731
     ones = lambda n: np.ones((n,), dtype=f32)  # noqa: E731
     # numpy shapes are (rows, cols) = GGUF's (ne1, ne0) reversed: a weight mapping n_in -> n_out is (n_out, n_in)
-    w.add_tensor("token_embd.weight", zeros(n_vocab, N_EMBD))
-    w.add_tensor("blk.0.attn_norm.weight", ones(N_EMBD))
+    w.add_tensor("token_embd.weight", zeros(n_vocab, n_embd))
+    w.add_tensor("blk.0.attn_norm.weight", ones(n_embd))
     for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
-        w.add_tensor(f"blk.0.{name}.weight", zeros(N_EMBD, N_EMBD))
-    w.add_tensor("blk.0.ffn_norm.weight", ones(N_EMBD))
-    w.add_tensor("blk.0.ffn_gate.weight", zeros(N_FF, N_EMBD))
-    w.add_tensor("blk.0.ffn_up.weight", zeros(N_FF, N_EMBD))
-    w.add_tensor("blk.0.ffn_down.weight", zeros(N_EMBD, N_FF))
-    w.add_tensor("output_norm.weight", ones(N_EMBD))
-    w.add_tensor("output.weight", zeros(n_vocab, N_EMBD))
+        w.add_tensor(f"blk.0.{name}.weight", zeros(n_embd, n_embd))
+    w.add_tensor("blk.0.ffn_norm.weight", ones(n_embd))
+    w.add_tensor("blk.0.ffn_gate.weight", zeros(n_ff, n_embd))
+    w.add_tensor("blk.0.ffn_up.weight", zeros(n_ff, n_embd))
+    w.add_tensor("blk.0.ffn_down.weight", zeros(n_embd, n_ff))
+    w.add_tensor("output_norm.weight", ones(n_embd))
+    w.add_tensor("output.weight", zeros(n_vocab, n_embd))
     try:
         w.write_header_to_file()
         w.write_kv_data_to_file()

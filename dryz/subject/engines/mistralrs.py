@@ -20,19 +20,20 @@ earlier prompt matters is what the requests property audits).
 What DRY did is read back exactly, never guessed. mistral.rs applies DRY to the raw logits, then logit_bias
 ("Penalties, on the raw logits: DRY first, ... then logit bias", its sampling guide), so a candidate's logit is
 f32(bias - p) for its penalty p. One request without bias gives every token's log-probability: a candidate whose
-log-probability equals the end-of-sequence token's (never in the history, never penalized) has p = 0 when no
-penalty the parameters allow could be too small to show (else that is checked, below); the others' p is found
+log-probability equals the end-of-sequence token's (never in the history, never penalized) has p = 0 when no penalty
+the parameters allow could be too small to show (below 1e-5), or when none that small changes its output f32(initial
+- p) (an initial logit of 1,000: no p below 1e-5 moves it); else that is checked, below; the others' p is found
 exactly with greedy requests that mask every token but the candidate (biased by b) and `</s>` (bias 0): the first
 maximum wins, so the candidate is chosen iff f32(b - p) >= 0 iff b >= p, and p is the least float32 b chosen. A
-guess from the log-probability is confirmed bit for bit (two requests); else p is searched first among the
-penalties the formula can give (multiplier * base^k, each rounding: a penalty whose log-probability underflowed
-leaves no estimate), then by bisection over the float32 order between the two found. A lower bound is asked for
-many candidates at once (`</s>` is chosen iff every candidate's b < p); an upper bound takes one request per
-candidate (the argmax names one token), so where a penalty too small to show in a log-probability is possible,
-proving p = 0 costs a request per candidate. A search stops once every p left gives the candidate the same output
-logit f32(initial - p) (a candidate at -inf stays -inf; beside a large initial logit a small penalty changes
-nothing): what is read back exactly is the candidate's logit after DRY. An answer that cannot be read so (an
-infinite logit raised by a negative multiplier) is not judged.
+guess from the log-probability is confirmed bit for bit (two requests); else p is searched first among the penalties
+the formula can give (multiplier * base^k, each rounding: a penalty whose log-probability underflowed leaves no
+estimate), then by bisection over the float32 order between the two found. A lower bound is asked for many
+candidates at once (`</s>` is chosen iff every candidate's b < p); an upper bound takes one request per candidate
+(the argmax names one token), so where a penalty too small to show in a log-probability is possible, proving p = 0
+costs a request per candidate. A search stops once every p left gives the candidate the same output logit
+f32(initial - p) (a candidate at -inf stays -inf; beside a large initial logit a small penalty changes nothing):
+what is read back exactly is the candidate's logit after DRY. An answer that cannot be read so (an infinite logit
+raised by a negative multiplier) is not judged.
 
 A read-back ask repeats the request's prompt, and on a cached Runner a repeated prompt is in the cache. So in a
 sequence the read-back asks run on the request's own Runner only where that repeat answers as the first ask did:
@@ -40,7 +41,8 @@ after the read-back the prompt is asked once more and its log-probabilities must
 (a prompt the cache holds whole is no cache hit: prefix_cacher.rs:559-561); where they differ (the first ask was a
 cache hit that changed DRY's context), every read-back ask is the first ask of a fresh Runner that has answered the
 earlier requests (exact; ~0.25 s each). Cost, measured on one core: a fresh Runner is ~0.22 s, an ask ~1 ms (a
-prompt of 2 tokens 0.7 ms, of 96 tokens 1.1 ms); a single case on the cached adapter ~0.25-0.3 s.
+prompt of 2 tokens 0.7 ms, of 545 tokens 2.5 ms, of 1,000 tokens 6.9 ms: mistral.rs's time grows with the prompt's
+square, MODEL_DIMS); a single case on the cached adapter ~0.25-0.3 s.
 
 mistral.rs has no window parameter: its DRY reads the whole context. A case whose window would cut the history (or
 switch DRY off: penalty_last_n <= 0 in llama.cpp's library) cannot be asked and is not judged.
@@ -96,13 +98,22 @@ SOURCES_CACHED = SOURCES + [
         "prefix_cacher.rs")},
 ]
 CACHE_N = 16  # mistral.rs's default prefix_cache_n (Runner(prefix_cache_n=16), mistralrs.pyi)
+# The tiny model's (embedding length, heads, feed-forward length): the smallest mistral.rs loads. Its logits are 0
+# whatever the sizes, and mistral.rs's time per request grows with them and with the prompt's square: a request
+# over 545 tokens took 5.5 ms with llama-server's model (16, 2, 32) and 2.5 ms with this one, over 1,000 tokens
+# 15.4 and 6.9 ms (one core). v1, llama-server's sizes, stays where an older dryz wrote it.
+MODEL_DIMS = (2, 1, 2)
+# A penalty this large or larger shows in a candidate's log-probability (it differs from </s>'s): read back level with
+# </s>'s, a penalty is below it (the float32 log-softmax of logits near 0 resolves about 1e-7).
+SHOWN = 1e-5
+MODEL_DIR = "mistralrs-symbols-v2"
 
 
 def model_dir() -> Path:
     """A folder holding tiny.gguf (zero logits) over dryz's symbols + </s>, and message.jinja; written once."""
     from ..cache import cache_dir  # on use: the adapter's start-up (run as its own process)
     from ..tinymodel import write_model  # on use: the adapter's start-up
-    d = cache_dir() / "engines" / "mistralrs-symbols-v1"
+    d = cache_dir() / "engines" / MODEL_DIR
     if not (d / "tiny.gguf").exists():
         import gguf
         d.mkdir(parents=True, exist_ok=True)
@@ -122,7 +133,7 @@ def model_dir() -> Path:
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
         w.close()
-        write_model(vocab, d / "tiny.gguf")
+        write_model(vocab, d / "tiny.gguf", MODEL_DIMS)
     # Written atomically, and never again once there: a Runner made while the file is rewritten reads an empty
     # template ("Received an empty prompt"), and the cached adapter makes a Runner per case. (Before, every start
     # rewrote raw.jinja in place, as older dryz versions sharing this cache still do: this name is not theirs.)
@@ -380,8 +391,8 @@ class Adapter:
                 raise NotExpressible(f"token {t}'s log-probability is {lp}: an infinite logit cannot be read")
             elif initial[t] == -math.inf:  # -inf less any penalty it can have (not -inf: lp would be +inf) is -inf
                 pens[t] = np.float32(0.0)
-            elif lp == ref and smallest >= 1e-5:
-                pens[t] = np.float32(0.0)
+            elif lp == ref and (smallest >= SHOWN or np.float32(initial[t] - np.float32(SHOWN)) == initial[t]):
+                pens[t] = np.float32(0.0)  # no penalty it can have hides, or none that hides changes its output
             elif lp == ref:  # level with </s>: p is 0 unless a penalty too small to show it, checked below
                 level.append(t)
             else:  # (a log-probability of -inf: the probability underflowed, the penalty is large, maybe +inf)
