@@ -124,6 +124,12 @@ def test_the_registry_names_parse_and_compose():
     cfg = compose(case_config(Case(history=(0,), alphabet=1, penalty_last_n=64)), ("match-cap:12", "match-cap:13", "repeat-min:2",
                                                                "repeat-min:1"))
     assert (cfg.match_cap, cfg.repeat_min) == (12, 2)
+    # a numbered model's meaning names its number, in the singular for one
+    from dryz.oracle.deviations import meaning
+    assert meaning("match-cap:12") == "a repeat counts at most 12 tokens"
+    assert meaning("repeat-min:1") == "a repeat shorter than 1 token is never penalized, whatever allowed_length"
+    assert meaning("raises-window:1") == "a window of 1 token raises instead of answering"
+    assert meaning("raises-window:20") == "a window of 1..20 tokens raises instead of answering"
 
 
 def test_every_property_s_probes_tell_every_model_registered_for_it_from_llama_cpp():

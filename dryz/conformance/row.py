@@ -35,7 +35,7 @@ from ..files import fail
 from .. import inputs
 from ..inputs import load_case_file, load_requests_file, load_subject, load_trace_file, say, selected_spec
 from ..judge import judge_output, semantics
-from ..oracle.deviations import BY_PATTERN, MODELLED, pattern
+from ..oracle.deviations import BY_PATTERN, meaning, pattern
 from ..output import write_bytes, write_json
 from ..render import properties_ending, properties_text
 from ..requests import Request, Requests
@@ -206,7 +206,7 @@ def describe(name: str, kind: str, citations: dict, sources: dict) -> dict:
     documentation says so, the engine's source line) or the class."""
     if kind == "model":
         d = {"name": name, "kind": "declared" if name in citations else "observed",
-             "meaning": MODELLED.get(pattern(name), "")}
+             "meaning": meaning(name)}
         if name in citations:
             d["cited"] = citations[name]
         src = sources.get(name) or sources.get(pattern(name))

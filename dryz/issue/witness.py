@@ -23,7 +23,7 @@ from ..case import Case
 from ..causes import answer_json, answer_of, explains, fit
 from ..corpus import load_entry
 from ..errors import DryzError
-from ..oracle.deviations import BY_PATTERN, MODELLED, DeviationError, parse, pattern
+from ..oracle.deviations import BY_PATTERN, DeviationError, meaning, parse, pattern
 from ..subject.answers import Crash, Output
 
 LLAMA_KINDS = ("libllama", "llama-cpp-python", "server")
@@ -84,9 +84,7 @@ class Witness:
         """The model's meaning with its number (match-cap:12: "a repeat counts at most 12 tokens")."""
         if not self.model:
             return ""
-        kind, n = parse(self.cause)
-        text = MODELLED.get(pattern(self.cause), "")
-        return re.sub(r"\bN\b", str(n), text) if n is not None else text
+        return meaning(self.cause)
 
     @property
     def source_line(self) -> str:

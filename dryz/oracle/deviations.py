@@ -209,6 +209,16 @@ def instances(pattern_name: str) -> list[str]:
     return [pattern_name.replace(":N", f":{n}") for n in m.numbers] if pattern_name.endswith(":N") else [pattern_name]
 
 
+def meaning(name: str) -> str:
+    """A model's meaning with its number (match-cap:12: "a repeat counts at most 12 tokens"; repeat-min:1: "a
+    repeat shorter than 1 token ...")."""
+    kind, n = parse(name)
+    text = MODELLED.get(pattern(name), "")
+    if n is None:
+        return text
+    return re.sub(r"\b(1\.\.)?1 tokens\b", "1 token", re.sub(r"\bN\b", str(n), text))
+
+
 class DeviationError(ValueError, DryzError):
     """A declared deviation dryz does not model (one-line reason)."""
 

@@ -89,7 +89,7 @@ class Engine:
         self.new = lambda: Runner(which=Which.GGUF(tok_model_id=None, quantized_model_id=str(d),  # noqa: E731
                                                    quantized_filename="tiny.gguf"),
                                   chat_template=str(Path(d) / "raw.jinja"), prefix_cache_n=PREFIX_CACHE_N)
-        self.runner = self.new()
+        self.runner = None if EARLIER else self.new()  # (with earlier requests every ask has a Runner of its own)
         self.text = "".join(SYMBOLS[t] for t in HISTORY)
         self.dry = dict(dry_multiplier=MULTIPLIER, dry_base=BASE, dry_allowed_length=ALLOWED_LENGTH,
                         dry_sequence_breakers=list(BREAKERS))
