@@ -788,8 +788,9 @@ def write() -> list[str]:
 
 def take_conformance(result: Path, workdir: Path) -> int:
     """Check a `dryz conformance` result in: docs/results/conformance.json, with every file of WORKDIR it names
-    (witnesses, probes, the campaigns' inputs) copied under docs/results/conformance/ and named there; returns
-    how many files were copied. The folder's earlier files go (the page is one run's data)."""
+    (witnesses, probes, the campaigns' inputs) copied under docs/results/conformance/ and named there (a JSON
+    file's own mention of another is its copy's name, or WORKDIR/... for one not copied); returns how many files
+    were copied. The folder's earlier files go (the page is one run's data)."""
     import shutil
     workdir, dest = workdir.resolve(), DOCS / "results" / "conformance"
     copied: dict[str, str] = {}
@@ -811,7 +812,13 @@ def take_conformance(result: Path, workdir: Path) -> int:
         shutil.rmtree(dest)
     for src, rel in copied.items():
         (ROOT / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, ROOT / rel)
+        if src.endswith(".json"):  # a witness names the file it was minimized from: its copy, else WORKDIR/...
+            text = Path(src).read_text()
+            for other in sorted(copied, key=len, reverse=True):
+                text = text.replace(f'"{other}"', json.dumps(copied[other]))
+            (ROOT / rel).write_text(text.replace(f'"{workdir}/', '"WORKDIR/'))
+        else:
+            shutil.copyfile(src, ROOT / rel)
     CONFORMANCE.write_text(json.dumps(data, indent=1) + "\n")
     return len(copied)
 

@@ -402,3 +402,31 @@ def test_readme_states_the_mutation_score_the_committed_run_gives():
     (dryz.docs.mutation_sentence): a figure typed by hand, or a run re-made without README following, fails."""
     from dryz.docs import mutation_sentence
     assert mutation_sentence() in " ".join(README.read_text().split())
+
+
+def test_a_conformance_result_is_taken_with_its_files_named_in_the_repository(tmp_path, monkeypatch):
+    """python -m dryz.docs --take-conformance: the files a result names are copied under docs/results/conformance/
+    and named there, and a copied witness's own mention of another file (what it was minimized from) is that
+    file's copy, or WORKDIR/... for one the result does not name: no path of the machine that ran it is left."""
+    from dryz import docs
+    root = tmp_path / "repo"
+    monkeypatch.setattr(docs, "ROOT", root)
+    monkeypatch.setattr(docs, "DOCS", root / "docs")
+    monkeypatch.setattr(docs, "CONFORMANCE", root / "docs" / "results" / "conformance.json")
+    work = tmp_path / "work"
+    (work / "row" / "probes").mkdir(parents=True)
+    probe, seed = work / "row" / "probes" / "p.json", work / "row" / "seed.json"
+    probe.write_text('{"history": [0]}')
+    seed.write_text("{}")
+    witness = work / "row" / "w.json"
+    witness.write_text(json.dumps({"provenance": {"minimized_from": str(probe), "seed": str(seed)}}))
+    result = tmp_path / "result.json"
+    result.write_text(json.dumps({"rows": [{"witness": str(witness), "probe": str(probe), "note": "/nowhere"}]}))
+    assert docs.take_conformance(result, work) == 2
+    data = json.loads((root / "docs" / "results" / "conformance.json").read_text())
+    assert data["rows"][0] == {"witness": "docs/results/conformance/row/w.json",
+                               "probe": "docs/results/conformance/row/probes/p.json", "note": "/nowhere"}
+    w = json.loads((root / "docs" / "results" / "conformance" / "row" / "w.json").read_text())
+    assert w["provenance"] == {"minimized_from": "docs/results/conformance/row/probes/p.json",
+                               "seed": "WORKDIR/row/seed.json"}
+    assert (root / "docs" / "results" / "conformance" / "row" / "probes" / "p.json").read_text() == '{"history": [0]}'
