@@ -3,6 +3,7 @@ on every history of a bounded space and every conformance probe, and each rule t
 vectorised form; each scan rule does what its registry line says, on a witness worked by hand."""
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -130,6 +131,10 @@ def test_the_registry_names_parse_and_compose():
     assert meaning("repeat-min:1") == "a repeat shorter than 1 token is never penalized, whatever allowed_length"
     assert meaning("raises-window:1") == "a window of 1 token raises instead of answering"
     assert meaning("raises-window:20") == "a window of 1..20 tokens raises instead of answering"
+    assert meaning("occurrence-cap:1") == "only the latest occurrence of the last token is extended"
+    for m in REGISTRY:  # no plural after a numbered model's number one
+        for name in instances(m.name)[:1] if m.name.endswith(":N") else ():
+            assert not re.search(r"\b1 (tokens|occurrences)\b", meaning(name)), meaning(name)
 
 
 def test_every_property_s_probes_tell_every_model_registered_for_it_from_llama_cpp():

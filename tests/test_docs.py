@@ -407,7 +407,7 @@ def test_readme_states_the_mutation_score_the_committed_run_gives():
 def test_a_conformance_result_is_taken_with_its_files_named_in_the_repository(tmp_path, monkeypatch):
     """python -m dryz.docs --take-conformance: the files a result names are copied under docs/results/conformance/
     and named there, and a copied witness's own mention of another file (what it was minimized from) is that
-    file's copy, or WORKDIR/... for one the result does not name: no path of the machine that ran it is left."""
+    file's copy, or WORKDIR/... for one the result does not name: no path into the run's workdir is left."""
     from dryz import docs
     root = tmp_path / "repo"
     monkeypatch.setattr(docs, "ROOT", root)

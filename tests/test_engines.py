@@ -138,6 +138,10 @@ def test_mistralrs_read_back_asks_only_what_decides_the_logit():
     # the same beside initial logits of 1,000 and -1,000: no penalty a log-probability hides (below 1e-5) moves them
     logits, asks = read([0, 1] * 9 + [2, 3], candidates=((0, 1000.0), (2, -1000.0), (3, 0.0), (4, 0.0)), base=0.5)
     assert logits == [1000.0, -1000.0, 0.0, 0.0] and asks == 1 + 1 + 2
+    # both signs count (a negative multiplier or base hides negative penalties): -256 - 1e-5 rounds to -256, but
+    # -256 + 1e-5 does not (float32's step below 256 in magnitude is half the step above)
+    assert np.float32(np.float32(-256.0) - np.float32(1e-5)) == -256.0 and not M._unmoved(np.float32(-256.0))
+    assert M._unmoved(np.float32(1000.0)) and M._unmoved(np.float32(-512.0)) and not M._unmoved(np.float32(0.0))
     # base -2 (mistral.rs checks no base): b after `ababa` gets (-2)^3 = -8, its logit raised; no estimate (its
     # log-probability is above </s>'s): found among 0 and +-1..32 with the largest float32 (4 asks), confirmed (1)
     logits, asks = read([0, 1, 0, 1, 0], candidates=((1, 0.0),), base=-2.0, allowed_length=0)

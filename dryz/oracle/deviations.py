@@ -210,13 +210,17 @@ def instances(pattern_name: str) -> list[str]:
 
 
 def meaning(name: str) -> str:
-    """A model's meaning with its number (match-cap:12: "a repeat counts at most 12 tokens"; repeat-min:1: "a
-    repeat shorter than 1 token ...")."""
+    """A model's meaning with its number (match-cap:12: "a repeat counts at most 12 tokens"), in the singular for
+    one (repeat-min:1: "a repeat shorter than 1 token ...", occurrence-cap:1: "only the latest occurrence ... is")."""
     kind, n = parse(name)
     text = MODELLED.get(pattern(name), "")
     if n is None:
         return text
-    return re.sub(r"\b(1\.\.)?1 tokens\b", "1 token", re.sub(r"\bN\b", str(n), text))
+    text = re.sub(r"\bN\b", str(n), text)
+    if n == 1:
+        text = re.sub(r"\b(1\.\.)?1 tokens\b", "1 token", text).replace(
+            "the 1 latest occurrences of the last token are", "the latest occurrence of the last token is")
+    return text
 
 
 class DeviationError(ValueError, DryzError):

@@ -22,7 +22,7 @@ What DRY did is read back exactly, never guessed. mistral.rs applies DRY to the 
 f32(bias - p) for its penalty p. One request without bias gives every token's log-probability: a candidate whose
 log-probability equals the end-of-sequence token's (never in the history, never penalized) has p = 0 when no penalty
 the parameters allow could be too small to show (below 1e-5), or when none that small changes its output f32(initial
-- p) (an initial logit of 1,000: no p below 1e-5 moves it); else that is checked, below; the others' p is found
+- p) (an initial logit of 1,000: no |p| below 1e-5 moves it); else that is checked, below; the others' p is found
 exactly with greedy requests that mask every token but the candidate (biased by b) and `</s>` (bias 0): the first
 maximum wins, so the candidate is chosen iff f32(b - p) >= 0 iff b >= p, and p is the least float32 b chosen. A
 guess from the log-probability is confirmed bit for bit (two requests); else p is searched first among the penalties
@@ -106,6 +106,14 @@ MODEL_DIMS = (2, 1, 2)
 # A penalty this large or larger shows in a candidate's log-probability (it differs from </s>'s): read back level with
 # </s>'s, a penalty is below it (the float32 log-softmax of logits near 0 resolves about 1e-7).
 SHOWN = 1e-5
+
+
+def _unmoved(initial: np.float32) -> bool:
+    """No penalty p with |p| below SHOWN (one that can hide: a negative multiplier or base gives negative ones)
+    changes the output f32(initial - p): f32(initial - p) is monotone in p, so the two ends decide (one side of
+    a power of two, float32's step is half the other side's)."""
+    shown = np.float32(SHOWN)
+    return bool(np.float32(initial - shown) == initial and np.float32(initial + shown) == initial)
 MODEL_DIR = "mistralrs-symbols-v2"
 
 
@@ -391,7 +399,7 @@ class Adapter:
                 raise NotExpressible(f"token {t}'s log-probability is {lp}: an infinite logit cannot be read")
             elif initial[t] == -math.inf:  # -inf less any penalty it can have (not -inf: lp would be +inf) is -inf
                 pens[t] = np.float32(0.0)
-            elif lp == ref and (smallest >= SHOWN or np.float32(initial[t] - np.float32(SHOWN)) == initial[t]):
+            elif lp == ref and (smallest >= SHOWN or _unmoved(initial[t])):
                 pens[t] = np.float32(0.0)  # no penalty it can have hides, or none that hides changes its output
             elif lp == ref:  # level with </s>: p is 0 unless a penalty too small to show it, checked below
                 level.append(t)
