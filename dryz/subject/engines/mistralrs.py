@@ -40,9 +40,9 @@ sequence the read-back asks run on the request's own Runner only where that repe
 after the read-back the prompt is asked once more and its log-probabilities must equal the first ask's bit for bit
 (a prompt the cache holds whole is no cache hit: prefix_cacher.rs:559-561); where they differ (the first ask was a
 cache hit that changed DRY's context), every read-back ask is the first ask of a fresh Runner that has answered the
-earlier requests (exact; ~0.25 s each). Cost, measured on one core: a fresh Runner is ~0.22 s, an ask ~1 ms (a
-prompt of 2 tokens 0.7 ms, of 545 tokens 2.5 ms, of 1,000 tokens 6.9 ms: mistral.rs's time grows with the prompt's
-square, MODEL_DIMS); a single case on the cached adapter ~0.25-0.3 s.
+earlier requests (exact; ~0.03 s each). Cost, measured on one core with MODEL_DIMS: a fresh Runner ~0.023 s, an ask
+~0.6 ms up to ~100 tokens (of 545 tokens 2.5 ms, of 1,000 tokens 6.9 ms: mistral.rs's time grows with the prompt's
+square); a single case on the cached adapter ~0.022 s.
 
 mistral.rs has no window parameter: its DRY reads the whole context. A case whose window would cut the history (or
 switch DRY off: penalty_last_n <= 0 in llama.cpp's library) cannot be asked and is not judged.
@@ -103,6 +103,7 @@ CACHE_N = 16  # mistral.rs's default prefix_cache_n (Runner(prefix_cache_n=16), 
 # over 545 tokens took 5.5 ms with llama-server's model (16, 2, 32) and 2.5 ms with this one, over 1,000 tokens
 # 15.4 and 6.9 ms (one core). v1, llama-server's sizes, stays where an older dryz wrote it.
 MODEL_DIMS = (2, 1, 2)
+MODEL_DIR = "mistralrs-symbols-v2"
 # A penalty this large or larger shows in a candidate's log-probability (it differs from </s>'s): read back level with
 # </s>'s, a penalty is below it (the float32 log-softmax of logits near 0 resolves about 1e-7).
 SHOWN = 1e-5
@@ -114,7 +115,6 @@ def _unmoved(initial: np.float32) -> bool:
     a power of two, float32's step is half the other side's)."""
     shown = np.float32(SHOWN)
     return bool(np.float32(initial - shown) == initial and np.float32(initial + shown) == initial)
-MODEL_DIR = "mistralrs-symbols-v2"
 
 
 def model_dir() -> Path:
