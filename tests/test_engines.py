@@ -148,6 +148,43 @@ def test_mistralrs_read_back_asks_only_what_decides_the_logit():
     assert logits == [8.0] and asks == 1 + 4 + 1 and len(M._family(1.0, -2.0, 0, 5)) == 7
 
 
+def test_mistralrs_asks_sent_together_answer_as_one_by_one():
+    """The read-back's asks of one round go to mistral.rs together (streamed, answered as a batch): each answers
+    as it does alone, so the logits and the number of asks are those of the asks sent one by one."""
+    import random
+
+    from dryz.case import Case
+    from dryz.subject.command import Command
+    from dryz.subject.engines import mistralrs as M
+    engine("mistralrs")
+
+    class Symbols:
+        vocab_names = None
+
+        def _symbols(self):
+            return {"name": "symbols"}
+
+    together, alone = M.Adapter(0), M.Adapter(0)
+    alone._choices = lambda text, dry, biased: [alone._choice(text, dry, b) for b in biased]
+    streamed = []
+    send = together._choices
+
+    def counted(text, dry, biased):
+        streamed.append(len(biased))
+        return send(text, dry, biased)
+    together._choices = counted
+    rng = random.Random(5)
+    for _ in range(12):
+        history = tuple(rng.randrange(4) for _ in range(rng.randrange(8, 40)))
+        c = Case(history=history, alphabet=5, penalty_last_n=64, multiplier=rng.choice((1.0, 3e-7, -0.5)),
+                 base=rng.choice((0.5, 0.9, 2.0, 1.75)), allowed_length=rng.randrange(0, 4))
+        req = Command._request(Symbols(), c, 1)
+        before = (together.requests, alone.requests)
+        assert together.run(req) == alone.run(req), c
+        assert together.requests - before[0] == alone.requests - before[1]
+    assert max(streamed) >= 4  # rounds of several asks were sent together
+
+
 def test_aphrodite_refuses_as_it_documents(tmp_path):
     spec = engine("aphrodite")
     v = verdict(dryz("--subject", spec, "check", str(case(tmp_path, "abab", base=0.5))))
