@@ -272,12 +272,14 @@ class Adapter:
                     pass
 
     def _streamed(self, stream) -> str:
+        """The token a streamed ask chose, named as an ask's answer names it (_ask): its text, or `</s>` (no text,
+        finish_reason "stop"); a token other than the candidate is read as such, not chosen, as one by one."""
         chunks = engine(list, stream)
         text = "".join(c.choices[0].delta.content or "" for c in chunks)
         reason = chunks[-1].choices[0].finish_reason if chunks else None
         if reason == "stop" and text == "":
             return "</s>"
-        if reason == "length" and text in self.pieces:
+        if reason == "length" and text:
             return text
         raise RuntimeError(f"a streamed answer dryz cannot read: {text!r}, finish_reason {reason!r}")
 
@@ -482,11 +484,12 @@ class Adapter:
                 pens[t] = np.float32(0.0)
             else:
                 guesses[t] = []
+        # every first guess's lower bound in one ask, then each upper bound (p_z == P_z, bit for bit), sent together
         first = {t: g[0] for t, g in guesses.items() if g}
-        if len(first) > 1 and self._all_at_least(text, dry, first):  # every lower bound in one ask, then each
+        if len(first) > 1 and self._all_at_least(text, dry, first):
             pens.update({t: first[t] for t, chosen in self._chosen(text, dry, first).items() if chosen})
-        rest = [t for t in guesses if t not in pens]  # (upper bound: p_z == P_z) the rest: a guess confirmed,
-        if rest:                                        # else the bisection, every candidate's side by side
+        rest = [t for t in guesses if t not in pens]  # the rest: a guess confirmed, else the bisection, side by side
+        if rest:
             family = _family(float(p["multiplier"]), base, int(p["allowed_length"]), len(hist))
             pens.update(self._settle(text, dry, {t: self._penalty(guesses[t], family, initial[t]) for t in rest}))
         out = []
